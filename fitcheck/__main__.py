@@ -1,0 +1,4 @@
+from fitcheck.cli import main
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the console script
+    main()

@@ -1,0 +1,112 @@
+"""The ``fitcheck`` command: a thin click layer over the Python API.
+
+Commands live in their own modules and are imported only when used, so ``fitcheck --help`` and
+``fitcheck MODEL`` import nothing they do not need (no pynvml, no tabulate at start-up).
+``fitcheck MODEL`` is shorthand for ``fitcheck check MODEL``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from fitcheck import __version__
+from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
+
+# name -> (module, attribute, one-line help shown by `fitcheck --help` without importing it)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "check": ("fitcheck.cli.check_cmd", "check", "Will MODEL run (or train) here? The default command."),
+    "probe": ("fitcheck.cli.probe_cmd", "probe", "Show what this machine has: RAM, CPU, GPUs, disk."),
+    "profiles": ("fitcheck.cli.profiles_cmd", "profiles", "List the hardware profiles fitcheck can answer for."),
+    "models": ("fitcheck.cli.models_cmd", "models", "Search the model catalog, or show one model's spec."),
+}
+DEFAULT_COMMAND = "check"
+
+
+class LazyDefaultGroup(click.Group):
+    """A group whose commands load on first use and whose unknown first word means `check`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name, (module, _, _) in COMMANDS.items() if _module_exists(module))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        # The core's one error type becomes one line on stderr and its exit code, here, so the
+        # console script and CliRunner tests behave the same.
+        try:
+            return super().invoke(ctx)
+        except FitcheckError as exc:
+            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            ctx.exit(exc.exit_code)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        # `fitcheck qwen-7b ...` -> `fitcheck check qwen-7b ...`
+        if args and args[0] not in COMMANDS and not args[0].startswith("-"):
+            args = [DEFAULT_COMMAND, *args]
+        return super().resolve_command(ctx, args)
+
+
+def _module_exists(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyDefaultGroup, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="fitcheck")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Will this model run (or train) on this machine, and if not, what will?
+
+    \b
+    Examples:
+      fitcheck qwen-7b                      # inference, this machine
+      fitcheck llama3-8b --profile rtx-4090  # for a machine you do not have
+      fitcheck probe                        # what this machine has
+      fitcheck models qwen                  # what the catalog knows
+
+    Exit codes: 0 fits, 1 does not fit (or tight with --strict), 2 bad input, 3 unknown.
+    """
+    if ctx.invoked_subcommand is None:
+        if "interactive" in COMMANDS and sys.stdin.isatty() and _module_exists(COMMANDS["interactive"][0]):
+            ctx.invoke(cli.get_command(ctx, "interactive"))
+        else:
+            click.echo(ctx.get_help())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: one clear line and exit 2 for bad input, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="fitcheck", standalone_mode=False)
+    except FitcheckError as exc:
+        click.echo(f"fitcheck: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("fitcheck: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("fitcheck: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    else:
+        sys.exit(0)

@@ -1,0 +1,34 @@
+"""The one error type of fitcheck's core.
+
+Library code raises :class:`FitcheckError` (or a subclass) with a one-line message and, where one
+exists, a hint.  The CLI turns it into that line on stderr and the exit code it carries; nothing
+else in fitcheck prints a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+# Exit codes: a contract for scripts and CI (README lists them).
+EXIT_FITS = 0
+EXIT_DOES_NOT_FIT = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNKNOWN = 3
+
+
+class FitcheckError(Exception):
+    """A problem the user can act on: bad input, an unreadable file, an unknown model."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UnknownFactError(FitcheckError):
+    """A machine fact the verdict needs could not be read (exit 3)."""
+
+    exit_code = EXIT_UNKNOWN

@@ -1,0 +1,83 @@
+"""Byte units, parsing of sizes and counts people type, and formatting for renderers.
+
+Bytes are integers everywhere in fitcheck; only renderers format them, and GiB is labelled GiB.
+"""
+
+from __future__ import annotations
+
+import re
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+KB = 1000
+MB = 1000**2
+GB = 1000**3
+TB = 1000**4
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": KiB, "kb": KB, "kib": KiB,
+    "m": MiB, "mb": MB, "mib": MiB,
+    "g": GiB, "gb": GB, "gib": GiB,
+    "t": TiB, "tb": TB, "tib": TiB,
+}
+
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """Parse '24GiB', '40GB', '512 MiB', '1.5g' (binary) or '1024' (bytes) into bytes.
+
+    'GB' is decimal (10^9) and 'GiB'/'G' binary (2^30), as the units say.
+    """
+    m = _SIZE_RE.match(str(text))
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r} (try 24GiB, 40GB or 512MiB)")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+_COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMbBtT]?)\s*$")
+
+
+def parse_count(text: str) -> int:
+    """Parse a parameter count such as '7b', '0.5B', '135m' or '7000000000'."""
+    m = _COUNT_RE.match(str(text))
+    if not m:
+        raise ValueError(f"not a count: {text!r} (try 7b, 1.5b or 135m)")
+    return int(round(float(m.group(1)) * _COUNT_UNITS[m.group(2).lower()]))
+
+
+def gib(n_bytes: int | float) -> float:
+    return n_bytes / GiB
+
+
+def format_gib(n_bytes: int | float | None, digits: int = 2) -> str:
+    """'14.38 GiB'; None -> 'unknown'."""
+    if n_bytes is None:
+        return "unknown"
+    return f"{n_bytes / GiB:.{digits}f} GiB"
+
+
+def format_bytes(n_bytes: int | float | None) -> str:
+    """Human size with binary units: '512 MiB', '14.4 GiB'; None -> 'unknown'."""
+    if n_bytes is None:
+        return "unknown"
+    n = float(n_bytes)
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def format_count(n: int | float | None) -> str:
+    """'7.62B', '494M', '135M'; None -> 'unknown'."""
+    if n is None:
+        return "unknown"
+    for unit, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if abs(n) >= size:
+            value = n / size
+            return f"{value:.2f}{unit}" if value < 100 else f"{value:.0f}{unit}"
+    return str(int(n))
