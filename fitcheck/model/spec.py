@@ -58,6 +58,7 @@ class ModelSpec:
     norm_has_bias: bool = False        # LayerNorm with bias (2 x hidden) vs RMSNorm (hidden)
     norms_per_layer: int = 2           # Gemma 2/3: 4 (pre/post attention and feed-forward)
     qk_norm: bool = False              # per-head q/k RMSNorm (Qwen3, Gemma 3)
+    qk_norm_full_width: bool = False   # q/k norm over the whole q/k projection (OLMo 2, Cohere)
     attention_sinks: bool = False      # gpt-oss: one learned sink per head per layer
 
     # Mixture of experts (num_experts == 0: dense)
@@ -171,8 +172,11 @@ class ModelSpec:
         h = self.hidden_size
         per_norm = 2 * h if self.norm_has_bias else h
         n = self.norms_per_layer * per_norm
-        if self.qk_norm:
-            n += 2 * (self.attn_head_dim if not self.is_mla else 0)
+        if self.qk_norm and not self.is_mla:
+            if self.qk_norm_full_width:
+                n += (self.num_attention_heads + self.num_kv_heads) * self.attn_head_dim
+            else:
+                n += 2 * self.attn_head_dim
         if self.is_mla:
             n += self.kv_lora_rank + (self.q_lora_rank or 0)
         return n

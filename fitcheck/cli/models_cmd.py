@@ -1,0 +1,147 @@
+"""``fitcheck models``: search the catalog, or show one model's full spec and where it came from."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from fitcheck.cli.options import json_option
+
+
+@click.command("models")
+@click.argument("query", required=False)
+@click.option("--family", metavar="FAMILY", default=None, help="Only this family (qwen, llama, mistral, gemma ...).")
+@click.option("--show", "show", metavar="ID", default=None,
+              help="Print one model's full spec, parameter breakdown and sources.")
+@json_option
+def models(query: str | None, family: str | None, show: str | None, as_json: bool) -> None:
+    """Search the model catalog, or show one model's spec.
+
+    \b
+    Examples:
+      fitcheck models                 # every catalog model
+      fitcheck models qwen            # ids, aliases or family containing 'qwen'
+      fitcheck models --family llama
+      fitcheck models --show qwen-7b  # every number, and where it came from
+    """
+    if show:
+        from fitcheck.model.resolve import resolve_model
+
+        resolved = resolve_model(show)
+        doc = show_document(resolved)
+        click.echo(json.dumps(doc, indent=2) if as_json else render_show(doc))
+        return
+
+    from fitcheck.errors import FitcheckError
+    from fitcheck.model.catalog import load_catalog
+
+    catalog = load_catalog()
+    if family and family.strip().lower() not in catalog.families():
+        raise FitcheckError(f"unknown family {family!r}", "families: " + ", ".join(catalog.families()))
+    found = catalog.search(query, family)
+    if not found:
+        from fitcheck.model.resolve import suggestions
+
+        raise FitcheckError(f"no catalog model matches {query!r}", "did you mean: " + ", ".join(suggestions(query or "")))
+    rows = [list_row(e) for e in found]
+    if as_json:
+        click.echo(json.dumps({"models": rows}, indent=2))
+    else:
+        click.echo(render_list(rows))
+
+
+def list_row(entry) -> dict:
+    spec = entry.spec
+    return {
+        "id": entry.hf_id,
+        "family": entry.family,
+        "released": entry.released,
+        "params": spec.total_params,
+        "active_params": spec.active_params,
+        "layers": spec.num_layers,
+        "max_context": spec.max_context,
+        "aliases": list(entry.aliases),
+    }
+
+
+def render_list(rows: list[dict]) -> str:
+    from tabulate import tabulate
+
+    from fitcheck.units import format_count
+
+    table = [
+        (r["id"], format_count(r["params"]),
+         format_count(r["active_params"]) if r["active_params"] != r["params"] else "",
+         r["layers"], f"{r['max_context']:,}" if r["max_context"] else "unknown", r["family"])
+        for r in rows
+    ]
+    headers = ("id", "params", "active", "layers", "context", "family")
+    return tabulate(table, headers=headers, disable_numparse=True) + f"\n\n{len(rows)} model(s)"
+
+
+def show_document(resolved) -> dict:
+    """Everything about one resolved model, as plain data (the JSON form and the text form's source)."""
+    from dataclasses import fields
+
+    spec = resolved.spec
+    spec_fields = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "sources"}
+    entry = resolved.entry
+    return {
+        "id": resolved.hf_id or spec.name,
+        "source": resolved.source,
+        "note": resolved.note,
+        "spec": spec_fields,
+        "params": {
+            "total": spec.total_params,
+            "embedding": spec.embedding_params,
+            "non_embedding": spec.non_embedding_params,
+            "active": spec.active_params,
+            "largest_layer": spec.layer_params(),
+            "groups": [{"kind": g.kind, "params": g.params, "layers": g.layers} for g in spec.tensor_groups()],
+        },
+        "sources": {name: where for name, where in spec.sources},
+        "official_params": entry.official_params if entry else None,
+        "official_params_source": entry.official_params_source if entry else None,
+        "family": entry.family if entry else spec.family,
+        "released": entry.released if entry else None,
+        "aliases": list(entry.aliases) if entry else [],
+        "quantized_repos": dict(entry.quantized_repos) if entry else {},
+    }
+
+
+def render_show(doc: dict) -> str:
+    from tabulate import tabulate
+
+    from fitcheck.units import format_count
+
+    lines = [f"{doc['id']}  ({doc['source']})"]
+    if doc["note"]:
+        lines.append(doc["note"])
+    if doc["aliases"]:
+        lines.append("aliases: " + ", ".join(doc["aliases"]))
+    if doc["released"]:
+        lines.append(f"family: {doc['family']}, released {doc['released']}")
+    sources = doc["sources"]
+    lines += ["", "Spec"]
+    spec_rows = [(name, "" if value is None else value, sources.get(name, "")) for name, value in doc["spec"].items()]
+    lines.append(tabulate(spec_rows, headers=("field", "value", "from"), disable_numparse=True))
+    p = doc["params"]
+    lines += ["", "Parameters"]
+    rows = [("total", f"{p['total']:,}", format_count(p["total"])),
+            ("embedding", f"{p['embedding']:,}", format_count(p["embedding"])),
+            ("non-embedding", f"{p['non_embedding']:,}", format_count(p["non_embedding"])),
+            ("active per token", f"{p['active']:,}", format_count(p["active"])),
+            ("largest layer", f"{p['largest_layer']:,}", format_count(p["largest_layer"]))]
+    rows += [(f"  {g['kind']}", f"{g['params']:,}", format_count(g["params"])) for g in p["groups"]]
+    lines.append(tabulate(rows, headers=("", "count", ""), disable_numparse=True, colalign=("left", "right", "right")))
+    if doc["official_params"]:
+        diff = (p["total"] / doc["official_params"] - 1) * 100
+        lines += ["", f"official: {format_count(doc['official_params'])} ({doc['official_params_source']}); "
+                      f"computed differs by {diff:+.2f} %"]
+    elif doc["official_params_source"]:
+        lines += ["", f"official: {doc['official_params_source']}"]
+    if doc["quantized_repos"]:
+        lines += ["", "official pre-quantized repositories:"]
+        lines += [f"  {fmt}: {repo}" for fmt, repo in doc["quantized_repos"].items()]
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""``fitcheck probe``: show what this machine (or a hardware profile) has; save it as a profile."""
+
+from __future__ import annotations
+
+import click
+
+from fitcheck.cli.options import json_option, load_machine, profile_option
+
+
+@click.command("probe")
+@profile_option
+@json_option
+@click.option("--save", "save_path", metavar="FILE", default=None,
+              help="Also write the machine as a TOML hardware profile to FILE (load it later with --profile FILE).")
+def probe(profile: str | None, as_json: bool, save_path: str | None) -> None:
+    """Show what this machine has: RAM, CPU, GPUs, driver, disk.
+
+    \b
+    Examples:
+      fitcheck probe                         # this machine
+      fitcheck probe --json | python -m json.tool
+      fitcheck probe --save my-box.toml      # then: fitcheck qwen-7b --profile my-box.toml
+      fitcheck probe --profile h100-sxm      # what a profile describes
+
+    --json prints {"schema": "fitcheck.probe/1", "machine": {...}}: facts that could not be
+    read are null, with the reason in the sibling "unknown" map of the same object.
+    """
+    machine = load_machine(profile)
+    if save_path:
+        from fitcheck.profiles import save_profile
+
+        written = save_profile(machine, save_path)
+    if as_json:
+        import json
+
+        from fitcheck.render.machine import probe_document
+
+        click.echo(json.dumps(probe_document(machine), indent=2, ensure_ascii=False))
+    else:
+        from fitcheck.render.machine import render_machine
+
+        click.echo(render_machine(machine))
+    if save_path:
+        click.echo(f"Saved profile to {written} (use it with --profile {written})", err=True)

@@ -1,0 +1,107 @@
+"""Transient memory of one forward pass (inference prefill), per engine.
+
+Derived from the real block, not a constant: which tensors are alive at the peak of a decoder
+layer, for the shapes of this model.
+
+Hugging Face transformers (modeling_llama/qwen2.py, eager module graph, SDPA/flash attention so
+no s×s score matrix): at the MLP peak these are alive, per token,
+  the layer input (held by the caller's loop), the attention residual sum, its RMSNorm output,
+  inputs_embeds (held by the model's forward) ............................ 4 × h
+  act_fn(gate_proj(x)) (gate_proj's output is freed once act_fn returns), up_proj(x),
+  and their product ....................................................... 3 × I
+all in the activation dtype.  The attention phase holds the layer input, inputs_embeds, the
+norm output, q/k/v, rotated q/k and the attention output: 4 × h + 3 × q_dim + 3 × kv_dim.
+Checked against the Qwen2.5 speed benchmark (A100, transformers 4.46, max_memory_allocated):
+Qwen2.5-7B at 30,720 prompt tokens leaves 4.1 GiB beyond weights and KV cache; the formula gives
+30,720 × (3 × 18,944 + 4 × 3,584) × 2 B = 4.07 GiB.
+"""
+
+from __future__ import annotations
+
+from fitcheck.model.spec import ModelSpec
+
+# MoE dispatch in transformers runs experts one after another on the tokens routed to each;
+# the busiest expert gets more than the mean share T·k/E.  Factor 2 for routing imbalance.
+MOE_IMBALANCE = 2.0
+# vLLM profiles its activation peak with a dummy batch of max_num_batched_tokens (V1 default for
+# `vllm serve`: 8192, vllm/engine/arg_utils.py) and max_num_seqs (256) sampled sequences.
+VLLM_PROFILE_TOKENS = 8192
+VLLM_MAX_NUM_SEQS = 256
+# llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (default 512).
+LLAMA_CPP_UBATCH = 512
+
+
+def _ffn_width_per_token(spec: ModelSpec, *, dispatch_imbalance: float) -> float:
+    """Feed-forward intermediate elements one token materialises at the MLP peak."""
+    if not spec.is_moe:
+        return float(spec.intermediate_size)
+    routed = dispatch_imbalance * spec.experts_per_token / spec.num_experts * spec.moe_intermediate_size
+    shared = (spec.shared_expert_intermediate_size or spec.moe_intermediate_size) * spec.num_shared_experts
+    dense = spec.intermediate_size if spec.num_dense_layers else 0
+    return max(routed + shared, float(dense))
+
+
+def _attn_dims(spec: ModelSpec) -> tuple[int, int]:
+    """(q width, k+v width / 2) of one token's attention projections."""
+    if spec.is_mla:
+        qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim
+        return spec.num_attention_heads * qk, spec.num_attention_heads * (qk + spec.v_head_dim) // 2
+    d = spec.attn_head_dim
+    return spec.num_attention_heads * d, spec.num_kv_heads * d
+
+
+def transformers_prefill_bytes(spec: ModelSpec, tokens: int, act_bytes: int) -> int:
+    """Peak transient bytes of a transformers forward over `tokens` tokens (all sequences)."""
+    h = spec.hidden_size
+    ffn = _ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
+    q, kv = _attn_dims(spec)
+    mlp_phase = 3 * ffn + 4 * h
+    attn_phase = 4 * h + 3 * q + 3 * kv
+    per_token = max(mlp_phase, attn_phase) * act_bytes
+    router = tokens * spec.num_experts * 4 if spec.is_moe else 0  # fp32 router logits
+    return int(tokens * per_token + router)
+
+
+def logits_bytes(spec: ModelSpec, positions: int) -> int:
+    """fp32 logits for `positions` positions (transformers >= 4.45 keeps only the last one)."""
+    return positions * spec.vocab_size * 4
+
+
+def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) -> int:
+    """vLLM's profiled activation peak on one GPU: fused gate_up (2I/tp), act output (I/tp),
+    qkv and residual streams for the profile batch, plus sampler logits for max_num_seqs."""
+    h = spec.hidden_size
+    ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0) / tensor_parallel
+    q, kv = _attn_dims(spec)
+    per_token = max(3 * ffn + 3 * h, (q + 2 * kv) / tensor_parallel + 3 * h) * act_bytes
+    sampler = 2 * VLLM_MAX_NUM_SEQS * spec.vocab_size * 4
+    return int(VLLM_PROFILE_TOKENS * per_token + sampler)
+
+
+def llama_cpp_compute_bytes(spec: ModelSpec, *, context_cells: int, flash_attention: bool = True) -> int:
+    """llama.cpp's compute buffer for the worst-case graph of n_ubatch tokens (f32 intermediates).
+
+    The graph allocator reuses memory between the layer body and the output head, so the buffer
+    is the larger of: logits for n_ubatch outputs (n_ubatch × vocab × 4) and the layer body
+    (FFN intermediates 3 × I plus residual streams; without flash attention the K·Q scores
+    n_ubatch × n_ctx × heads); plus the input embeddings.  Matches logged buffers, e.g.
+    Llama-3-8B: 512 × 128,256 × 4 B = 250.5 MiB + 8 MiB ("CUDA0 compute buffer size = 258.50 MiB").
+    """
+    u = LLAMA_CPP_UBATCH
+    h = spec.hidden_size
+    ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
+    body = u * (3 * ffn + 4 * h) * 4
+    if not flash_attention:
+        body += u * context_cells * spec.num_attention_heads * 4
+    head = u * spec.vocab_size * 4
+    return int(max(body, head) + u * h * 4)
+
+
+def llama_cpp_host_compute_bytes(spec: ModelSpec) -> int:
+    """The host-side compute buffer llama.cpp keeps when layers run on a GPU (inputs, embeddings)."""
+    return int(LLAMA_CPP_UBATCH * spec.hidden_size * 4 * 3)
+
+
+def llama_cpp_output_bytes(spec: ModelSpec, sequences: int) -> int:
+    """Host output buffer: logits for one output per sequence (llama-context.cpp output_reserve)."""
+    return sequences * spec.vocab_size * 4

@@ -1,0 +1,97 @@
+"""Storage formats: one table of what each precision stores per weight, and KV-cache element sizes.
+
+Every figure carries its source.  Block formats are counted from their block layout, so scales
+and zero points are included, and each format says which tensors stay 16-bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitcheck.errors import FitcheckError
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    name: str
+    family: str            # 'float', 'fp8', 'bnb', 'gptq', 'awq', 'gguf'
+    linear_bits: float     # bits per weight of quantized linear layers, scales included
+    keep_bits: float       # embeddings, lm_head, norms, biases, routers (not quantized)
+    description: str
+    quality_loss: int      # rank for alternatives: 0 none .. higher = more loss
+    gguf: bool = False     # a llama.cpp type (per-tensor mixture rules apply)
+    min_cc: float | None = None  # compute capability required on NVIDIA (fp8: 8.9)
+
+
+# Group-quantized 4-bit (GPTQ/AWQ, group 128): 4 bits + an fp16 scale and a packed 4-bit zero
+# per 128 weights = 4 + 16/128 + 4/128 = 4.156 bits (AutoGPTQ qweight/qzeros/scales layout).
+_G128_4BIT = 4 + 16 / 128 + 4 / 128
+# GPTQ 8-bit, group 128: 8 + 16/128 + 8/128.
+_G128_8BIT = 8 + 16 / 128 + 8 / 128
+# bitsandbytes NF4 with double quantization: 64-weight blocks with an 8-bit absmax, plus an fp32
+# scale per 256 absmax values: 4 + 8/64 + 32/(64*256) = 4.127 bits (QLoRA paper, section 2).
+_NF4_DQ = 4 + 8 / 64 + 32 / (64 * 256)
+# LLM.int8 (bitsandbytes): int8 weights + one fp32 scale per output row (negligible per weight).
+_INT8_ROW = 8.0
+
+# GGML block types: bits per weight from ggml-common.h block structs (pinned to llama.cpp b4000):
+# block_q4_0 = 2 + 16 bytes / 32 weights = 4.5 bits; block_q8_0 = 2 + 32 bytes / 32 = 8.5;
+# block_q4_K = 144 bytes / 256 = 4.5; block_q5_K = 176/256 = 5.5; block_q6_K = 210/256 = 6.5625;
+# block_q3_K = 110/256 = 3.4375; block_q2_K = 84/256 = 2.625; block_q5_0 = 22/32 = 5.5;
+# block_q5_1 = 24/32 = 6.0; block_q4_1 = 20/32 = 5.0.
+GGML_TYPE_BITS: dict[str, float] = {
+    "f32": 32.0, "f16": 16.0, "bf16": 16.0,
+    "q8_0": 8.5, "q6_k": 6.5625, "q5_k": 5.5, "q4_k": 4.5, "q3_k": 3.4375, "q2_k": 2.625,
+    "q4_0": 4.5, "q4_1": 5.0, "q5_0": 5.5, "q5_1": 6.0,
+}
+# k-quants need rows (input dimension) divisible by 256; llama.cpp falls back per tensor
+# (llama-quant.cpp, "tensor cols are not divisible by 256, required for k-quants").
+GGML_K_FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+
+WEIGHT_FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("fp32", "float", 32, 32, "32-bit floats", 0),
+        WeightFormat("bf16", "float", 16, 16, "bfloat16", 0),
+        WeightFormat("fp16", "float", 16, 16, "float16", 0),
+        WeightFormat("fp8", "fp8", 8 + 32 / 4096, 16, "FP8 E4M3 weights, per-channel scales", 1, min_cc=8.9),
+        WeightFormat("int8", "bnb", _INT8_ROW, 16, "bitsandbytes LLM.int8, per-row scales", 1),
+        WeightFormat("gptq-int8", "gptq", _G128_8BIT, 16, "GPTQ 8-bit, group 128", 1),
+        WeightFormat("int4", "gptq", _G128_4BIT, 16, "4-bit, group 128 with fp16 scales", 3),
+        WeightFormat("gptq-int4", "gptq", _G128_4BIT, 16, "GPTQ 4-bit, group 128", 3),
+        WeightFormat("awq", "awq", _G128_4BIT, 16, "AWQ 4-bit, group 128", 3),
+        WeightFormat("nf4", "bnb", _NF4_DQ, 16, "bitsandbytes NF4 with double quantization", 3),
+        WeightFormat("q8_0", "gguf", 8.5, 32, "GGUF Q8_0", 1, gguf=True),
+        WeightFormat("q6_k", "gguf", 6.5625, 32, "GGUF Q6_K", 2, gguf=True),
+        WeightFormat("q5_k_m", "gguf", 5.5, 32, "GGUF Q5_K_M (Q5_K, some Q6_K)", 2, gguf=True),
+        WeightFormat("q4_k_m", "gguf", 4.5, 32, "GGUF Q4_K_M (Q4_K, some Q6_K)", 3, gguf=True),
+        WeightFormat("q4_0", "gguf", 4.5, 32, "GGUF Q4_0", 4, gguf=True),
+        WeightFormat("q3_k_m", "gguf", 3.4375, 32, "GGUF Q3_K_M (Q3_K, some Q4_K/Q5_K)", 5, gguf=True),
+        WeightFormat("q2_k", "gguf", 2.625, 32, "GGUF Q2_K (Q2_K, some Q3_K/Q4_K)", 6, gguf=True),
+    )
+}
+# Stored formats read from checkpoints that are not user-selectable precisions.
+STORED_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "mxfp4": "mxfp4"}
+
+# MXFP4 (gpt-oss experts): 32-value blocks of 4-bit E2M1 with an 8-bit shared exponent = 4.25 bits
+# (OCP Microscaling spec v1.0).
+MXFP4_BITS = 4 + 8 / 32
+
+PRECISIONS = tuple(WEIGHT_FORMATS)
+
+
+def weight_format(name: str) -> WeightFormat:
+    key = name.lower().replace("_", "-") if not name.lower().startswith("q") else name.lower()
+    key = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "gptq": "gptq-int4",
+           "gptq-4bit": "gptq-int4", "gptq-8bit": "gptq-int8", "q4_k": "q4_k_m", "q5_k": "q5_k_m",
+           "q3_k": "q3_k_m"}.get(key, key)
+    if key not in WEIGHT_FORMATS:
+        raise FitcheckError(f"unknown precision '{name}'", "choose one of: " + ", ".join(PRECISIONS))
+    return WEIGHT_FORMATS[key]
+
+
+# KV-cache element sizes in bytes.  q8_0/q4_0 are llama.cpp block types (8.5 / 4.5 bits).
+KV_DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "q8_0": 8.5 / 8, "q4_0": 4.5 / 8,
+}
+KV_DTYPES = ("auto",) + tuple(KV_DTYPE_BYTES)

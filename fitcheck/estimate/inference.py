@@ -1,0 +1,279 @@
+"""Inference estimate: a resolved Plan and a ModelSpec in, per-device bytes out.  Pure.
+
+Engines differ in what they hold:
+- transformers: weights, a KV cache sized to the tokens in flight, the prefill activation peak,
+  dequantization scratch of quantized kernels; one CUDA context per GPU; with several GPUs
+  `device_map="auto"` splits layers (each GPU sees its own activation peak).
+- vLLM: reserves gpu_memory_utilization × total memory up front; inside it weights, the profiled
+  activation peak, non-torch memory and a KV pool that takes the rest; tensor parallel splits
+  weights and KV heads.
+- llama.cpp: weights (mmap), a KV cache of n_ctx = context × sequences cells allocated up front,
+  compute and output buffers; -ngl N puts N layers (and their KV) on the GPU, the rest in RAM.
+"""
+
+from __future__ import annotations
+
+from fitcheck.estimate import activations as A
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.kv_cache import kv_cache_bytes
+from fitcheck.estimate.request import Plan
+from fitcheck.estimate.result import (
+    ACTIVATIONS,
+    KV_CACHE,
+    OVERHEAD,
+    WEIGHTS,
+    Component,
+    DeviceNeed,
+    Estimate,
+)
+from fitcheck.estimate.weights import WeightBytes, largest_matrix_params, linear_matrices, weight_bytes
+from fitcheck.model.spec import ModelSpec
+from fitcheck.units import MiB
+
+# CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by
+# torch.cuda.max_memory_allocated (ESTIMATION.md: ≈0.3–0.6 GiB; more on newer GPUs).
+TORCH_CUDA_CONTEXT = 512 * MiB
+# ggml's CUDA backend: context plus cuBLAS handle, smaller than PyTorch's.
+LLAMA_CPP_CUDA_CONTEXT = 320 * MiB
+# PyTorch's caching allocator keeps freed blocks; reserved exceeds allocated by 5–15 %
+# (ESTIMATION.md).  5 % of what is allocated, at least 64 MiB.
+ALLOCATOR_SLACK = 0.05
+ALLOCATOR_SLACK_MIN = 64 * MiB
+# vLLM: non-torch memory (NCCL, CUDA context) and CUDA graphs, inside the reservation.
+VLLM_NON_TORCH = 1024 * MiB
+# A CPU process running transformers: the libraries' own resident memory (torch, transformers).
+TORCH_CPU_RUNTIME = 600 * MiB
+LLAMA_CPP_CPU_RUNTIME = 100 * MiB
+# ExLlama v2 kernels (AutoGPTQ 4-bit) keep a temp buffer for inputs up to max_input_length=2048.
+EXLLAMA_MAX_INPUT = 2048
+
+
+def _act_bytes(precision: str) -> int:
+    return 4 if precision == "fp32" else 2
+
+
+def _weights(spec: ModelSpec, precision: str, engine: str) -> WeightBytes:
+    fmt = weight_format(precision)
+    return weight_bytes(spec, fmt)
+
+
+def _stored_weight_total(spec: ModelSpec, precision: str, computed: int) -> tuple[int, str]:
+    """Exact stored bytes when the checkpoint's own format is what will be loaded."""
+    if spec.stored_weight_bytes and spec.stored_format and weight_format_or_none(spec.stored_format) == precision:
+        return spec.stored_weight_bytes, "exact, from the checkpoint header"
+    return computed, ""
+
+
+def weight_format_or_none(name: str) -> str | None:
+    try:
+        return weight_format(name).name
+    except Exception:
+        return None
+
+
+def _weights_component(spec: ModelSpec, plan: Plan, wb: WeightBytes, share: float = 1.0) -> Component:
+    total, exact = _stored_weight_total(spec, plan.precision, wb.total)
+    fmt = weight_format(plan.precision)
+    parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in wb.by_group if v >= 2**20)
+    detail = f"{spec.total_params / 1e9:.2f}B params as {fmt.description}"
+    if fmt.family not in ("float", "gguf"):
+        detail += "; embeddings, lm_head and norms stay 16-bit"
+    if exact:
+        detail += f"; {exact}"
+    if share != 1.0:
+        detail += f"; this device holds {share:.0%}"
+    return Component(WEIGHTS, int(total * share), f"{detail} (GiB by group: {parts})")
+
+
+def _load_transient(spec: ModelSpec, plan: Plan) -> int:
+    """Bytes above the weights that exist only while loading.
+
+    AutoAWQ (0.2.x, through transformers) loads checkpoints with tied embeddings with a separate
+    fp16 lm_head before tying it; torch.cuda.max_memory_allocated keeps that peak.  Seen in the
+    Qwen2.5 speed benchmark: 1-token prompts of the tied 0.5B/1.5B/3B AWQ models read 0.23/0.39/0.51
+    GiB above weights + KV cache, the size of their embeddings (0.25/0.43/0.58 GiB); with longer
+    prompts the run-time peak exceeds it and it no longer shows.
+    """
+    if plan.device == "gpu" and weight_format(plan.precision).family == "awq" and spec.tie_word_embeddings:
+        return spec.vocab_size * spec.hidden_size * 2
+    return 0
+
+
+def _quant_scratch(spec: ModelSpec, precision: str, prefill_tokens: int) -> tuple[int, str]:
+    """Dequantization scratch that quantized kernels allocate (transformers on GPU)."""
+    fmt = weight_format(precision)
+    largest = largest_matrix_params(spec)
+    if precision in ("gptq-int4", "int4"):
+        widest = max(max(m.cols_out, m.rows_in) for m in linear_matrices(spec))
+        b = largest * 2 + EXLLAMA_MAX_INPUT * widest * 2
+        return b, "ExLlama v2 scratch: the largest matrix dequantized to fp16 plus a 2048-token buffer"
+    if fmt.family in ("gptq", "awq") or precision == "nf4":
+        if fmt.family == "awq" and prefill_tokens < 1024:
+            return 0, ""
+        return largest * 2, "the largest matrix dequantized to fp16 for prefill matmuls"
+    if precision == "int8":
+        return largest, "LLM.int8 int8 copy of activations/outliers (≈ largest matrix, 1 B/param)"
+    return 0, ""
+
+
+def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
+    """Bytes per device for serving `spec` as `plan` says."""
+    if plan.engine == "vllm":
+        devices, facts, notes = _vllm(spec, plan)
+    elif plan.engine == "llama.cpp":
+        devices, facts, notes = _llama_cpp(spec, plan)
+    else:
+        devices, facts, notes = _transformers(spec, plan)
+    return Estimate(spec.name, "inference", tuple(devices), plan.assumptions, tuple(notes), tuple(facts))
+
+
+# ---- transformers ------------------------------------------------------------------------------
+def _transformers(spec: ModelSpec, plan: Plan):
+    wb = _weights(spec, plan.precision, "transformers")
+    on_gpu = plan.device == "gpu"
+    n = max(plan.gpus, 1) if on_gpu else 1
+    act_b = _act_bytes(plan.precision)
+    prefill_tokens = plan.prompt_tokens * plan.batch
+    kv = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="transformers")
+    act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b)
+    logits = A.logits_bytes(spec, plan.batch)
+    scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
+    share = 1.0 / n
+    devices = []
+    for i in range(n):
+        comps = [
+            _weights_component(spec, plan, wb, share),
+            Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
+            Component(ACTIVATIONS, act + logits,
+                      f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
+                      f"{act_b} B per token, plus fp32 logits for the last position"),
+        ]
+        if scratch:
+            comps.append(Component(ACTIVATIONS, scratch, scratch_why))
+        load_extra = _load_transient(spec, plan) - sum(c.bytes for c in comps[1:])
+        if load_extra > 0:
+            comps.append(Component(ACTIVATIONS, load_extra,
+                                   "loading peak: an untied fp16 lm_head copy exists while an AWQ checkpoint with "
+                                   "tied embeddings loads (it exceeds the run-time peak here)"))
+        allocated = sum(c.bytes for c in comps)
+        if on_gpu:
+            slack = max(int(allocated * ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
+            comps.append(Component(OVERHEAD, slack, "PyTorch caching-allocator slack (5 %)", counted_in="reserved"))
+            comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
+            devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
+        else:
+            comps.append(Component(OVERHEAD, TORCH_CPU_RUNTIME, "torch + transformers resident libraries", counted_in="runtime"))
+            devices.append(DeviceNeed("cpu", "cpu", tuple(comps)))
+    notes = []
+    if n > 1:
+        notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation peak")
+    return devices, (), notes
+
+
+# ---- vLLM --------------------------------------------------------------------------------------
+def _vllm(spec: ModelSpec, plan: Plan):
+    tp = max(plan.gpus, 1)
+    wb = _weights(spec, plan.precision, "vllm")
+    act_b = 2
+    kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm")
+    if spec.is_mla:
+        kv_share = 1.0  # the latent cache is replicated on every tensor-parallel rank
+    else:
+        kv_share = max(1.0, tp / max(spec.num_kv_heads, 1)) / tp  # KV heads split; replicated when fewer than ranks
+    act = A.vllm_profile_bytes(spec, tp, act_b)
+    reserved = int(plan.gpu_total_bytes * plan.gpu_memory_utilization) if plan.gpu_total_bytes else None
+    devices = []
+    weights_c = _weights_component(spec, plan, wb, 1.0 / tp)
+    kv_c = Component(KV_CACHE, int(kv_total * kv_share), _kv_detail(spec, plan, "vllm", kv_share))
+    act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
+                                         f"{A.VLLM_MAX_NUM_SEQS} sampled sequences")
+    over_c = Component(OVERHEAD, VLLM_NON_TORCH, "CUDA context, NCCL and CUDA graphs", counted_in="runtime")
+    need = weights_c.bytes + kv_c.bytes + act_c.bytes + over_c.bytes
+    comps = [weights_c, kv_c, act_c, over_c]
+    facts: list[tuple[str, float | int | str]] = []
+    if reserved is not None:
+        pool = reserved - weights_c.bytes - act_c.bytes - over_c.bytes
+        spare = reserved - need
+        if spare > 0:
+            comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to the KV pool",
+                                   counted_in="reserved"))
+        per_token = kv_c.bytes / max(plan.context * plan.batch, 1)
+        pool_tokens = int(pool / per_token) if per_token and pool > 0 else 0
+        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(pool, 0)),
+                  ("vllm_kv_pool_tokens", pool_tokens),
+                  ("vllm_max_concurrency", round(pool_tokens / plan.context, 2) if plan.context else 0.0)]
+    for i in range(tp):
+        devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
+    notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start"]
+    if tp > 1:
+        notes.append(f"tensor parallel over {tp} GPUs")
+    return devices, facts, notes
+
+
+# ---- llama.cpp ---------------------------------------------------------------------------------
+def _llama_cpp(spec: ModelSpec, plan: Plan):
+    wb = _weights(spec, plan.precision, "llama.cpp")
+    weights_total, exact = _stored_weight_total(spec, plan.precision, wb.total)
+    scale = weights_total / wb.total if wb.total else 1.0
+    L = spec.num_layers
+    cells = plan.context * plan.batch  # n_ctx: -c is shared by the -np parallel sequences
+    if plan.device == "cpu":
+        gpu_layers = 0
+    elif plan.gpu_layers is None:
+        gpu_layers = L + 1
+    else:
+        gpu_layers = min(plan.gpu_layers, L + 1)
+    layers_on_gpu = min(gpu_layers, L)
+    head_on_gpu = gpu_layers > L
+    n_gpu = max(plan.gpus, 1) if gpu_layers else 0
+    layer_w = wb.per_layer_bytes * scale
+    head_w = (wb.lm_head_bytes or (wb.embed_bytes if spec.tie_word_embeddings else 0)) * scale
+    embed_w = wb.embed_bytes * scale
+    kv_all = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="llama.cpp")
+    kv_gpu = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype,
+                            engine="llama.cpp", layers=layers_on_gpu) if layers_on_gpu else 0
+    compute = A.llama_cpp_compute_bytes(spec, context_cells=cells)
+    devices = []
+    if n_gpu:
+        for i in range(n_gpu):
+            share = 1.0 / n_gpu
+            w = layer_w * layers_on_gpu * share + (head_w if head_on_gpu and i == n_gpu - 1 else 0)
+            comps = [
+                Component(WEIGHTS, int(w), f"{layers_on_gpu} of {L} layers" + (" + output head" if head_on_gpu else "")
+                          + f" as {weight_format(plan.precision).description}" + (f"; {exact}" if exact else "")),
+                Component(KV_CACHE, int(kv_gpu * share), _kv_detail(spec, plan, "llama.cpp", share * layers_on_gpu / max(L, 1))),
+                Component(ACTIVATIONS, compute, "compute buffer for a 512-token micro-batch (flash attention)"),
+                Component(OVERHEAD, LLAMA_CPP_CUDA_CONTEXT, "CUDA context and cuBLAS", counted_in="runtime"),
+            ]
+            devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
+    cpu_layers = L - layers_on_gpu
+    cpu_w = embed_w + layer_w * cpu_layers + (0 if head_on_gpu or spec.tie_word_embeddings else head_w)
+    cpu_comps = [
+        Component(WEIGHTS, int(cpu_w), ("token embedding (kept in RAM by llama.cpp)" if n_gpu else "all weights")
+                  + (f" + {cpu_layers} layers" if n_gpu and cpu_layers else "") + ", memory-mapped"),
+        Component(KV_CACHE, int(kv_all - kv_gpu), _kv_detail(spec, plan, "llama.cpp", cpu_layers / max(L, 1)) if cpu_layers else "none on CPU"),
+        Component(ACTIVATIONS, (A.llama_cpp_host_compute_bytes(spec) if n_gpu and not cpu_layers else compute)
+                  + A.llama_cpp_output_bytes(spec, plan.batch), "compute and output buffers"),
+        Component(OVERHEAD, LLAMA_CPP_CPU_RUNTIME, "llama.cpp process", counted_in="runtime"),
+    ]
+    devices.append(DeviceNeed("cpu", "cpu", tuple(cpu_comps)))
+    facts = [("gpu_layers", gpu_layers), ("n_ctx", cells)]
+    notes = []
+    if plan.batch > 1:
+        notes.append(f"llama.cpp: -c {cells} shared by -np {plan.batch} sequences of {plan.context} tokens")
+    return devices, facts, notes
+
+
+def _kv_detail(spec: ModelSpec, plan: Plan, engine: str, share: float) -> str:
+    from fitcheck.estimate.kv_cache import kv_elements_per_token
+
+    per = kv_elements_per_token(spec, engine)
+    how = ("MLA latent" if spec.is_mla and engine != "transformers" else
+           "MLA expanded per head" if spec.is_mla else f"2 × {spec.num_kv_heads} KV heads × {spec.attn_head_dim}")
+    text = (f"{spec.num_attention_layers} layers × {how} = {per} elements/token × {plan.context:,} tokens × "
+            f"{plan.batch} seq × {plan.kv_dtype}")
+    if spec.sliding_window and spec.num_sliding_layers:
+        text += f"; {spec.num_sliding_layers} sliding-window layers keep ≤ {spec.sliding_window:,} tokens"
+    if share != 1.0:
+        text += f"; this device holds {share:.0%}"
+    return text

@@ -1,0 +1,57 @@
+"""KV-cache bytes: grows with tokens and sequences; the only part of inference that does.
+
+bytes = Σ over attention layers of (elements per token) × (tokens that layer keeps) × sequences
+        × bytes per element
+- GQA: elements per token = 2 × kv_heads × head_dim (K and V), head_dim explicit when given.
+- Sliding-window layers keep at most `window` tokens (Mistral v0.1, Gemma 2/3, gpt-oss).
+- MLA (DeepSeek-V2/V3): vLLM and llama.cpp cache the compressed latent (kv_lora_rank +
+  qk_rope_head_dim per token per layer); transformers caches full per-head K and V.
+- Linear-attention / SSM layers keep a constant state per sequence (fp32).
+"""
+
+from __future__ import annotations
+
+from fitcheck.estimate.formats import KV_DTYPE_BYTES
+from fitcheck.model.spec import ModelSpec
+
+# llama.cpp keeps n_swa + n_ubatch cells for sliding-window layers (llama-kv-cache-iswa.cpp:
+# size_swa = min(size_base, GGML_PAD(hparams.n_swa*n_seq_max + n_ubatch, n_pad))).
+LLAMA_CPP_UBATCH = 512
+
+
+def kv_elements_per_token(spec: ModelSpec, engine: str) -> int:
+    """Cached elements per token per full-attention layer, as `engine` stores them."""
+    if spec.is_mla and engine == "transformers":
+        return spec.mla_expanded_kv_elements_per_token
+    return spec.kv_elements_per_token
+
+
+def kv_cache_bytes(spec: ModelSpec, *, tokens: int, sequences: int, kv_dtype: str, engine: str,
+                   layers: int | None = None) -> int:
+    """KV-cache bytes for `sequences` sequences of `tokens` tokens each.
+
+    `layers`: count only this many attention layers (partial offload, pipeline split); the
+    sliding/full mix is kept in proportion.
+    """
+    elem = KV_DTYPE_BYTES[kv_dtype]
+    per_token = kv_elements_per_token(spec, engine)
+    attn_layers = spec.num_attention_layers
+    sliding = min(spec.num_sliding_layers, attn_layers) if spec.sliding_window else 0
+    full = attn_layers - sliding
+    if layers is not None and attn_layers:
+        share = min(layers, attn_layers) / attn_layers
+        full, sliding = full * share, sliding * share
+    kept_sliding = tokens
+    if sliding and spec.sliding_window:
+        kept_sliding = min(tokens, spec.sliding_window + (LLAMA_CPP_UBATCH if engine == "llama.cpp" else 0))
+    total = (full * tokens + sliding * kept_sliding) * per_token * elem * sequences
+    if spec.num_linear_layers and spec.linear_state_elements:
+        lin = spec.num_linear_layers if layers is None else spec.num_linear_layers * min(layers, spec.num_layers) / spec.num_layers
+        total += lin * spec.linear_state_elements * 4 * sequences
+    return int(total)
+
+
+def kv_bytes_per_token(spec: ModelSpec, *, kv_dtype: str, engine: str) -> float:
+    """Bytes one more token of one sequence adds (full-attention layers only)."""
+    full = spec.num_attention_layers - (spec.num_sliding_layers if spec.sliding_window else 0)
+    return full * kv_elements_per_token(spec, engine) * KV_DTYPE_BYTES[kv_dtype]

@@ -1,0 +1,202 @@
+"""What the user asks for, and its defaults resolved against a machine (pure: no probing here).
+
+`InferenceRequest` holds exactly what was typed (None = "use the default");
+`resolve_inference(...)` turns it into a `Plan` where every choice is concrete and each default
+is recorded as an `Assumption` the user can see and change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import KV_DTYPES, weight_format
+from fitcheck.estimate.result import Assumption
+from fitcheck.machine import GPU, Machine, known
+from fitcheck.model.spec import ModelSpec
+
+ENGINES = ("transformers", "vllm", "llama.cpp")
+DEVICES = ("auto", "gpu", "cpu")
+DEFAULT_CONTEXT = 4096
+DEFAULT_HEADROOM = 0.10
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+
+@dataclass(frozen=True)
+class InferenceRequest:
+    """An inference question as typed; None means 'pick the default for this machine'."""
+
+    precision: str | None = None
+    context: int = DEFAULT_CONTEXT          # tokens per sequence, prompt plus generated
+    batch: int = 1                          # concurrent sequences
+    kv_dtype: str = "auto"
+    engine: str | None = None
+    gpus: int | None = None                 # GPUs to spread over (tensor parallel for vLLM)
+    device: str = "auto"                    # auto | gpu | cpu
+    gpu_layers: int | None = None           # llama.cpp -ngl: partial offload
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    prompt_tokens: int | None = None        # prefill length (default: the whole context)
+
+    def validate(self) -> None:
+        if self.context < 1:
+            raise FitcheckError(f"--context must be at least 1 token, got {self.context}")
+        if self.batch < 1:
+            raise FitcheckError(f"--batch must be at least 1, got {self.batch}")
+        if self.gpus is not None and self.gpus < 1:
+            raise FitcheckError(f"--gpus must be at least 1, got {self.gpus}")
+        if self.engine is not None and self.engine not in ENGINES:
+            raise FitcheckError(f"unknown engine '{self.engine}'", "choose one of: " + ", ".join(ENGINES))
+        if self.device not in DEVICES:
+            raise FitcheckError(f"unknown device '{self.device}'", "choose one of: " + ", ".join(DEVICES))
+        if self.kv_dtype not in KV_DTYPES:
+            raise FitcheckError(f"unknown KV-cache dtype '{self.kv_dtype}'", "choose one of: " + ", ".join(KV_DTYPES))
+        if not 0.05 <= self.gpu_memory_utilization <= 1.0:
+            raise FitcheckError(f"--gpu-memory-utilization must be between 0.05 and 1, got {self.gpu_memory_utilization}")
+        if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
+            raise FitcheckError("the prompt must be between 1 token and the context length")
+        if self.gpu_layers is not None and self.gpu_layers < 0:
+            raise FitcheckError(f"--gpu-layers must be >= 0, got {self.gpu_layers}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A fully resolved inference configuration: every field concrete."""
+
+    precision: str
+    engine: str
+    device: str                 # 'gpu', 'cpu' or 'offload' (llama.cpp split between GPU and CPU)
+    gpus: int                   # GPUs used (0 for CPU)
+    context: int
+    batch: int
+    prompt_tokens: int
+    kv_dtype: str               # concrete: fp16, bf16, fp32, fp8, q8_0, q4_0
+    gpu_layers: int | None      # llama.cpp layers on the GPU (None: all)
+    gpu_memory_utilization: float
+    gpu_total_bytes: int | None  # vLLM reserves a fraction of this
+    compute_capability: float | None
+    unified_memory: bool = False
+    assumptions: tuple[Assumption, ...] = ()
+
+    def with_changes(self, **changes) -> "Plan":
+        return replace(self, **changes)
+
+
+def _cc(gpu: GPU) -> float | None:
+    if known(gpu.compute_capability):
+        try:
+            return float(gpu.compute_capability)
+        except ValueError:
+            return None
+    return None
+
+
+def default_precision(machine: Machine, device: str) -> tuple[str, str]:
+    """(precision, why) for a machine: bf16 where supported, fp16 on older GPUs, q4_k_m on CPU."""
+    if device == "cpu" or not machine.gpus:
+        return "q4_k_m", "CPU inference: the GGUF type llama.cpp users take"
+    gpu = machine.gpus[0]
+    if gpu.vendor == "apple":
+        return "bf16", "Apple GPUs support bf16"
+    cc = _cc(gpu)
+    if gpu.vendor == "nvidia" and cc is not None and cc < 8.0:
+        return "fp16", f"compute capability {gpu.compute_capability} has no bf16"
+    return "bf16", "the GPU supports bf16" if cc is not None or gpu.vendor != "nvidia" else "bf16 assumed (compute capability unknown)"
+
+
+def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) -> Plan:
+    """Fill every default of `req` for `machine` and record how each was chosen."""
+    req.validate()
+    notes: list[Assumption] = []
+    has_gpu = bool(machine.gpus)
+
+    # Device: auto -> GPU when there is one (or llama.cpp layer offload when asked), else CPU.
+    if req.device == "gpu" and not has_gpu:
+        raise FitcheckError("--device gpu, but this machine has no GPU", machine.gpu_status or None)
+    device = "gpu" if (req.device in ("auto", "gpu") and has_gpu) else "cpu"
+    if req.gpu_layers is not None and device == "gpu":
+        device = "offload"
+    notes.append(Assumption("device", device, "from --device" if req.device != "auto" else
+                            ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
+
+    # Precision: what was typed, the checkpoint's stored format, or the machine's default.
+    if req.precision:
+        precision = weight_format(req.precision).name
+        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+    elif spec.stored_format and _selectable(spec.stored_format):
+        precision = weight_format(spec.stored_format).name
+        notes.append(Assumption("precision", precision, "the checkpoint's stored format", "--precision"))
+    else:
+        precision, why = default_precision(machine, device)
+        notes.append(Assumption("precision", precision, why, "--precision"))
+    fmt = weight_format(precision)
+
+    # Engine: llama.cpp for GGUF types and CPU-only; transformers otherwise.
+    if req.engine:
+        engine = req.engine
+        notes.append(Assumption("engine", engine, "from --engine", "--engine"))
+    else:
+        engine = "llama.cpp" if (fmt.gguf or device == "cpu" or device == "offload") else "transformers"
+        notes.append(Assumption("engine", engine, "GGUF type or CPU" if engine == "llama.cpp" else "GPU with a non-GGUF precision", "--engine"))
+    if fmt.gguf and engine != "llama.cpp":
+        raise FitcheckError(f"precision {precision} is a GGUF type: only --engine llama.cpp runs it")
+    if engine == "vllm" and device != "gpu":
+        raise FitcheckError("vLLM needs a GPU", "use --engine llama.cpp for CPU or partial offload")
+    if engine == "llama.cpp" and not fmt.gguf and fmt.family not in ("float",):
+        raise FitcheckError(f"llama.cpp does not load {precision} checkpoints", "use a GGUF type such as q4_k_m")
+    if device == "cpu" and engine == "transformers" and fmt.family not in ("float",):
+        raise FitcheckError(f"{precision} needs a GPU with transformers", "on CPU use a GGUF type with llama.cpp, or bf16/fp32")
+    if device == "offload" and engine != "llama.cpp":
+        raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+
+    cc = _cc(machine.gpus[0]) if has_gpu else None
+    if fmt.min_cc and device != "cpu" and (cc is None or cc < fmt.min_cc) and machine.gpus[0].vendor == "nvidia":
+        raise FitcheckError(f"{precision} weights need compute capability >= {fmt.min_cc} (this GPU: {machine.gpus[0].compute_capability})")
+
+    # GPUs
+    visible = len(machine.gpus)
+    gpus = 0 if device == "cpu" else (req.gpus or 1)
+    if device != "cpu":
+        notes.append(Assumption("gpus", str(gpus), "from --gpus" if req.gpus else "one GPU", "--gpus"))
+
+    # KV-cache dtype
+    kv = req.kv_dtype
+    if kv == "auto":
+        kv = "fp16" if (engine == "llama.cpp" or precision in ("fp16",)) else ("fp32" if precision == "fp32" else "bf16")
+        if engine != "llama.cpp" and precision not in ("fp32", "fp16", "bf16") and device != "cpu":
+            kv = "fp16" if cc is not None and cc < 8.0 else "bf16"
+        notes.append(Assumption("kv_dtype", kv, "engine default", "--kv-dtype"))
+    else:
+        notes.append(Assumption("kv_dtype", kv, "from --kv-dtype", "--kv-dtype"))
+    if kv in ("q8_0", "q4_0") and engine != "llama.cpp":
+        raise FitcheckError(f"KV-cache type {kv} is a llama.cpp type", "use --kv-dtype fp8 with vLLM")
+    if kv == "fp8" and engine == "llama.cpp":
+        raise FitcheckError("llama.cpp has no fp8 KV cache", "use --kv-dtype q8_0")
+
+    prompt = req.prompt_tokens or req.context
+    notes.append(Assumption("context", str(req.context), "from --context" if req.context != DEFAULT_CONTEXT else
+                            "default (not the model's maximum)", "--context"))
+    notes.append(Assumption("batch", str(req.batch), "concurrent sequences", "--batch"))
+    gpu_total = None
+    unified = False
+    if device != "cpu" and visible:
+        g = machine.gpus[0]
+        gpu_total = g.memory_total_bytes if known(g.memory_total_bytes) else None
+        unified = g.unified_memory
+    if engine == "vllm":
+        notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
+                                "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
+                                "from --gpu-memory-utilization", "--gpu-memory-utilization"))
+    return Plan(
+        precision=precision, engine=engine, device=device, gpus=gpus, context=req.context,
+        batch=req.batch, prompt_tokens=prompt, kv_dtype=kv, gpu_layers=req.gpu_layers,
+        gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
+        compute_capability=cc, unified_memory=unified, assumptions=tuple(notes),
+    )
+
+
+def _selectable(stored: str) -> bool:
+    try:
+        weight_format(stored)
+        return True
+    except FitcheckError:
+        return False

@@ -1,0 +1,130 @@
+"""The verdict: an estimate compared with what is *free* on each device, minus the headroom.
+
+fits          need <= free × (1 − headroom) on every device
+tight         need <= free on every device, but inside the headroom on one
+does not fit  need > free on some device (or more GPUs asked than there are)
+unknown       a device's free memory could not be read (and nothing already fails)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitcheck.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_UNKNOWN
+from fitcheck.estimate.result import Estimate
+from fitcheck.machine import Machine, known
+from fitcheck.units import format_gib
+
+FITS = "fits"
+TIGHT = "tight"
+DOES_NOT_FIT = "does_not_fit"
+UNKNOWN = "unknown"
+_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT: 3}
+
+
+@dataclass(frozen=True)
+class DeviceVerdict:
+    device: str
+    kind: str
+    need_bytes: int
+    free_bytes: int | None       # None: unknown
+    usable_bytes: int | None     # free minus the headroom
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    devices: tuple[DeviceVerdict, ...]
+    headroom: float
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return {FITS: EXIT_FITS, TIGHT: EXIT_FITS, DOES_NOT_FIT: EXIT_DOES_NOT_FIT, UNKNOWN: EXIT_UNKNOWN}[self.status]
+
+    @property
+    def fits(self) -> bool:
+        return self.status == FITS
+
+    @property
+    def runs(self) -> bool:
+        """Fits, at least tightly."""
+        return self.status in (FITS, TIGHT)
+
+    def summary(self) -> str:
+        worst = max(self.devices, key=lambda d: _ORDER[d.status], default=None)
+        word = {FITS: "Fits", TIGHT: "Fits, tightly", DOES_NOT_FIT: "Does not fit", UNKNOWN: "Unknown"}[self.status]
+        if self.reasons:
+            return f"{word}: {self.reasons[0]}"
+        return f"{word}: {worst.reason}" if worst else word
+
+
+def _free(machine: Machine, device: str, kind: str, index: int) -> tuple[int | None, str]:
+    if kind == "cpu":
+        avail = machine.memory.available_bytes
+        return (avail, "RAM available") if known(avail) else (None, f"available RAM {avail}")
+    if index >= len(machine.gpus):
+        return None, "no such GPU"
+    gpu = machine.gpus[index]
+    free = gpu.memory_free_bytes
+    name = gpu.name if known(gpu.name) else f"GPU {index}"
+    return (free, f"free on {name}") if known(free) else (None, f"free memory of {name}: {free}")
+
+
+def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
+    """Compare each device's need with what is free on it."""
+    reasons: list[str] = []
+    devices: list[DeviceVerdict] = []
+    gpu_needs = estimate.gpu_devices
+    if len(gpu_needs) > len(machine.gpus):
+        reasons.append(f"needs {len(gpu_needs)} GPUs; {machine.name} has {len(machine.gpus)}"
+                       + (f" ({machine.gpu_status})" if machine.gpu_status and not machine.gpus else ""))
+    # With several GPUs the least-free one limits: pair the largest needs with the least-free GPUs.
+    gpu_order = sorted(range(len(machine.gpus)), key=lambda i: _free(machine, "", "gpu", i)[0] or 0)
+    gi = 0
+    unified_gpu_need = 0
+    for need in estimate.devices:
+        if need.kind == "gpu":
+            index = gpu_order[gi] if gi < len(gpu_order) else len(machine.gpus) + gi
+            gi += 1
+            free, what = _free(machine, need.device, "gpu", index)
+            if index < len(machine.gpus) and machine.gpus[index].unified_memory:
+                unified_gpu_need += need.total_bytes
+        else:
+            free, what = _free(machine, need.device, "cpu", 0)
+            if unified_gpu_need and free is not None:
+                free = max(free - unified_gpu_need, 0)  # unified memory: the GPU's share comes out of RAM
+                what += " after the GPU's share of unified memory"
+        devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, headroom))
+    # vLLM: everything must fit inside its gpu_memory_utilization reservation, too.
+    reserved = estimate.fact("vllm_reserved_bytes")
+    if reserved is not None:
+        inner = max((d.total_bytes - d.component("kv_pool_spare") for d in gpu_needs), default=0)
+        if inner > reserved:
+            reasons.append(f"needs {format_gib(inner)} inside vLLM's reservation of {format_gib(reserved)} "
+                           f"(raise --gpu-memory-utilization or shorten --context)")
+        elif inner > reserved * (1 - headroom) and not reasons:
+            devices = [d if d.kind != "gpu" or d.status != FITS else
+                       DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT,
+                                     "the KV cache needed is close to vLLM's pool") for d in devices]
+    status = max((d.status for d in devices), key=_ORDER.get, default=UNKNOWN)
+    if reasons:
+        status = DOES_NOT_FIT
+    return Verdict(status, tuple(devices), headroom, tuple(reasons))
+
+
+def _judge_device(device: str, kind: str, need: int, free: int | None, what: str, headroom: float) -> DeviceVerdict:
+    if free is None:
+        return DeviceVerdict(device, kind, need, None, None, UNKNOWN, f"cannot tell: {what}")
+    usable = int(free * (1 - headroom))
+    label = "RAM" if kind == "cpu" else device.upper()
+    if need <= usable:
+        status, reason = FITS, f"{label} needs {format_gib(need)} of {format_gib(free)} {what}"
+    elif need <= free:
+        status, reason = TIGHT, (f"{label} needs {format_gib(need)} of {format_gib(free)} {what}, "
+                                 f"inside the {headroom:.0%} headroom")
+    else:
+        status, reason = DOES_NOT_FIT, f"{label} needs {format_gib(need)} but only {format_gib(free)} is {what.split(' ')[0]}"
+    return DeviceVerdict(device, kind, need, free, usable, status, reason)

@@ -1,0 +1,224 @@
+"""Bytes of a model's weights in a given format, tensor group by tensor group.
+
+Quantized formats pack only the linear layers; embeddings, lm_head, norms, biases and routers
+stay 16-bit (bitsandbytes, GPTQ, AWQ, FP8 checkpoints all leave them so).  GGUF files follow
+llama.cpp's per-tensor type rules, which give some tensors more bits (`q4_k_m` is a mixture).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitcheck.estimate.formats import (
+    GGML_K_FALLBACK,
+    GGML_TYPE_BITS,
+    MXFP4_BITS,
+    WeightFormat,
+)
+from fitcheck.model import spec as S
+from fitcheck.model.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One kind of linear weight matrix: `count` copies per layer over `layers` layers."""
+
+    role: str      # llama.cpp-style role: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down ...
+    rows_in: int   # input features (GGUF row length)
+    cols_out: int  # output features
+    per_layer: int
+    layers: int
+
+    @property
+    def params(self) -> int:
+        return self.rows_in * self.cols_out * self.per_layer * self.layers
+
+
+def linear_matrices(spec: ModelSpec) -> tuple[Matrix, ...]:
+    """The transformer's linear layers, matrix by matrix (embeddings and lm_head excluded)."""
+    h, L = spec.hidden_size, spec.num_layers
+    heads = spec.num_attention_heads
+    out: list[Matrix] = []
+    if spec.is_mla:
+        qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim
+        if spec.q_lora_rank:
+            out += [Matrix("attn_q_a", h, spec.q_lora_rank, 1, L), Matrix("attn_q_b", spec.q_lora_rank, heads * qk, 1, L)]
+        else:
+            out.append(Matrix("attn_q", h, heads * qk, 1, L))
+        out += [
+            Matrix("attn_kv_a_mqa", h, spec.kv_lora_rank + spec.qk_rope_head_dim, 1, L),
+            Matrix("attn_kv_b", spec.kv_lora_rank, heads * (spec.qk_nope_head_dim + spec.v_head_dim), 1, L),
+            Matrix("attn_output", heads * spec.v_head_dim, h, 1, L),
+        ]
+    else:
+        d = spec.attn_head_dim
+        out += [
+            Matrix("attn_q", h, heads * d, 1, L),
+            Matrix("attn_k", h, spec.num_kv_heads * d, 1, L),
+            Matrix("attn_v", h, spec.num_kv_heads * d, 1, L),
+            Matrix("attn_output", heads * d, h, 1, L),
+        ]
+    dense = spec.num_dense_layers if spec.is_moe else L
+    if dense:
+        if spec.gated_mlp:
+            out.append(Matrix("ffn_gate", h, spec.intermediate_size, 1, dense))
+        out += [Matrix("ffn_up", h, spec.intermediate_size, 1, dense), Matrix("ffn_down", spec.intermediate_size, h, 1, dense)]
+    if spec.is_moe:
+        m, E = spec.num_moe_layers, spec.num_experts
+        if spec.gated_mlp:
+            out.append(Matrix("ffn_gate_exps", h, spec.moe_intermediate_size, E, m))
+        out += [Matrix("ffn_up_exps", h, spec.moe_intermediate_size, E, m),
+                Matrix("ffn_down_exps", spec.moe_intermediate_size, h, E, m)]
+        if spec.num_shared_experts:
+            w = (spec.shared_expert_intermediate_size or spec.moe_intermediate_size) * spec.num_shared_experts
+            if spec.gated_mlp:
+                out.append(Matrix("ffn_gate_shexp", h, w, 1, m))
+            out += [Matrix("ffn_up_shexp", h, w, 1, m), Matrix("ffn_down_shexp", w, h, 1, m)]
+    return tuple(out)
+
+
+def largest_matrix_params(spec: ModelSpec) -> int:
+    """Parameters of the largest single linear matrix (one expert for MoE)."""
+    return max(m.rows_in * m.cols_out for m in linear_matrices(spec))
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight bytes by tensor group, plus the per-layer part (for offload and sharding)."""
+
+    by_group: tuple[tuple[str, int], ...]
+    per_layer_bytes: int        # one transformer layer's weights (average over layers)
+    embed_bytes: int            # token embedding
+    lm_head_bytes: int          # output projection (0 when tied)
+
+    @property
+    def total(self) -> int:
+        return sum(b for _, b in self.by_group)
+
+
+def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = False) -> WeightBytes:
+    """Bytes of every tensor group of `spec` stored as `fmt`.
+
+    `untie_lm_head`: count a separate lm_head even when the checkpoint ties it to the embedding
+    (AutoAWQ loads tied Qwen2.5 checkpoints with an untied fp16 head: measured, see accuracy notes).
+    """
+    if fmt.gguf:
+        return _gguf_weight_bytes(spec, fmt.name)
+    groups = {g.kind: g.params for g in spec.tensor_groups()}
+    keep = fmt.keep_bits / 8
+    lin = fmt.linear_bits / 8
+    stored_mxfp4 = spec.stored_format == "mxfp4" and fmt.family == "float"
+    out: list[tuple[str, int]] = []
+    for kind, params in groups.items():
+        if kind in S.LINEAR_KINDS:
+            per = lin
+            if stored_mxfp4 and kind == S.EXPERTS:
+                # gpt-oss keeps its experts in MXFP4 when served in bf16 (vLLM, transformers>=4.55
+                # with the triton kernels); the rest is bf16.
+                per = MXFP4_BITS / 8
+            out.append((kind, int(params * per)))
+        else:
+            out.append((kind, int(params * keep)))
+    if untie_lm_head and spec.tie_word_embeddings:
+        out.append((S.LM_HEAD, int(groups[S.EMBED] * keep)))
+    total_layers = sum(b for k, b in out if k not in (S.EMBED, S.LM_HEAD, S.OTHER))
+    embed = dict(out).get(S.EMBED, 0)
+    head = sum(b for k, b in out if k == S.LM_HEAD)
+    return WeightBytes(tuple(out), total_layers // max(spec.num_layers, 1), embed, head)
+
+
+# ---- GGUF mixtures -------------------------------------------------------------------------
+# llama.cpp src/llama-quant.cpp, llama_tensor_get_type() (b4500-b6000 behave the same here):
+#   output.weight -> Q6_K unless the file type is Q8_0 (then Q8_0); Q8_0 when cols % 256 != 0.
+#   attn_v:  Q2_K -> Q4_K if n_gqa >= 4 else Q3_K;  Q3_K_M -> Q5_K for the first 2 layers else Q4_K;
+#            Q4_K_M/Q5_K_M -> Q6_K on use_more_bits layers;  8 experts (Mixtral) -> Q8_0.
+#   attn_k:  8 experts -> Q8_0.
+#   ffn_down: Q2_K -> Q3_K;  Q3_K_M -> Q5_K for the first n/16 layers else Q4_K;
+#            Q4_K_M/Q5_K_M -> Q6_K on use_more_bits layers.
+#   attn_output: Q2_K -> Q3_K; Q3_K_M -> Q4_K (dense); 8 experts with Q2_K/Q3_K_* -> Q5_K.
+#   1-D tensors (norms, biases) stay F32.  token_embd keeps the file's base type, except when
+#   there is no output.weight (tied embeddings): then it is treated as the output tensor.
+_BASE_TYPE = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k_m": "q5_k", "q4_k_m": "q4_k", "q4_0": "q4_0",
+              "q3_k_m": "q3_k", "q2_k": "q2_k"}
+
+
+def _use_more_bits(i: int, n: int) -> bool:
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _gguf_tensor_type(ftype: str, role: str, layer: int, n_layers: int, spec: ModelSpec) -> str:
+    base = _BASE_TYPE[ftype]
+    n_gqa = spec.num_attention_heads // max(spec.num_kv_heads, 1)
+    eight_experts = spec.num_experts == 8
+    t = base
+    if role == "attn_v":
+        if ftype == "q2_k":
+            t = "q4_k" if n_gqa >= 4 else "q3_k"
+        elif ftype == "q3_k_m":
+            t = "q5_k" if layer < 2 else "q4_k"
+        elif ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(layer, n_layers):
+            t = "q6_k"
+        if eight_experts:
+            t = "q8_0"
+    elif role == "attn_k" and eight_experts:
+        t = "q8_0"
+    elif role.startswith("ffn_down"):
+        if ftype == "q2_k":
+            t = "q3_k"
+        elif ftype == "q3_k_m":
+            t = "q5_k" if layer < n_layers // 16 else "q4_k"
+        elif ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(layer, n_layers):
+            t = "q6_k"
+    elif role == "attn_output":
+        if eight_experts and ftype in ("q2_k", "q3_k_m"):
+            t = "q5_k"
+        elif ftype == "q2_k":
+            t = "q3_k"
+        elif ftype == "q3_k_m":
+            t = "q4_k"
+    return t
+
+
+def _gguf_bits(ggml_type: str, rows_in: int) -> float:
+    if ggml_type in GGML_K_FALLBACK and rows_in % 256:
+        ggml_type = GGML_K_FALLBACK[ggml_type]
+    return GGML_TYPE_BITS[ggml_type]
+
+
+def _gguf_weight_bytes(spec: ModelSpec, ftype: str) -> WeightBytes:
+    h = spec.hidden_size
+    L = spec.num_layers
+    groups: dict[str, float] = {}
+    for m in linear_matrices(spec):
+        first = L - m.layers  # dense layers come first, MoE layers after (DeepSeek, Llama 4 differ only in order)
+        kind = _group_of_role(m.role)
+        for i in range(m.layers):
+            layer = first + i if m.layers != L else i
+            bits = _gguf_bits(_gguf_tensor_type(ftype, m.role, layer, L, spec), m.rows_in)
+            groups[kind] = groups.get(kind, 0.0) + m.rows_in * m.cols_out * m.per_layer * bits / 8
+    head_type = "q8_0" if ftype == "q8_0" else "q6_k"
+    head = spec.vocab_size * h * _gguf_bits(head_type, h) / 8
+    # With tied embeddings there is no output.weight and token_embd takes the output's type.
+    embed = head if spec.tie_word_embeddings else spec.vocab_size * h * _gguf_bits(_BASE_TYPE[ftype], h) / 8
+    out = [(S.EMBED, int(embed))]
+    if not spec.tie_word_embeddings:
+        out.append((S.LM_HEAD, int(head)))
+    out += [(k, int(v)) for k, v in groups.items()]
+    # Norms, biases, routers (small, F32 in GGUF) and any extra tensors in 16-bit.
+    rest = {g.kind: g.params for g in spec.tensor_groups()}
+    f32 = sum(rest.get(k, 0) for k in (S.NORM, S.BIAS, S.ROUTER)) * 4
+    out.append((S.NORM, int(f32)))
+    if rest.get(S.OTHER):
+        out.append((S.OTHER, rest[S.OTHER] * 2))
+    per_layer = sum(int(v) for v in groups.values()) + f32
+    return WeightBytes(tuple(out), int(per_layer // max(L, 1)), int(embed), 0 if spec.tie_word_embeddings else int(head))
+
+
+def _group_of_role(role: str) -> str:
+    if role.startswith("attn"):
+        return S.ATTN
+    if role.endswith("_exps"):
+        return S.EXPERTS
+    if role.endswith("_shexp"):
+        return S.SHARED_EXPERTS
+    return S.MLP

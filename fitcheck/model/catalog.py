@@ -1,0 +1,154 @@
+"""The model catalog: open models fitcheck knows by name, read from the shipped ``catalog.json``.
+
+Each entry names a Hugging Face repository and points at a config-like dict of architecture
+numbers (transcribed from that model's config.json).  The dict goes through the same parser as a
+local or downloaded config.json (:func:`fitcheck.model.hf_config.spec_from_config`), so the catalog
+and real files can never disagree about what a key means.
+
+Loading is lazy and cached: the JSON is read on first use (a few ms) and each entry's
+:class:`ModelSpec` is built only when asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from fitcheck.model.spec import ModelSpec
+
+CATALOG_PATH = Path(__file__).with_name("catalog.json")
+
+
+def normalize_name(text: str) -> str:
+    """A model name reduced for matching: lower case, no org, '-' between words and numbers.
+
+    'Qwen/Qwen2.5-7B' -> 'qwen-2.5-7b'; 'llama3.1_8b' -> 'llama-3.1-8b'; 'Mixtral 8x7B' -> 'mixtral-8x-7b'.
+    """
+    name = text.strip().lower().rsplit("/", 1)[-1]
+    name = re.sub(r"[\s_]+", "-", name)
+    name = re.sub(r"([a-z])(\d)", r"\1-\2", name)
+    return re.sub(r"-+", "-", name).strip("-")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One catalog model.  ``spec`` is built from the entry's config on first access."""
+
+    hf_id: str
+    aliases: tuple[str, ...]          # short names it answers to, e.g. 'qwen2.5-7b', 'qwen-7b'
+    family: str                       # 'qwen', 'llama', 'mistral' ...
+    released: str                     # 'YYYY-MM'
+    official_params: int | None       # published parameter count; None when no precise figure exists
+    official_params_source: str | None
+    quantized_repos: Mapping[str, str] = field(compare=False, hash=False)  # format -> official repo
+    variant: str = "instruct"         # 'instruct' (chat/instruct/it) or 'base'
+    config_key: str = ""              # which catalog config holds its numbers
+
+    @property
+    def name(self) -> str:
+        """The repository name without its organisation."""
+        return self.hf_id.rsplit("/", 1)[-1]
+
+    @property
+    def config(self) -> dict:
+        """The entry's config-like dict (a copy)."""
+        return json.loads(json.dumps(_raw()["configs"][self.config_key]))
+
+    @property
+    def spec(self) -> ModelSpec:
+        return _spec_for(self.hf_id)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entries: tuple[CatalogEntry, ...]
+    _by_id: Mapping[str, CatalogEntry] = field(compare=False, hash=False, repr=False)
+
+    def get(self, hf_id: str) -> CatalogEntry | None:
+        """The entry with this exact Hugging Face id (case-insensitive), else None."""
+        return self._by_id.get(hf_id.strip().lower())
+
+    def families(self) -> tuple[str, ...]:
+        return tuple(sorted({e.family for e in self.entries}))
+
+    def search(self, query: str | None = None, family: str | None = None) -> tuple[CatalogEntry, ...]:
+        """Entries whose id, alias or family contains ``query`` (case- and separator-insensitive)."""
+        found = []
+        q_raw = query.strip().lower() if query else ""
+        # a normalized query matches whole words: 'qwen3' finds 'qwen-3-8b', not 'qwen-32b'
+        word = re.compile(r"(^|[-/])" + re.escape(normalize_name(query)) + r"($|[-.])") if query else None
+        for e in self.entries:
+            if family and e.family.lower() != family.strip().lower():
+                continue
+            if word is not None:
+                names = [e.name, e.family, *e.aliases]
+                if q_raw not in e.hf_id.lower() and not any(word.search(normalize_name(n)) for n in names):
+                    continue
+            found.append(e)
+        return tuple(found)
+
+
+@lru_cache(maxsize=1)
+def _raw() -> dict:
+    with open(CATALOG_PATH, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _aliases(item: dict) -> tuple[str, ...]:
+    size = item.get("size") or ""
+    names = [f"{n}-{size}" for n in item.get("names", ())]
+    return tuple(dict.fromkeys(a.lower() for a in [*names, *item.get("aliases", ())]))
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """The shipped catalog (read once per process)."""
+    raw = _raw()
+    entries = tuple(
+        CatalogEntry(
+            hf_id=item["hf_id"],
+            aliases=_aliases(item),
+            family=item["family"],
+            released=item["released"],
+            official_params=item.get("official_params"),
+            official_params_source=item.get("official_params_source"),
+            quantized_repos=MappingProxyType(dict(item.get("quantized_repos") or {})),
+            variant=item.get("variant", "instruct"),
+            config_key=item["config"],
+        )
+        for item in raw["models"]
+    )
+    return Catalog(entries, MappingProxyType({e.hf_id.lower(): e for e in entries}))
+
+
+@lru_cache(maxsize=None)
+def _spec_for(hf_id: str) -> ModelSpec:
+    from fitcheck.model.hf_config import spec_from_config
+
+    entry = load_catalog().get(hf_id)
+    assert entry is not None, hf_id
+    spec = spec_from_config(_raw()["configs"][entry.config_key], entry.hf_id,
+                            source=f"catalog ({entry.hf_id} config.json)")
+    family = entry.family
+    return _with_family(spec, family)
+
+
+def _with_family(spec: ModelSpec, family: str) -> ModelSpec:
+    from dataclasses import replace
+
+    return replace(spec, family=family)
+
+
+def entries() -> tuple[CatalogEntry, ...]:
+    """Every catalog entry, in catalog order."""
+    return load_catalog().entries
+
+
+def get_entry(hf_id: str) -> CatalogEntry | None:
+    """The entry with this Hugging Face id (case-insensitive), else None."""
+    return load_catalog().get(hf_id)

@@ -1,0 +1,200 @@
+"""A ModelSpec for a Hugging Face Hub repository: its config.json and safetensors headers only.
+
+Needs the optional ``huggingface_hub`` package (``pip install 'fitcheck[hub]'``), imported only
+when a Hub model is asked for.  What is fetched: ``config.json`` through ``hf_hub_download`` (so
+the local Hugging Face cache is used and filled), and the safetensors headers through
+``get_safetensors_metadata`` (HTTP range requests for the first bytes of each shard).  Never the
+weights.  ``HF_TOKEN``, ``HF_HOME``/``HF_HUB_CACHE``, ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` are
+honoured by huggingface_hub itself; offline, only the cached config.json is read and stored
+bytes stay unknown.
+
+All Hub calls go through a small client object (:class:`HubClient`), so tests replace the
+transport with a fake; real huggingface_hub exceptions are translated by class name
+(:func:`explain_hub_error`), which works without the package installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+from fitcheck.errors import FitcheckError
+from fitcheck.model import safetensors_header
+from fitcheck.model.spec import ModelSpec
+
+INSTALL_HINT = "pip install 'fitcheck[hub]'"
+# huggingface_hub's validate_repo_id: optional owner, names of [\w.-] up to 96 characters.
+_REPO_ID_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+_TRUE = {"1", "on", "yes", "true"}  # huggingface_hub.constants._is_true
+
+
+def hub_offline() -> bool:
+    """True when HF_HUB_OFFLINE (or the older TRANSFORMERS_OFFLINE) asks for the cache only."""
+    return any(os.environ.get(v, "").strip().lower() in _TRUE
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+class HubClient(Protocol):
+    """The two Hub reads fitcheck needs."""
+
+    def config(self, repo_id: str, revision: str | None) -> dict:
+        """The parsed config.json of the repository."""
+
+    def safetensors_headers(self, repo_id: str, revision: str | None) -> dict[str, dict]:
+        """Raw safetensors header JSON of every weight file: {filename: header dict}."""
+
+
+class HuggingFaceHubClient:
+    """:class:`HubClient` over huggingface_hub (imported on first use)."""
+
+    def __init__(self, timeout_s: float = 10.0):
+        self.timeout_s = timeout_s
+
+    @staticmethod
+    def _hub():
+        try:
+            import huggingface_hub
+        except ImportError:
+            raise FitcheckError("reading a model from the Hugging Face Hub needs huggingface_hub",
+                                INSTALL_HINT) from None
+        return huggingface_hub
+
+    def config(self, repo_id: str, revision: str | None) -> dict:
+        from fitcheck.model.local import read_json_file
+
+        path = self._hub().hf_hub_download(repo_id, "config.json", revision=revision,
+                                           etag_timeout=self.timeout_s)
+        return read_json_file(Path(path), "config.json")
+
+    def safetensors_headers(self, repo_id: str, revision: str | None) -> dict[str, dict]:
+        meta = self._hub().get_safetensors_metadata(repo_id, revision=revision, timeout=self.timeout_s)
+        out: dict[str, dict] = {}
+        for filename, file_meta in meta.files_metadata.items():
+            doc: dict = {"__metadata__": dict(file_meta.metadata or {})}
+            for name, info in file_meta.tensors.items():
+                doc[name] = {"dtype": info.dtype, "shape": list(info.shape),
+                             "data_offsets": list(info.data_offsets)}
+            out[filename] = doc
+        return out
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+_TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
+             "Timeout", "TimeoutError"}
+_NETWORK = {"ConnectError", "ConnectionError", "NetworkError", "TransportError", "RemoteProtocolError",
+            "ProxyError", "SSLError"}
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None = None,
+                      offline: bool = False) -> FitcheckError:
+    """One line (and what to do) for an exception from a Hub call, by class name and status."""
+    if isinstance(exc, FitcheckError):
+        return exc
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    page = f"https://huggingface.co/{repo_id}"
+    status = _status(exc)
+    for name in names:  # most specific class first
+        if name == "GatedRepoError":
+            return FitcheckError(f"{repo_id} is gated on the Hugging Face Hub",
+                                 f"accept the licence on {page} and set HF_TOKEN")
+        if name == "DisabledRepoError":
+            return FitcheckError(f"{repo_id} has been disabled on the Hugging Face Hub")
+        if name == "RevisionNotFoundError":
+            return FitcheckError(f"revision {revision!r} not found in {repo_id}",
+                                 "check the branch, tag or commit")
+        if name in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+            if offline:
+                return FitcheckError(f"HF_HUB_OFFLINE is set and {repo_id}'s config.json is not in the "
+                                     "Hugging Face cache",
+                                     "run once online, or point at a local model folder")
+            return FitcheckError(f"cannot reach the Hugging Face Hub and {repo_id}'s config.json is not cached",
+                                 "check the network (or HF_ENDPOINT), or point at a local model folder")
+        if name == "RepositoryNotFoundError":
+            if status in (401, 403):
+                return FitcheckError(f"{repo_id} not found on the Hugging Face Hub, or it is private (HTTP {status})",
+                                     "check the id; for a private or gated model set HF_TOKEN; "
+                                     "try `fitcheck models QUERY`")
+            return FitcheckError(f"{repo_id} not found on the Hugging Face Hub",
+                                 "check the id (owner/name); try `fitcheck models QUERY`")
+        if name in ("EntryNotFoundError", "RemoteEntryNotFoundError"):
+            return FitcheckError(f"{repo_id} has no config.json",
+                                 "fitcheck reads transformers models; for a GGUF repo, download the "
+                                 ".gguf and point at the file")
+        if name in _TIMEOUTS:
+            return FitcheckError("timed out talking to the Hugging Face Hub",
+                                 "check the network, or set HF_HUB_OFFLINE=1 to use the cache")
+        if name in _NETWORK:
+            return FitcheckError("cannot reach the Hugging Face Hub",
+                                 "check the network (or HF_ENDPOINT), or set HF_HUB_OFFLINE=1 to use the cache")
+    if status in (401, 403):
+        return FitcheckError(f"access to {repo_id} denied (HTTP {status})",
+                             f"accept the licence on {page} and set HF_TOKEN")
+    if status == 404:
+        return FitcheckError(f"{repo_id} not found on the Hugging Face Hub",
+                             "check the id (owner/name); try `fitcheck models QUERY`")
+    if status == 429:
+        return FitcheckError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
+                             "wait a minute, or set HF_TOKEN")
+    detail = " ".join(str(exc).split())[:160]
+    return FitcheckError(f"Hugging Face Hub request for {repo_id} failed: {type(exc).__name__}: {detail}",
+                         "try again, or point at a local model folder")
+
+
+# Failures of the safetensors metadata read after config.json was read: the spec is still useful
+# (stored bytes then come from parameters x dtype), so these only leave a note.
+_METADATA_SOFT = {"NotASafetensorsRepoError", "OfflineModeIsEnabled", "SafetensorsParsingError",
+                  "EntryNotFoundError", "RemoteEntryNotFoundError"} | _TIMEOUTS | _NETWORK
+
+
+# ---- entry point ------------------------------------------------------------------------------
+
+def spec_from_hub(repo_id: str, *, revision: str | None = None,
+                  client: HubClient | None = None) -> ModelSpec:
+    """ModelSpec of a Hub repository from its config.json and safetensors headers.
+
+    Stored bytes and format are exact when the safetensors metadata can be read; offline, or for
+    a repository without safetensors, they are left unknown and ``sources`` says why.
+    """
+    from fitcheck.model.hf_config import spec_from_config
+    from fitcheck.model.local import stored_weights, with_stored
+
+    if not isinstance(repo_id, str) or not _REPO_ID_RE.match(repo_id) or ".." in repo_id:
+        raise FitcheckError(f"{str(repo_id)[:100]!r} is not a Hugging Face model id",
+                            "use owner/name, e.g. Qwen/Qwen2.5-7B-Instruct")
+    offline = hub_offline()
+    client = client if client is not None else HuggingFaceHubClient()
+    try:
+        config = client.config(repo_id, revision)
+    except Exception as exc:  # every failure of the transport becomes one line
+        raise explain_hub_error(exc, repo_id, revision=revision, offline=offline) from None
+    where = f"{repo_id}/config.json (Hugging Face Hub)"
+    spec = spec_from_config(config, repo_id, source=where)
+
+    if offline:
+        return _note(spec, "HF_HUB_OFFLINE is set: safetensors metadata not fetched")
+    try:
+        raw = client.safetensors_headers(repo_id, revision)
+    except Exception as exc:
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if names & _METADATA_SOFT and not isinstance(exc, FitcheckError):
+            return _note(spec, f"safetensors metadata not read ({type(exc).__name__})")
+        raise explain_hub_error(exc, repo_id, revision=revision, offline=offline) from None
+    if not raw:
+        return _note(spec, "no safetensors files in the repository")
+    headers = {f: safetensors_header.header_from_json(doc, source=f"{repo_id}/{f}")
+               for f, doc in raw.items()}
+    return with_stored(spec, stored_weights(headers), "Hugging Face Hub safetensors metadata")
+
+
+def _note(spec: ModelSpec, why: str) -> ModelSpec:
+    return replace(spec, sources=tuple(spec.sources) + (("stored_weight_bytes", f"unknown: {why}"),))

@@ -1,0 +1,590 @@
+"""The one machine schema, ``fitcheck.machine/1``: Machine <-> plain dict, with human units.
+
+``probe --save`` writes it, ``--profile`` reads it, ``probe --json`` prints it, and the shipped
+hardware profiles are written in it.  Pure functions, no I/O; the TOML text lives in
+:mod:`fitcheck.profiles.toml_writer` (writing) and ``tomllib`` (reading).
+
+Layout (every key is optional unless marked *required*)::
+
+    schema = "fitcheck.machine/1"
+    name = "rtx-4090"                 # default: the file's stem
+    kind = "desktop"                  # *required*: laptop|desktop|workstation|cloud|ci|probed
+    description = "..."
+    power_watts = 450                 # typical draw under load, W
+    driver_version = "550.54"   cuda_version = "12.4"   gpu_status = "..."   notes = ["..."]
+
+    [host]    os = "linux" (default), os_version, architecture (default: cpu.architecture),
+              container, wsl, hostname
+    [memory]  total_bytes *required*, available_bytes, cgroup_limit_bytes (absent: no limit),
+              swap_total_bytes, swap_free_bytes, bandwidth_bytes_per_s, bandwidth_source
+    [cpu]     architecture *required*, logical_cores *required*, physical_cores, usable_cores,
+              model, features = ["avx2", ...], features_source, bf16_tflops
+    [[gpus]]  vendor *required*, name *required*, memory_total_bytes *required*, index,
+              memory_free_bytes, memory_used_bytes, memory_reserved_bytes, unified_memory,
+              uuid, compute_capability = "8.9", bandwidth_bytes_per_s, bf16_tflops, fp8,
+              mig_mode, notes, count (hand-written only: N identical GPUs)
+    [[gpus.mig_instances]]  index, uuid, name, memory_total_bytes, memory_free_bytes
+    [disk]    path, free_bytes, total_bytes
+    [price]   usd_per_hour, provider, instance_type, read_on (ISO date) *all required*, source
+
+Human units.  Every ``X_bytes`` field may instead be written ``X_gib`` (GiB, 2^30), ``X_mib``,
+``X_gb`` (10^9) or ``X = "24 GiB"`` (a size string); in ``[[gpus]]`` ``memory_*`` means
+``memory_total_*`` (``memory_gib = 24``).  ``bandwidth_bytes_per_s`` may be written
+``bandwidth_gbps`` (gigaBYTES per second, as vendors quote it: 1008 for an RTX 4090),
+``bandwidth_tbps`` or ``bandwidth = "3.35 TB/s"``.
+
+Unknown facts.  A fact that could not be read has no value; its reason goes in the ``unknown``
+table of the same table: ``[gpus.unknown] uuid = "NVML: not supported"``.  In the JSON form the
+key is present with ``null`` and the same sibling ``"unknown": {"uuid": "..."}`` map.  A key the
+document leaves out altogether is ``Unknown("not in profile")``, except for these documented
+defaults for hand-written profiles:
+
+* GPU memory free = total (a profile lists what is free), used = total - free;
+* RAM available = total - :func:`os_allowance_bytes` (what the OS and desktop keep);
+* usable cores = logical cores; ``fp8`` = compute capability >= 8.9 on NVIDIA;
+* ``bandwidth_source`` / ``features_source`` = "profile" when the value is given.
+
+Every field of :class:`fitcheck.machine.Machine` round-trips exactly: ``machine_from_dict(
+machine_to_dict(m)) == m``, Unknown reasons included.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from fitcheck.errors import FitcheckError
+from fitcheck.machine import CPU, GPU, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
+from fitcheck.units import GB, GiB, MiB, TB, parse_size
+
+SCHEMA = "fitcheck.machine/1"
+KINDS = ("laptop", "desktop", "workstation", "cloud", "ci", "probed")
+NOT_IN_PROFILE = "not in profile"
+
+# What the OS, its services and a desktop session keep for themselves when a profile gives no
+# RAM "available" figure.  An assumption, not a measurement: an idle Linux server uses ~1 GiB,
+# an idle macOS/Windows desktop 3-6 GiB; 10 % of RAM, at least 2 GiB, at most 16 GiB.
+OS_ALLOWANCE_MIN = 2 * GiB
+OS_ALLOWANCE_MAX = 16 * GiB
+OS_ALLOWANCE_FRACTION = 0.10
+
+
+def os_allowance_bytes(total_bytes: int) -> int:
+    """RAM assumed kept by the OS when a profile does not say how much is available."""
+    return int(max(OS_ALLOWANCE_MIN, min(total_bytes * OS_ALLOWANCE_FRACTION, OS_ALLOWANCE_MAX)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The field tables: one row per dataclass field, in the order they are written.
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str  # the dataclass attribute and the canonical key
+    kind: str  # 'bytes' | 'bandwidth' | 'int' | 'float' | 'str' | 'bool' | 'strings' | 'features' | 'date' | 'cc'
+    required: bool = False
+    fact: bool = True  # may be Unknown(reason)
+    absent: Any = ...  # value when a document leaves it out; ... = Unknown("not in profile")
+    positive: bool = False  # sizes that must be > 0 (a total is never 0: unknown is Unknown)
+
+
+HOST_FIELDS = (
+    FieldSpec("os", "str", fact=False, absent="linux"),
+    FieldSpec("os_version", "str"),
+    FieldSpec("architecture", "str", fact=False, absent=None),  # None: derived from cpu
+    FieldSpec("container", "bool"),
+    FieldSpec("wsl", "bool"),
+    FieldSpec("hostname", "str", fact=False, absent=""),
+)
+MEMORY_FIELDS = (
+    FieldSpec("total_bytes", "bytes", required=True, positive=True),
+    FieldSpec("available_bytes", "bytes", absent=None),  # derived: total - OS allowance
+    FieldSpec("cgroup_limit_bytes", "bytes", absent=None),  # None: no cgroup limit
+    FieldSpec("swap_total_bytes", "bytes"),
+    FieldSpec("swap_free_bytes", "bytes"),
+    FieldSpec("bandwidth_bytes_per_s", "bandwidth"),
+    FieldSpec("bandwidth_source", "str", fact=False, absent=None),  # derived
+)
+CPU_FIELDS = (
+    FieldSpec("model", "str"),
+    FieldSpec("architecture", "str", required=True, fact=False),
+    FieldSpec("logical_cores", "int", required=True, positive=True),
+    FieldSpec("physical_cores", "int", positive=True),
+    FieldSpec("usable_cores", "int", absent=None, positive=True),  # derived: logical
+    FieldSpec("features", "features", fact=False, absent=frozenset()),
+    FieldSpec("features_source", "str", fact=False, absent=None),  # derived
+    FieldSpec("bf16_tflops", "float"),
+)
+MIG_FIELDS = (
+    FieldSpec("index", "int", fact=False, absent=None),  # derived: position
+    FieldSpec("uuid", "str"),
+    FieldSpec("name", "str"),
+    FieldSpec("memory_total_bytes", "bytes", required=True),
+    FieldSpec("memory_free_bytes", "bytes", absent=None),  # derived: total
+)
+GPU_FIELDS = (
+    FieldSpec("index", "int", fact=False, absent=None),  # derived: position
+    FieldSpec("vendor", "str", required=True, fact=False),
+    FieldSpec("name", "str", required=True),
+    FieldSpec("memory_total_bytes", "bytes", required=True, positive=True),
+    FieldSpec("memory_free_bytes", "bytes", absent=None),  # derived: total
+    FieldSpec("memory_used_bytes", "bytes", absent=None),  # derived: total - free
+    FieldSpec("memory_reserved_bytes", "bytes"),
+    FieldSpec("unified_memory", "bool", fact=False, absent=False),
+    FieldSpec("uuid", "str"),
+    FieldSpec("compute_capability", "cc"),
+    FieldSpec("bandwidth_bytes_per_s", "bandwidth"),
+    FieldSpec("bf16_tflops", "float"),
+    FieldSpec("fp8", "bool", absent=None),  # derived from compute capability on NVIDIA
+    FieldSpec("mig_mode", "bool"),
+    FieldSpec("mig_instances", "mig", fact=False, absent=()),
+    FieldSpec("notes", "strings", fact=False, absent=()),
+)
+DISK_FIELDS = (
+    FieldSpec("path", "str", fact=False, absent=""),
+    FieldSpec("free_bytes", "bytes", required=True),
+    FieldSpec("total_bytes", "bytes"),
+)
+PRICE_FIELDS = (
+    FieldSpec("usd_per_hour", "float", required=True, fact=False),
+    FieldSpec("provider", "str", required=True, fact=False),
+    FieldSpec("instance_type", "str", required=True, fact=False),
+    FieldSpec("read_on", "date", required=True, fact=False),
+    FieldSpec("source", "str", fact=False, absent=""),
+)
+MACHINE_FIELDS = (
+    FieldSpec("name", "str", fact=False, absent=None),  # derived: the file's stem
+    FieldSpec("kind", "kind", required=True, fact=False),
+    FieldSpec("description", "str", fact=False, absent=""),
+    FieldSpec("source", "str", fact=False, absent=None),  # derived: where it was read from
+    FieldSpec("gpu_status", "str", fact=False, absent=None),  # derived
+    FieldSpec("driver_version", "str"),
+    FieldSpec("cuda_version", "str"),
+    FieldSpec("power_watts", "int", positive=True),
+    FieldSpec("notes", "strings", fact=False, absent=()),
+    FieldSpec("host", "host", fact=False, absent=None),
+    FieldSpec("memory", "memory", required=True, fact=False),
+    FieldSpec("cpu", "cpu", required=True, fact=False),
+    FieldSpec("disk", "disk", fact=False, absent=None),
+    FieldSpec("price", "price", fact=False, absent=None),
+    FieldSpec("gpus", "gpus", fact=False, absent=()),
+)
+
+# The dataclass each table builds, so tests can check every dataclass field is described.
+SPECS_BY_CLASS: dict[type, tuple[FieldSpec, ...]] = {
+    Host: HOST_FIELDS, SystemMemory: MEMORY_FIELDS, CPU: CPU_FIELDS, MigInstance: MIG_FIELDS,
+    GPU: GPU_FIELDS, Disk: DISK_FIELDS, Price: PRICE_FIELDS, Machine: MACHINE_FIELDS,
+}
+_NESTED = {"host", "memory", "cpu", "disk", "price", "gpus", "mig"}
+
+# ---------------------------------------------------------------------------------------------
+# Machine -> dict
+
+
+def machine_to_dict(machine: Machine) -> dict[str, Any]:
+    """The schema dict of ``machine``: JSON-ready; Unknown -> None plus an ``unknown`` entry."""
+    return {"schema": SCHEMA, **_object_to_dict(machine, MACHINE_FIELDS)}
+
+
+def _object_to_dict(obj: Any, specs: tuple[FieldSpec, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    unknown: dict[str, str] = {}
+    for spec in specs:
+        value = getattr(obj, spec.name)
+        if isinstance(value, Unknown):
+            out[spec.name] = None
+            unknown[spec.name] = value.reason
+        elif value is None:
+            continue  # no value and nothing unknown: no cgroup limit, no disk, no price
+        elif spec.kind in ("host", "memory", "cpu", "disk", "price"):
+            out[spec.name] = _object_to_dict(value, SPECS_BY_CLASS[type(value)])
+        elif spec.kind == "gpus":
+            out[spec.name] = [_object_to_dict(gpu, GPU_FIELDS) for gpu in value]
+        elif spec.kind == "mig":
+            out[spec.name] = [_object_to_dict(mig, MIG_FIELDS) for mig in value]
+        elif spec.kind == "features":
+            out[spec.name] = sorted(value)
+        elif spec.kind == "strings":
+            out[spec.name] = list(value)
+        else:
+            out[spec.name] = value
+    if unknown:
+        out["unknown"] = unknown
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# dict -> Machine
+
+
+def machine_from_dict(doc: dict[str, Any], where: str = "<profile>", default_name: str = "") -> Machine:
+    """Build a Machine from a schema dict (parsed TOML or JSON); errors name ``where`` and the field.
+
+    ``default_name`` is used when the document has no ``name`` (a profile's file stem).
+    """
+    reader = _Reader(where)
+    if not isinstance(doc, dict):
+        raise reader.error("", "expected a table of machine facts")
+    schema = doc.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise reader.error("schema", f"expected {json.dumps(SCHEMA)}, got {_show(schema)}",
+                           hint="this fitcheck reads only that schema version")
+    values = reader.table(doc, MACHINE_FIELDS, "", extra_keys={"schema"})
+
+    memory = values["memory"]
+    cpu = values["cpu"]
+    host_values = values["host"] if values["host"] is not None else reader.table({}, HOST_FIELDS, "host.")
+    if host_values["architecture"] is None:
+        host_values["architecture"] = cpu.architecture
+    host = Host(**host_values)
+    gpus = values["gpus"]
+    gpu_status = values["gpu_status"]
+    if gpu_status is None:
+        gpu_status = "" if gpus else "no GPU in this profile"
+    return Machine(
+        name=values["name"] if values["name"] is not None else default_name,
+        kind=values["kind"],
+        host=host,
+        memory=memory,
+        cpu=cpu,
+        gpus=gpus,
+        gpu_status=gpu_status,
+        driver_version=values["driver_version"],
+        cuda_version=values["cuda_version"],
+        disk=values["disk"],
+        price=values["price"],
+        power_watts=values["power_watts"],
+        description=values["description"],
+        source=values["source"] if values["source"] is not None else where,
+        notes=values["notes"],
+    )
+
+
+class _Reader:
+    """Reads one document, turning every problem into one FitcheckError line naming the field."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def error(self, path: str, problem: str, hint: str | None = None) -> FitcheckError:
+        prefix = f"{self.where}: {path}: " if path else f"{self.where}: "
+        return FitcheckError(prefix + problem, hint)
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def table(self, raw: Any, specs: tuple[FieldSpec, ...], path: str,
+              extra_keys: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+        """Read ``raw`` against ``specs``: canonical name -> value, Unknown, or the absent value."""
+        where = path.rstrip(".") or "document"
+        if not isinstance(raw, dict):
+            raise self.error(where, f"expected a table, got {_show(raw)}")
+        accepted = _accepted_keys(specs)
+        by_field: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
+        for key, value in raw.items():
+            if key == "unknown" or key in extra_keys:
+                continue
+            if key not in accepted:
+                close = _closest(key, [*accepted, "unknown"])
+                hint = f"did you mean {close}?" if close else None
+                raise self.error(path + key, "unknown field", hint)
+            field_name, convert = accepted[key]
+            if field_name in by_field:
+                raise self.error(path + key, f"given twice (also as {by_field[field_name][0]})")
+            by_field[field_name] = (key, convert)
+
+        unknown = self._unknown_map(raw.get("unknown", {}), specs, path)
+        values: dict[str, Any] = {}
+        for spec in specs:
+            if spec.name in unknown:
+                if spec.name in by_field and raw[by_field[spec.name][0]] is not None:
+                    raise self.error(path + by_field[spec.name][0], "has both a value and an unknown reason")
+                values[spec.name] = Unknown(unknown[spec.name])
+                continue
+            if spec.name not in by_field or raw[by_field[spec.name][0]] is None:
+                if spec.required:
+                    raise self.error(path + _display_name(spec), "missing (required)")
+                values[spec.name] = Unknown(NOT_IN_PROFILE) if spec.absent is ... else spec.absent
+                continue
+            key, convert = by_field[spec.name]
+            values[spec.name] = self.value(raw[key], spec, path + key, convert)
+        return values
+
+    def _unknown_map(self, raw: Any, specs: tuple[FieldSpec, ...], path: str) -> dict[str, str]:
+        if not isinstance(raw, dict):
+            raise self.error(path + "unknown", f"expected a table of field = \"reason\", got {_show(raw)}")
+        facts = {spec.name for spec in specs if spec.fact}
+        for name, reason in raw.items():
+            if name not in facts:
+                close = _closest(name, sorted(facts))
+                raise self.error(f"{path}unknown.{name}", "not a fact that can be unknown",
+                                 f"did you mean {close}?" if close else None)
+            if not isinstance(reason, str):
+                raise self.error(f"{path}unknown.{name}", f"expected a reason (a string), got {_show(reason)}")
+        return dict(raw)
+
+    # -- values -------------------------------------------------------------------------------
+
+    def value(self, raw: Any, spec: FieldSpec, path: str, convert: Callable[[Any], Any] | None) -> Any:
+        kind = spec.kind
+        if kind in ("bytes", "bandwidth"):
+            assert convert is not None
+            result = convert(raw)
+            if result is None:
+                key = path.rsplit(".", 1)[-1]
+                if key.endswith(("_bytes", "_bytes_per_s")):
+                    expected = "a whole number of bytes"
+                elif key.endswith(("_gib", "_mib", "_gb", "_gbps", "_tbps")):
+                    expected = "a number"
+                elif kind == "bytes":
+                    expected = 'a size (like "24 GiB")'
+                else:
+                    expected = 'a bandwidth (like "1008 GB/s")'
+                raise self.error(path, f"expected {expected}, got {_show(raw)}")
+            if result < 0:
+                raise self.error(path, f"must not be negative, got {_show(raw)}")
+            if spec.positive and result == 0:
+                raise self.error(path, "must be more than 0 (leave it out, or list it under unknown, if not known)")
+            return result
+        if kind == "int":
+            if isinstance(raw, bool) or not isinstance(raw, int):
+                raise self.error(path, f"expected a whole number, got {_show(raw)}")
+            if raw < 0 or (spec.positive and raw == 0):
+                raise self.error(path, f"must be more than 0, got {_show(raw)}")
+            return raw
+        if kind == "float":
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                raise self.error(path, f"expected a number, got {_show(raw)}")
+            if raw < 0:
+                raise self.error(path, f"must not be negative, got {_show(raw)}")
+            return float(raw)
+        if kind == "str":
+            if not isinstance(raw, str):
+                raise self.error(path, f"expected a string, got {_show(raw)}")
+            return raw
+        if kind == "cc":
+            if isinstance(raw, float):  # compute_capability = 8.9 written as a number
+                return repr(raw)
+            if not isinstance(raw, str):
+                raise self.error(path, f"expected a compute capability like \"8.9\", got {_show(raw)}")
+            return raw
+        if kind == "kind":
+            if raw not in KINDS:
+                raise self.error(path, f"expected one of {', '.join(KINDS)}, got {_show(raw)}")
+            return raw
+        if kind == "bool":
+            if not isinstance(raw, bool):
+                raise self.error(path, f"expected true or false, got {_show(raw)}")
+            return raw
+        if kind in ("strings", "features"):
+            if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+                raise self.error(path, f"expected a list of strings, got {_show(raw)}")
+            return frozenset(raw) if kind == "features" else tuple(raw)
+        if kind == "date":
+            if isinstance(raw, datetime.date) and not isinstance(raw, datetime.datetime):
+                return raw.isoformat()
+            if isinstance(raw, str):
+                try:
+                    datetime.date.fromisoformat(raw)
+                    return raw
+                except ValueError:
+                    pass
+            raise self.error(path, f"expected a date like 2025-06-01, got {_show(raw)}")
+        if kind == "host":
+            return self.table(raw, HOST_FIELDS, path + ".")  # finished in machine_from_dict
+        if kind == "memory":
+            return self.build_memory(raw, path + ".")
+        if kind == "cpu":
+            return self.build_cpu(raw, path + ".")
+        if kind == "disk":
+            values = self.table(raw, DISK_FIELDS, path + ".")
+            return Disk(**values)
+        if kind == "price":
+            values = self.table(raw, PRICE_FIELDS, path + ".")
+            return Price(**values)
+        if kind == "gpus":
+            return self.build_gpus(raw, path)
+        if kind == "mig":
+            return self.build_migs(raw, path)
+        raise AssertionError(f"unhandled field kind {kind}")
+
+    # -- builders with the documented defaults ------------------------------------------------
+
+    def build_memory(self, raw: Any, path: str) -> SystemMemory:
+        values = self.table(raw, MEMORY_FIELDS, path)
+        total = values["total_bytes"]
+        if values["available_bytes"] is None:
+            values["available_bytes"] = (
+                max(total - os_allowance_bytes(total), 0) if isinstance(total, int) else Unknown(NOT_IN_PROFILE)
+            )
+        if values["bandwidth_source"] is None:
+            values["bandwidth_source"] = "profile" if isinstance(values["bandwidth_bytes_per_s"], int) else ""
+        return SystemMemory(**values)
+
+    def build_cpu(self, raw: Any, path: str) -> CPU:
+        values = self.table(raw, CPU_FIELDS, path)
+        if values["usable_cores"] is None:
+            values["usable_cores"] = values["logical_cores"]
+        if values["features_source"] is None:
+            values["features_source"] = "profile" if values["features"] else ""
+        return CPU(**values)
+
+    def build_gpus(self, raw: Any, path: str) -> tuple[GPU, ...]:
+        if not isinstance(raw, list):
+            raise self.error(path, f"expected a list of [[gpus]] tables, got {_show(raw)}")
+        gpus: list[GPU] = []
+        for position, item in enumerate(raw):
+            item_path = f"{path}[{position}]"
+            if not isinstance(item, dict):
+                raise self.error(item_path, f"expected a table, got {_show(item)}")
+            count = item.get("count", 1)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise self.error(item_path + ".count", f"expected a whole number of GPUs, got {_show(count)}")
+            if count > 1 and "index" in item:
+                raise self.error(item_path + ".index", "cannot be given with count (indexes are numbered in order)")
+            values = self.table(item, GPU_FIELDS, item_path + ".", extra_keys={"count"})
+            for _ in range(count):
+                gpus.append(_finish_gpu(dict(values), len(gpus)))
+        return tuple(gpus)
+
+    def build_migs(self, raw: Any, path: str) -> tuple[MigInstance, ...]:
+        if not isinstance(raw, list):
+            raise self.error(path, f"expected a list of [[gpus.mig_instances]] tables, got {_show(raw)}")
+        migs = []
+        for position, item in enumerate(raw):
+            values = self.table(item, MIG_FIELDS, f"{path}[{position}].")
+            if values["index"] is None:
+                values["index"] = position
+            if values["memory_free_bytes"] is None:
+                values["memory_free_bytes"] = values["memory_total_bytes"]
+            migs.append(MigInstance(**values))
+        return tuple(migs)
+
+
+def _finish_gpu(values: dict[str, Any], position: int) -> GPU:
+    if values["index"] is None:
+        values["index"] = position
+    total = values["memory_total_bytes"]
+    if values["memory_free_bytes"] is None:
+        values["memory_free_bytes"] = total  # a profile's listed memory is what is free
+    free = values["memory_free_bytes"]
+    if values["memory_used_bytes"] is None:
+        values["memory_used_bytes"] = (
+            total - free if isinstance(total, int) and isinstance(free, int) else Unknown(NOT_IN_PROFILE)
+        )
+    if values["fp8"] is None:
+        values["fp8"] = _fp8_from_cc(values["vendor"], values["compute_capability"])
+    return GPU(**values)
+
+
+def _fp8_from_cc(vendor: str, cc: Any) -> bool | Unknown:
+    """fp8 tensor cores arrived with compute capability 8.9 (Ada) and 9.0 (Hopper).
+
+    Source: NVIDIA CUDA C++ Programming Guide, "Compute capabilities" (fp8 from cc 8.9).
+    """
+    if vendor != "nvidia" or not isinstance(cc, str):
+        return Unknown(NOT_IN_PROFILE)
+    try:
+        major, minor = (int(part) for part in cc.split(".")[:2])
+    except ValueError:
+        return Unknown(f"compute capability {cc!r} not understood")
+    return (major, minor) >= (8, 9)
+
+
+# ---------------------------------------------------------------------------------------------
+# Human units
+
+
+def _accepted_keys(specs: tuple[FieldSpec, ...]) -> dict[str, tuple[str, Callable[[Any], Any] | None]]:
+    """Every key a table accepts -> (canonical field, converter for unit-carrying keys)."""
+    keys: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
+    for spec in specs:
+        keys[spec.name] = (spec.name, _exact_int if spec.kind in ("bytes", "bandwidth") else None)
+        if spec.kind == "bytes":
+            base = spec.name[: -len("_bytes")]
+            bases = [base] + (["memory"] if spec.name == "memory_total_bytes" and specs is GPU_FIELDS else [])
+            for b in bases:
+                keys[f"{b}_gib"] = (spec.name, _scaled(GiB))
+                keys[f"{b}_mib"] = (spec.name, _scaled(MiB))
+                keys[f"{b}_gb"] = (spec.name, _scaled(GB))
+                keys[b] = (spec.name, _size)
+        elif spec.kind == "bandwidth":
+            keys["bandwidth_gbps"] = (spec.name, _scaled(GB))
+            keys["bandwidth_tbps"] = (spec.name, _scaled(TB))
+            keys["bandwidth"] = (spec.name, _bandwidth)
+    return keys
+
+
+def _display_name(spec: FieldSpec) -> str:
+    """How a missing required field is named: the friendly base for sizes ('memory_total')."""
+    if spec.kind == "bytes":
+        return spec.name[: -len("_bytes")]
+    return spec.name
+
+
+def _exact_int(raw: Any) -> int | None:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+
+
+def _scaled(unit: int) -> Callable[[Any], int | None]:
+    def convert(raw: Any) -> int | None:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            return None
+        return int(round(raw * unit))
+
+    return convert
+
+
+def _size(raw: Any) -> int | None:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw  # a bare number is bytes
+    if not isinstance(raw, str):
+        return None
+    try:
+        return parse_size(raw)
+    except ValueError:
+        return None
+
+
+_BANDWIDTH_UNITS = {"b/s": 1, "kb/s": 10**3, "mb/s": 10**6, "gb/s": GB, "tb/s": TB,
+                    "mib/s": MiB, "gib/s": GiB}
+
+
+def _bandwidth(raw: Any) -> int | None:
+    """'1008 GB/s', '3.35 TB/s' (decimal, as vendors quote), or a bare number of bytes/s."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip().lower().replace(" ", "")
+    for unit in sorted(_BANDWIDTH_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            try:
+                return int(round(float(text[: -len(unit)]) * _BANDWIDTH_UNITS[unit]))
+            except ValueError:
+                return None
+    return None
+
+
+def _show(value: Any) -> str:
+    """A value as the user wrote it, for error messages: "lots", 12, true, [1, 2]."""
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _closest(word: str, candidates: list[str]) -> str | None:
+    import difflib
+
+    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def dataclass_field_names(cls: type) -> list[str]:
+    """The fields of one of the machine dataclasses (for the schema-coverage test)."""
+    return [f.name for f in fields(cls)]

@@ -1,0 +1,138 @@
+"""Finding, reading and writing hardware profiles (the I/O around :mod:`.schema`).
+
+Shipped profiles are the ``*.toml`` files of the ``fitcheck.hardware_profiles`` package (the
+repository's top-level ``hardware_profiles/`` folder, mapped into the wheel by pyproject), found
+with :func:`importlib.resources.files`; a source checkout that is not installed falls back to the
+folder itself.  A profile is named by its file stem, case-insensitively.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from datetime import date
+from pathlib import Path
+from typing import Iterable
+
+from fitcheck.errors import FitcheckError
+from fitcheck.machine import Machine
+from fitcheck.profiles.schema import machine_from_dict, machine_to_dict
+from fitcheck.profiles.toml_writer import dumps
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+SHIPPED_PACKAGE = "fitcheck.hardware_profiles"
+SHIPPED_LABEL = "hardware_profiles"  # how shipped files are named in messages and Machine.source
+_REPO_FOLDER = Path(__file__).resolve().parents[2] / "hardware_profiles"
+
+
+def shipped_profile_files() -> dict[str, object]:
+    """Stem (lower case) -> the shipped profile file (a Traversable or a Path), sorted by stem."""
+    folder = _shipped_folder()
+    if folder is None:
+        return {}
+    files = [entry for entry in folder.iterdir() if entry.name.endswith(".toml") and entry.is_file()]
+    return {entry.name[: -len(".toml")].lower(): entry for entry in sorted(files, key=lambda e: e.name.lower())}
+
+
+def _shipped_folder():
+    from importlib import resources
+
+    try:
+        folder = resources.files(SHIPPED_PACKAGE)
+        if folder.is_dir():
+            return folder
+    except (ModuleNotFoundError, TypeError, FileNotFoundError):
+        pass
+    return _REPO_FOLDER if _REPO_FOLDER.is_dir() else None
+
+
+def profile_names() -> list[str]:
+    """Names of the shipped profiles, sorted."""
+    return list(shipped_profile_files())
+
+
+def list_profiles() -> list[Machine]:
+    """Every shipped profile, loaded (sorted by name)."""
+    return [_load_shipped(stem, entry) for stem, entry in shipped_profile_files().items()]
+
+
+def load_profile(name_or_path: str) -> Machine:
+    """A profile by path (has a '/' or ends in .toml, and exists) or by shipped name.
+
+    An unknown name raises FitcheckError listing the three closest names.  A shipped profile can
+    also be named by its cloud instance type (``g5.xlarge``).
+    """
+    text = name_or_path.strip()
+    looks_like_path = "/" in text or os.sep in text or text.lower().endswith(".toml")
+    if looks_like_path:
+        path = Path(text).expanduser()
+        if path.is_file():
+            return load_profile_file(path)
+        if "/" in text or os.sep in text:
+            raise FitcheckError(f"profile file not found: {text}", "give an existing .toml file or a name from `fitcheck profiles`")
+        text = text[: -len(".toml")]
+
+    files = shipped_profile_files()
+    wanted = text.lower()
+    if wanted in files:
+        return _load_shipped(wanted, files[wanted])
+    for machine in (_load_shipped(stem, entry) for stem, entry in files.items()):
+        if machine.price and machine.price.instance_type.lower() == wanted:
+            return machine
+    close = difflib.get_close_matches(wanted, list(files), n=3, cutoff=0.0)
+    suggestion = f"did you mean {', '.join(close)}? " if close else ""
+    raise FitcheckError(f"unknown hardware profile {text!r}", f"{suggestion}`fitcheck profiles` lists them all")
+
+
+def load_profile_file(path: str | os.PathLike[str]) -> Machine:
+    """Read one profile file; any problem is one FitcheckError line naming the file and field."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FitcheckError(f"{where}: cannot read profile: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise FitcheckError(f"{where}: not a text file (expected TOML)") from None
+    return read_profile_text(text, where, default_name=Path(path).stem)
+
+
+def read_profile_text(text: str, where: str, default_name: str = "") -> Machine:
+    """Parse TOML ``text`` as a machine profile; ``where`` names it in error messages."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FitcheckError(f"{where}: not valid TOML: {exc}") from None
+    return machine_from_dict(document, where=where, default_name=default_name)
+
+
+def machine_to_toml(machine: Machine, header: str = "") -> str:
+    """The TOML text of ``machine`` in the fitcheck.machine/1 schema."""
+    return dumps(machine_to_dict(machine), header=header)
+
+
+def save_profile(machine: Machine, path: str | os.PathLike[str]) -> Path:
+    """Write ``machine`` as a TOML profile at ``path``; returns the path written."""
+    target = Path(path).expanduser()
+    header = (
+        f"fitcheck hardware profile, written by `fitcheck probe --save` on {date.today().isoformat()}.\n"
+        "Schema: fitcheck.machine/1 (see hardware_profiles/README.md). Load it with --profile FILE."
+    )
+    try:
+        target.write_text(machine_to_toml(machine, header=header), encoding="utf-8")
+    except OSError as exc:
+        raise FitcheckError(f"cannot write profile {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def _load_shipped(stem: str, entry) -> Machine:
+    where = f"{SHIPPED_LABEL}/{entry.name}"
+    return read_profile_text(entry.read_text(encoding="utf-8"), where, default_name=stem)
+
+
+def machines_of_kind(machines: Iterable[Machine], kind: str | None) -> list[Machine]:
+    """The machines of one kind (all when ``kind`` is None)."""
+    return [m for m in machines if kind is None or m.kind == kind.lower()]

@@ -1,0 +1,238 @@
+"""Render a CheckResult: the table people read and the versioned JSON document CI reads.
+
+The JSON document (schema "fitcheck.check/1") is a contract; tests lock its key set.
+Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
+
+{
+  "schema": "fitcheck.check/1", "fitcheck_version": str,
+  "model":   {query, id, source, note, architecture, params_total, params_active, generic},
+  "request": {mode, precision, context, batch, prompt_tokens, kv_dtype, engine, device, gpus,
+              gpu_layers, gpu_memory_utilization, headroom_pct},
+  "machine": {name, kind, source, summary},
+  "estimate": {devices: [{device, kind, components: {name: bytes}, breakdown: [{name, bytes,
+               detail, counted_in}], peak_allocated_bytes, peak_reserved_bytes, total_bytes}],
+               components: {name: bytes}, peak_allocated_bytes, peak_reserved_bytes, total_bytes,
+               facts: {...}, assumptions: [{name, value, why, option}], notes: [str]},
+  "verdict": {status, exit_code, summary, reasons, max_context, max_batch,
+              devices: [{device, kind, need_bytes, free_bytes, usable_bytes, status, reason}]},
+  "alternatives": [{title, status, cost, changes: {option: value}, total_bytes, devices:
+                    [{device, total_bytes}], fitcheck_command, engine_command}]
+}
+"""
+
+from __future__ import annotations
+
+from fitcheck import __version__
+from fitcheck.estimate.commands import engine_command, fitcheck_command
+from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.machine import Machine, known
+from fitcheck.units import GiB, format_count, format_gib
+
+SCHEMA = "fitcheck.check/1"
+_VERDICT_WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN"}
+
+
+def machine_line(machine: Machine) -> str:
+    """One line: name, cores, RAM available, GPUs."""
+    parts = [machine.name]
+    cores = machine.cpu.usable_cores if known(machine.cpu.usable_cores) else machine.cpu.logical_cores
+    if known(cores):
+        parts.append(f"{cores} CPU cores")
+    avail = machine.memory.available_bytes
+    parts.append(f"{format_gib(avail, 1)} RAM available" if known(avail) else f"RAM available {avail}")
+    if machine.gpus:
+        names: dict[str, int] = {}
+        for g in machine.gpus:
+            mem = format_gib(g.memory_total_bytes, 0) if known(g.memory_total_bytes) else "memory unknown"
+            label = f"{g.name if known(g.name) else 'GPU'} {mem}"
+            names[label] = names.get(label, 0) + 1
+        parts.append(", ".join(f"{n}× {label}" if n > 1 else label for label, n in names.items()))
+    else:
+        parts.append("no GPU" + (f" ({machine.gpu_status})" if machine.gpu_status else ""))
+    return ", ".join(parts)
+
+
+def _model_id(result) -> str:
+    return result.model.hf_id or result.spec.name
+
+
+def _quant_repos(result) -> dict[str, str]:
+    entry = getattr(result.model, "entry", None)
+    return dict(getattr(entry, "quantized_repos", None) or {})
+
+
+def _profile_arg(result) -> str | None:
+    m = result.machine
+    return None if m.source == "probe" else m.source
+
+
+def check_document(result) -> dict:
+    """The JSON document for one check."""
+    est, plan, spec = result.estimate, result.plan, result.spec
+    model_id = _model_id(result)
+    repos = _quant_repos(result)
+    profile = _profile_arg(result)
+    return {
+        "schema": SCHEMA,
+        "fitcheck_version": __version__,
+        "model": {
+            "query": result.query,
+            "id": model_id,
+            "source": result.model.source,
+            "note": result.model.note,
+            "architecture": spec.architecture,
+            "params_total": spec.total_params,
+            "params_active": spec.active_params,
+            "generic": spec.generic,
+        },
+        "request": {
+            "mode": est.mode,
+            "precision": plan.precision,
+            "context": plan.context,
+            "batch": plan.batch,
+            "prompt_tokens": plan.prompt_tokens,
+            "kv_dtype": plan.kv_dtype,
+            "engine": plan.engine,
+            "device": plan.device,
+            "gpus": plan.gpus,
+            "gpu_layers": plan.gpu_layers,
+            "gpu_memory_utilization": plan.gpu_memory_utilization,
+            "headroom_pct": round(result.headroom * 100, 3),
+        },
+        "machine": {
+            "name": result.machine.name,
+            "kind": result.machine.kind,
+            "source": result.machine.source,
+            "summary": machine_line(result.machine),
+        },
+        "estimate": {
+            "devices": [
+                {
+                    "device": d.device,
+                    "kind": d.kind,
+                    "components": _summed(d.components),
+                    "breakdown": [{"name": c.name, "bytes": c.bytes, "detail": c.detail, "counted_in": c.counted_in}
+                                  for c in d.components],
+                    "peak_allocated_bytes": d.peak_allocated_bytes,
+                    "peak_reserved_bytes": d.peak_reserved_bytes,
+                    "total_bytes": d.total_bytes,
+                }
+                for d in est.devices
+            ],
+            "components": est.by_component(),
+            "peak_allocated_bytes": est.peak_allocated_bytes,
+            "peak_reserved_bytes": est.peak_reserved_bytes,
+            "total_bytes": est.total_bytes,
+            "facts": dict(est.facts),
+            "assumptions": [{"name": a.name, "value": a.value, "why": a.why, "option": a.option} for a in est.assumptions],
+            "notes": list(est.notes),
+        },
+        "verdict": {
+            "status": result.verdict.status,
+            "exit_code": result.verdict.exit_code,
+            "summary": result.verdict.summary(),
+            "reasons": list(result.verdict.reasons),
+            "max_context": result.max_context,
+            "max_batch": result.max_batch,
+            "devices": [
+                {"device": d.device, "kind": d.kind, "need_bytes": d.need_bytes, "free_bytes": d.free_bytes,
+                 "usable_bytes": d.usable_bytes, "status": d.status, "reason": d.reason}
+                for d in result.verdict.devices
+            ],
+        },
+        "alternatives": [
+            {
+                "title": a.title,
+                "status": a.verdict.status,
+                "cost": round(a.cost, 2),
+                "changes": dict(a.changes),
+                "total_bytes": a.estimate.total_bytes,
+                "devices": [{"device": d.device, "total_bytes": d.total_bytes} for d in a.estimate.devices],
+                "fitcheck_command": fitcheck_command(result.query, a.plan, profile=profile),
+                "engine_command": engine_command(model_id, a.plan, repos),
+            }
+            for a in result.alternatives
+        ],
+    }
+
+
+def _summed(components) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in components:
+        out[c.name] = out.get(c.name, 0) + c.bytes
+    return out
+
+
+def render_check_table(result) -> str:
+    """The human answer: model, machine, request, breakdown per device in GiB, verdict, alternatives."""
+    from tabulate import tabulate
+
+    est, plan, spec = result.estimate, result.plan, result.spec
+    lines: list[str] = []
+    params = f"{format_count(spec.total_params)} params"
+    if spec.is_moe:
+        params += f", {format_count(spec.active_params)} active"
+    generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
+    lines.append(f"Model:    {_model_id(result)} ({params}{', ' + spec.architecture if spec.architecture else ''}){generic}")
+    if result.model.note:
+        lines.append(f"          {result.model.note}")
+    lines.append(f"Machine:  {machine_line(result.machine)}")
+    where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
+             "offload": f"GPU + CPU (-ngl {plan.gpu_layers})"}[plan.device]
+    lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens, "
+                 f"batch {plan.batch}, KV cache {plan.kv_dtype}")
+    lines.append("")
+
+    names: list[str] = []
+    for d in est.devices:
+        for c in d.components:
+            if c.name not in names:
+                names.append(c.name)
+    headers = ["GiB"] + [d.device.upper() if d.kind == "gpu" else "CPU (RAM)" for d in est.devices]
+    rows = [[n] + [_gib(d.component(n)) for d in est.devices] for n in names]
+    rows.append(["peak allocated"] + [_gib(d.peak_allocated_bytes) for d in est.devices])
+    rows.append(["total needed"] + [_gib(d.total_bytes) for d in est.devices])
+    free_row = ["free"]
+    for dv in result.verdict.devices:
+        free_row.append(_gib(dv.free_bytes) if dv.free_bytes is not None else "unknown")
+    rows.append(free_row)
+    lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=("left",) + ("right",) * len(est.devices)))
+    lines.append("")
+    lines.append(f"Verdict:  {_VERDICT_WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
+                 f" (headroom {result.headroom:.0%})")
+    for extra in result.verdict.reasons[1:]:
+        lines.append(f"          {extra}")
+    if est.fact("vllm_max_concurrency") is not None:
+        lines.append(f"          vLLM KV pool: {est.fact('vllm_kv_pool_tokens'):,} tokens, maximum concurrency "
+                     f"{est.fact('vllm_max_concurrency')}× at {plan.context:,} tokens")
+    if result.max_context or result.max_batch:
+        ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
+        bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
+        lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
+    else:
+        lines.append("Largest that fits: nothing at these settings (not even 1 token or 1 sequence)")
+    if result.alternatives:
+        lines.append("")
+        lines.append("What fits instead (best first):")
+        repos = _quant_repos(result)
+        profile = _profile_arg(result)
+        for i, a in enumerate(result.alternatives, 1):
+            need = ", ".join(f"{d.device.upper() if d.kind == 'gpu' else 'RAM'} {_gib(d.total_bytes)} GiB"
+                             for d in a.estimate.devices if d.total_bytes)
+            tight = " (tight)" if a.verdict.status == TIGHT else ""
+            lines.append(f"  {i}. {a.title}{tight} — needs {need}")
+            lines.append(f"     {fitcheck_command(result.query, a.plan, profile=profile)}")
+            lines.append(f"     {engine_command(_model_id(result), a.plan, repos)}")
+    elif result.verdict.status in (DOES_NOT_FIT,):
+        lines.append("")
+        lines.append("Nothing fits on this machine, even quantized or offloaded; `fitcheck profiles` lists machines to try with --profile NAME.")
+    lines.append("")
+    lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
+                                            for a in est.assumptions))
+    for note in est.notes:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines)
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GiB:.2f}"

@@ -1,0 +1,104 @@
+"""`fitcheck MODEL` / `fitcheck check MODEL`: exit codes, the JSON contract, bad input."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from fitcheck.cli import cli
+
+# The JSON document's key set is a contract (README documents it); change it only on purpose,
+# with a new schema version.
+TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives"}
+MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
+REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus",
+                "gpu_layers", "gpu_memory_utilization", "headroom_pct"}
+ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes", "facts",
+                 "assumptions", "notes"}
+DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
+VERDICT_KEYS = {"status", "exit_code", "summary", "reasons", "max_context", "max_batch", "devices"}
+ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command"}
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_json_contract_key_set():
+    r = run("qwen-7b", "--profile", "rtx-3060", "--context", "32768", "--json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.output)
+    assert set(doc) == TOP_KEYS
+    assert doc["schema"] == "fitcheck.check/1"
+    assert set(doc["model"]) == MODEL_KEYS
+    assert set(doc["request"]) == REQUEST_KEYS
+    assert set(doc["estimate"]) == ESTIMATE_KEYS
+    assert set(doc["estimate"]["devices"][0]) == DEVICE_KEYS
+    assert set(doc["verdict"]) == VERDICT_KEYS
+    assert doc["alternatives"] and set(doc["alternatives"][0]) == ALT_KEYS
+    dev = doc["estimate"]["devices"][0]
+    assert dev["peak_allocated_bytes"] <= dev["peak_reserved_bytes"] <= dev["total_bytes"]
+    assert all(isinstance(v, int) for v in dev["components"].values())
+
+
+def test_fits_exit_0_on_a_big_gpu():
+    r = run("qwen-7b", "--profile", "h100-sxm")
+    assert r.exit_code == 0, r.output
+    assert "FITS" in r.output and "GPU0" in r.output
+
+
+def test_does_not_fit_exit_1_with_alternatives_and_commands():
+    r = run("llama-3.1-70b", "--profile", "rtx-4090")
+    assert r.exit_code == 1, r.output
+    assert "DOES NOT FIT" in r.output
+    assert "What fits instead" in r.output and "fitcheck " in r.output
+
+
+def test_tight_exits_0_but_1_with_strict():
+    # Find a context where Qwen2.5-7B bf16 is tight on a 24 GB card: inside the 10 % headroom.
+    r = run("qwen-7b", "--profile", "rtx-4090", "--context", "32768", "--json")
+    doc = json.loads(r.output)
+    assert doc["verdict"]["status"] == "tight", doc["verdict"]
+    assert r.exit_code == 0
+    assert run("qwen-7b", "--profile", "rtx-4090", "--context", "32768", "--strict").exit_code == 1
+
+
+def test_unknown_free_memory_exits_3(tmp_path):
+    profile = tmp_path / "m.toml"
+    profile.write_text(
+        'schema = "fitcheck.machine/1"\nname = "mystery"\nkind = "desktop"\n'
+        '[memory]\ntotal_gib = 32\n'
+        '[memory.unknown]\navailable_bytes = "not readable"\n'
+        '[cpu]\nmodel = "x"\narchitecture = "x86_64"\nlogical_cores = 8\nphysical_cores = 4\n'
+    )
+    r = run("qwen-7b", "--profile", str(profile), "--device", "cpu")
+    assert r.exit_code == 3, r.output
+    assert "UNKNOWN" in r.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["no-such-model-xyz"], "unknown model"),
+    (["qwen-7b", "--context", "0"], "--context"),
+    (["qwen-7b", "--precision", "int3"], "--precision"),
+    (["qwen-7b", "--profile", "no-such-machine"], "profile"),
+    (["qwen-7b", "--profile", "rtx-4090", "--precision", "q4_k_m", "--engine", "vllm"], "GGUF"),
+])
+def test_bad_input_exit_2_one_line_no_traceback(args, needle):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert needle.lower() in r.output.lower()
+
+
+def test_check_subcommand_equals_shorthand():
+    a = run("check", "qwen-7b", "--profile", "l4", "--json")
+    b = run("qwen-7b", "--profile", "l4", "--json")
+    assert json.loads(a.output)["estimate"] == json.loads(b.output)["estimate"]
+
+
+def test_params_gives_a_generic_estimate():
+    r = run("my-private-model", "--params", "7b", "--profile", "rtx-4090", "--json")
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.output)
+    assert doc["model"]["generic"] is True
+    assert 6.5e9 < doc["model"]["params_total"] < 7.5e9

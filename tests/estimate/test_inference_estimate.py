@@ -1,0 +1,159 @@
+"""Whole inference estimates: invariants, engines, and the verdict against a machine."""
+
+import pytest
+from estimate_specs import DEEPSEEK_V3, LLAMA3_8B, MIXTRAL, QWEN25_7B
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from machines import machine, nvidia, unknown_free_gpu
+
+from fitcheck.check import check_inference
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.inference import estimate_inference
+from fitcheck.estimate.request import InferenceRequest, resolve_inference
+from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, judge
+from fitcheck.units import GiB
+
+
+class Resolved:  # what fitcheck.model.resolve returns, minimally
+    def __init__(self, spec):
+        self.spec, self.hf_id, self.source, self.note, self.entry = spec, spec.name, "test", None, None
+
+
+def est(spec, m, **req):
+    plan = resolve_inference(InferenceRequest(**req), spec, m)
+    return estimate_inference(spec, plan)
+
+
+RTX4090 = machine([nvidia()])
+CPU_ONLY = machine([], ram_gib=16)
+
+
+def test_defaults_bf16_transformers_on_ampere_or_newer_and_q4_on_cpu():
+    assert resolve_inference(InferenceRequest(), QWEN25_7B, RTX4090).precision == "bf16"
+    assert resolve_inference(InferenceRequest(), QWEN25_7B, machine([nvidia("Tesla T4", 15360, cc="7.5")])).precision == "fp16"
+    plan = resolve_inference(InferenceRequest(), QWEN25_7B, CPU_ONLY)
+    assert (plan.precision, plan.engine, plan.device) == ("q4_k_m", "llama.cpp", "cpu")
+
+
+def test_qwen7b_bf16_two_32k_sequences_do_not_fit_a_4090_but_awq_does():
+    e = est(QWEN25_7B, RTX4090, context=32768, batch=2)
+    assert judge(e, RTX4090, 0.1).status == DOES_NOT_FIT
+    e2 = est(QWEN25_7B, RTX4090, context=32768, batch=2, precision="awq")
+    assert judge(e2, RTX4090, 0.1).status == FITS
+
+
+def test_peak_figures_are_ordered():
+    e = est(QWEN25_7B, RTX4090)
+    d = e.devices[0]
+    assert d.peak_allocated_bytes < d.peak_reserved_bytes < d.total_bytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 60000), st.integers(1, 32), st.sampled_from(["transformers", "vllm", "llama.cpp"]))
+def test_total_monotone_in_context_and_batch(ctx, batch, engine):
+    precision = "q4_k_m" if engine == "llama.cpp" else "bf16"
+    kw = dict(engine=engine, precision=precision)
+    big = machine([nvidia("NVIDIA H100 80GB HBM3", 81559, cc="9.0")])
+
+    def need(c, b):
+        e = est(QWEN25_7B, big, context=c, batch=b, **kw)
+        return sum(d.total_bytes - d.component("kv_pool_spare") for d in e.devices)
+    assert need(ctx + 1, batch) >= need(ctx, batch)
+    assert need(ctx, batch + 1) >= need(ctx, batch)
+
+
+def test_total_monotone_in_bits_per_weight():
+    totals = [est(LLAMA3_8B, RTX4090, precision=p).total_bytes for p in ("fp32", "bf16", "int8", "nf4")]
+    assert totals == sorted(totals, reverse=True)
+    gguf = [est(LLAMA3_8B, RTX4090, precision=p).total_bytes for p in ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")]
+    assert gguf == sorted(gguf, reverse=True)
+
+
+def test_moe_total_covers_its_active_dense_part():
+    e = est(MIXTRAL, machine([nvidia("H100", 81559, cc="9.0")] * 2), precision="bf16", gpus=2)
+    assert sum(d.component("weights") for d in e.devices) >= MIXTRAL.active_params * 2
+    assert sum(d.component("weights") for d in e.devices) == pytest.approx(MIXTRAL.total_params * 2, rel=0.01)
+
+
+def test_vllm_reserves_a_fraction_and_reports_concurrency():
+    h100 = machine([nvidia("NVIDIA H100 80GB HBM3", 81559, cc="9.0")])
+    e = est(LLAMA3_8B, h100, engine="vllm", context=8192)
+    reserved = e.fact("vllm_reserved_bytes")
+    assert reserved == int(81559 * 2**20 * 0.9)
+    assert e.devices[0].total_bytes == reserved
+    # KV pool ≈ reserved − 16 GB weights − activations − overhead ≈ 50+ GiB → ≈ 400k tokens.
+    assert 300_000 < e.fact("vllm_kv_pool_tokens") < 500_000
+    assert e.fact("vllm_max_concurrency") == pytest.approx(e.fact("vllm_kv_pool_tokens") / 8192, rel=0.01)
+
+
+def test_vllm_fails_when_the_reservation_is_too_small():
+    small = machine([nvidia("NVIDIA A10G", 23028, cc="8.6")])
+    e = est(QWEN25_7B, small, engine="vllm", context=32768, gpu_memory_utilization=0.7)
+    v = judge(e, small, 0.1)
+    assert v.status == DOES_NOT_FIT and "gpu-memory-utilization" in v.reasons[0]
+
+
+def test_llama_cpp_partial_offload_moves_layers_to_ram():
+    small = machine([nvidia("NVIDIA GeForce RTX 3060", 12288, cc="8.6")], ram_gib=32)
+    full = est(LLAMA3_8B, small, precision="q8_0", engine="llama.cpp")
+    half = est(LLAMA3_8B, small, precision="q8_0", engine="llama.cpp", gpu_layers=16)
+    assert half.gpu_devices[0].total_bytes < full.gpu_devices[0].total_bytes
+    assert half.cpu_device.component("weights") > full.cpu_device.component("weights")
+    # Same total weights, split differently.
+    assert sum(d.component("weights") for d in half.devices) == pytest.approx(
+        sum(d.component("weights") for d in full.devices), rel=0.02)
+
+
+def test_mla_cache_is_latent_in_vllm():
+    node = machine([nvidia("NVIDIA H200", 143771, cc="9.0")] * 8)
+    e = est(DEEPSEEK_V3, node, engine="vllm", precision="fp8", gpus=8, context=32768)
+    # latent 576 elements × 61 layers × 2 bytes × 32768 tokens, replicated on each rank
+    assert e.devices[0].component("kv_cache") == 576 * 61 * 2 * 32768
+
+
+def test_tight_and_unknown_verdicts():
+    e = est(QWEN25_7B, RTX4090, precision="bf16", context=4096)
+    need = e.devices[0].total_bytes
+    tight_gpu = machine([nvidia(total_mib=24564, free_mib=int(need / 2**20 * 1.05))])
+    assert judge(e, tight_gpu, 0.10).status == TIGHT
+    mystery = machine([unknown_free_gpu()])
+    e2 = est(QWEN25_7B, mystery)
+    assert judge(e2, mystery, 0.1).status == UNKNOWN
+
+
+def test_more_gpus_than_the_machine_has_does_not_fit():
+    e = est(QWEN25_7B, RTX4090, gpus=2)
+    v = judge(e, RTX4090, 0.1)
+    assert v.status == DOES_NOT_FIT and "2 GPUs" in v.reasons[0]
+
+
+def test_check_reports_largest_context_and_batch_and_alternatives():
+    r = check_inference(Resolved(QWEN25_7B), InferenceRequest(context=32768, batch=2), RTX4090)
+    assert r.verdict.status == DOES_NOT_FIT
+    assert r.max_context and 4096 < r.max_context < 32768
+    assert r.alternatives, "something must fit on a 24 GB GPU"
+    for a in r.alternatives:
+        assert a.verdict.status in (FITS, TIGHT)
+    # Cheapest first.
+    assert [a.cost for a in r.alternatives] == sorted(a.cost for a in r.alternatives)
+
+
+def test_fp8_needs_ada_or_hopper():
+    a100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
+    with pytest.raises(FitcheckError, match="compute capability"):
+        resolve_inference(InferenceRequest(precision="fp8"), QWEN25_7B, a100)
+
+
+@pytest.mark.parametrize("req, msg", [
+    (dict(precision="q4_k_m", engine="vllm"), "GGUF"),
+    (dict(kv_dtype="q8_0", engine="vllm"), "llama.cpp type"),
+    (dict(device="gpu"), "no GPU"),
+])
+def test_incompatible_requests_are_one_line_errors(req, msg):
+    with pytest.raises(FitcheckError, match=msg):
+        resolve_inference(InferenceRequest(**req), QWEN25_7B, CPU_ONLY if req.get("device") else RTX4090)
+
+
+def test_cpu_inference_keeps_a_kv_cache():
+    e = est(QWEN25_7B, CPU_ONLY, context=8192)
+    assert e.cpu_device.component("kv_cache") == 2 * 4 * 128 * 28 * 2 * 8192
