@@ -1,6 +1,7 @@
 """The model shapes the measured cases use, as :class:`fitcheck.model.spec.ModelSpec`.
 
-The project's catalog (``fitcheck.model.resolve.resolve_model``) is the first choice.  The specs
+The project's catalog (``fitcheck.model.catalog``, what ``resolve_model`` reads for a full
+catalog id) is the first choice.  The specs
 below are transcribed by hand from each model's config.json so the benchmark also works before
 the catalog exists, and they are the cross-check when it does: :func:`spec_for` uses the catalog
 spec only when it agrees with the hand spec on every field that shapes memory.
@@ -99,14 +100,20 @@ def shape_differences(a: ModelSpec, b: ModelSpec) -> list[str]:
 
 
 def _catalog_spec(hf_id: str) -> ModelSpec | None:
+    """The catalog's spec for this exact id, else None.
+
+    Only the shipped catalog is consulted (``get_entry``), never ``resolve_model``'s Hub
+    fallback: a measurement must not depend on the network.
+    """
     try:
-        from fitcheck.model.resolve import resolve_model  # written in parallel; may be absent
-    except ImportError:
+        from fitcheck.model.catalog import get_entry
+    except ImportError:  # catalog not there (yet)
         return None
     try:
-        return resolve_model(hf_id).spec
-    except Exception:  # noqa: BLE001 - any catalog failure means "use the hand spec"
+        entry = get_entry(hf_id)
+    except Exception:  # noqa: BLE001 - a broken catalog means "use the hand spec"
         return None
+    return entry.spec if entry is not None else None
 
 
 def spec_for(hf_id: str) -> tuple[ModelSpec, str]:

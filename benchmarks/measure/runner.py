@@ -79,6 +79,7 @@ def run_one(case: Case, device: str, env: dict[str, str] | None = None,
     result = CaseResult(case=case, date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     child_env = dict(os.environ, **(env or {}))
     child_env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    child_env.setdefault("HF_HUB_OFFLINE", "1")  # shapes come from specs; never touch the Hub
     command = [sys.executable, "-m", "benchmarks.measure.run_case", case.to_json(),
                "--device", device]
     started = time.monotonic()

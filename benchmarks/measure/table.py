@@ -38,4 +38,4 @@ def render(rows: list[dict]) -> str:
         from tabulate import tabulate
     except ImportError:
         return "\n".join("\t".join(map(str, line)) for line in [headers, *body])
-    return tabulate(body, headers=headers, disablenumparse=True, stralign="right")
+    return tabulate(body, headers=headers, disable_numparse=True, stralign="right")

@@ -91,7 +91,8 @@ def cli(ctx: click.Context) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: one clear line and exit 2 for bad input, never a traceback."""
     try:
-        cli.main(args=argv, prog_name="fitcheck", standalone_mode=False)
+        # Without standalone mode click returns ctx.exit(code)'s code instead of exiting.
+        rv = cli.main(args=argv, prog_name="fitcheck", standalone_mode=False)
     except FitcheckError as exc:
         click.echo(f"fitcheck: {exc.one_line()}", err=True)
         sys.exit(exc.exit_code)
@@ -108,5 +109,4 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
-    else:
-        sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -666,7 +666,7 @@ def _stored_dtype(config: dict, source: str, fields: dict, sources: list) -> Non
 
 
 def stored_format_of(quant: Any, source: str = "config.json") -> str | None:
-    """'gptq-int4', 'gptq-int8', 'awq', 'fp8', 'mxfp4', 'bnb-nf4', 'bnb-fp4', 'bnb-int8', or the
+    """'gptq-int4', 'gptq-int8', 'awq', 'fp8', 'mxfp4', 'nf4' / 'fp4' / 'int8' (bitsandbytes), or the
     quant_method itself for a scheme fitcheck does not model separately; None when not quantized."""
     if quant is None:
         return None
@@ -689,8 +689,8 @@ def stored_format_of(quant: Any, source: str = "config.json") -> str | None:
         return "mxfp4"
     if method == "bitsandbytes":
         if quant.get("load_in_4bit") is True:
-            return "bnb-fp4" if quant.get("bnb_4bit_quant_type") == "fp4" else "bnb-nf4"
-        return "bnb-int8"
+            return "fp4" if quant.get("bnb_4bit_quant_type") == "fp4" else "nf4"
+        return "int8"
     if method == "compressed-tensors":
         return "fp8" if quant.get("format") == "float-quantized" else "compressed-tensors"
     return method

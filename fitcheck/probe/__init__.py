@@ -30,8 +30,8 @@ def _guarded(read: Callable[[], T], fallback: Callable[[str], T]) -> T:
 
 
 def _gpu_status(nvidia_status: str, drm_status: str) -> str:
-    """One line: why no GPU was found ('none: NVIDIA driver not found (...); no AMD/Intel GPU ...')."""
-    return "none: " + "; ".join(part for part in (nvidia_status, drm_status) if part)
+    """One line: why no GPU was found ('NVIDIA driver not found (...); no AMD/Intel GPU ...')."""
+    return "; ".join(part for part in (nvidia_status, drm_status) if part)
 
 
 def probe(*, root: str = "/", env: Mapping[str, str] | None = None) -> Machine:

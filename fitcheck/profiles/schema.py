@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from fitcheck.errors import FitcheckError
@@ -584,7 +584,3 @@ def _closest(word: str, candidates: list[str]) -> str | None:
     match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return match[0] if match else None
 
-
-def dataclass_field_names(cls: type) -> list[str]:
-    """The fields of one of the machine dataclasses (for the schema-coverage test)."""
-    return [f.name for f in fields(cls)]

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 # TOML basic strings: escape the quote, the backslash and every control character
 # (U+0000-U+001F and U+007F), https://toml.io/en/v1.0.0#string
@@ -59,7 +59,7 @@ def _is_table_array(value: Any) -> bool:
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _string(key)
+    return key if _BARE_KEY.fullmatch(key) else _string(key)  # fullmatch: `$` would accept "a\n"
 
 
 def _value(value: Any) -> str:

@@ -94,6 +94,8 @@ def _ram_text(machine: Machine) -> str:
     text = f"total {gib_text(memory.total_bytes)}, available {gib_text(memory.available_bytes)}"
     if memory.cgroup_limit_bytes is not None:
         text += f" (cgroup limit {gib_text(memory.cgroup_limit_bytes)})"
+    elif machine.source == "probe":
+        text += " (no cgroup memory limit applies)"
     return text
 
 

@@ -102,3 +102,17 @@ def test_params_gives_a_generic_estimate():
     doc = json.loads(r.output)
     assert doc["model"]["generic"] is True
     assert 6.5e9 < doc["model"]["params_total"] < 7.5e9
+
+
+def test_console_script_exit_codes_in_a_real_process():
+    import subprocess
+    import sys
+
+    def code(*args):
+        p = subprocess.run([sys.executable, "-m", "fitcheck", *args], capture_output=True, text=True)
+        assert "Traceback" not in p.stderr
+        return p.returncode, p.stderr
+    assert code("qwen-7b", "--profile", "h100-sxm")[0] == 0
+    assert code("llama-3.1-70b", "--profile", "rtx-4090")[0] == 1
+    rc, err = code("no-such-model-xyz")
+    assert rc == 2 and err.count("\n") == 1 and "did you mean" in err

@@ -9,7 +9,7 @@ def machine(gpus=(), ram_gib=64, name="test"):
         name=name, kind="desktop", host=Host("linux", architecture="x86_64"),
         memory=SystemMemory(ram_gib * GiB, int(ram_gib * 0.9 * GiB), None),
         cpu=CPU("test cpu", "x86_64", 16, 8, 16, frozenset({"avx2"})),
-        gpus=tuple(gpus), gpu_status="" if gpus else "none: test machine", source="test",
+        gpus=tuple(gpus), gpu_status="" if gpus else "no GPU in this test machine", source="test",
     )
 
 

@@ -1,0 +1,131 @@
+"""GitHub Actions output (``--format github``): workflow-command annotations and a Markdown summary.
+
+Pure string building.  Annotations are ``::error title=T::MESSAGE`` lines on stdout
+(docs.github.com/actions/reference/workflows-and-actions/workflow-commands); the message and
+the title are escaped the way the runner unescapes them (% CR LF, and : , in properties).
+The summary is Markdown the CLI appends to ``$GITHUB_STEP_SUMMARY``.
+"""
+
+from __future__ import annotations
+
+from fitcheck.estimate.commands import fitcheck_command
+from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.preflight.requirements import FAILED, OK
+from fitcheck.units import GiB
+
+_WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", UNKNOWN: "cannot be judged"}
+_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", UNKNOWN: "❔"}
+
+
+def escape_data(text: str) -> str:
+    return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, title: str, message: str) -> str:
+    """``::error title=...::message`` (level: error, warning or notice)."""
+    return f"::{level} title={escape_property(title)}::{escape_data(message)}"
+
+
+def _machine_name(result) -> str:
+    return result.machine.name
+
+
+def _profile(result) -> str | None:
+    return None if result.machine.source == "probe" else result.machine.source
+
+
+def _level(status: str, strict: bool) -> str:
+    if status == FITS:
+        return "notice"
+    if status == TIGHT:
+        return "error" if strict else "warning"
+    return "error"  # does not fit (exit 1), unknown (exit 3): both fail the step
+
+
+def check_title(result, name: str | None = None) -> str:
+    label = name or result.query
+    return f"fitcheck: {label} {_WORD[result.verdict.status]} on {_machine_name(result)}"
+
+
+def check_message(result, strict: bool = False) -> str:
+    """One paragraph a developer understands from the log alone: why, and what fits instead."""
+    plan = result.plan
+    msg = (f"{result.query} ({result.estimate.mode}, {plan.precision}, {plan.engine}, context {plan.context}, "
+           f"batch {plan.batch}): {result.verdict.summary()}.")
+    if result.verdict.status == TIGHT:
+        msg += f" It fits only inside the {result.headroom:.0%} headroom" + (" (--strict)." if strict else ".")
+    if result.alternatives:
+        best = result.alternatives[0]
+        msg += f" Fits instead: {best.title} — {fitcheck_command(result.query, best.plan, profile=_profile(result))}"
+    elif result.verdict.status == DOES_NOT_FIT:
+        msg += " Nothing fits on this machine, even quantized or offloaded."
+    return msg
+
+
+def check_annotations(result, strict: bool = False, name: str | None = None) -> list[str]:
+    return [annotation(_level(result.verdict.status, strict), check_title(result, name), check_message(result, strict))]
+
+
+def requirement_annotations(outcomes) -> list[str]:
+    out = []
+    for o in outcomes:
+        if o.status == OK:
+            continue
+        title = "fitcheck: requirement failed" if o.status == FAILED else "fitcheck: requirement unknown"
+        out.append(annotation("error", title, o.message))
+    return out
+
+
+def _gib(n) -> str:
+    return "unknown" if n is None else f"{n / GiB:.2f} GiB"
+
+
+def _requirements_md(outcomes) -> list[str]:
+    if not outcomes:
+        return []
+    lines = ["", "| Requirement | Measured | Result |", "|---|---|---|"]
+    for o in outcomes:
+        result = {OK: "✅ met", FAILED: "❌ failed"}.get(o.status, "❔ unknown")
+        lines.append(f"| `{o.requirement.text}` | {o.shown} | {result} |")
+    return lines
+
+
+def check_summary(result, outcomes=(), strict: bool = False) -> str:
+    """Markdown for one check: verdict, memory per device, requirements, what fits instead."""
+    status = result.verdict.status
+    lines = [f"### {_ICON[status]} {check_title(result)}", "", check_message(result, strict), "",
+             "| Device | Needs | Free | Verdict |", "|---|---|---|---|"]
+    for d in result.verdict.devices:
+        label = d.device.upper() if d.kind == "gpu" else "RAM"
+        lines.append(f"| {label} | {_gib(d.need_bytes)} | {_gib(d.free_bytes)} | {_WORD[d.status]} |")
+    lines += _requirements_md(outcomes)
+    if result.alternatives:
+        lines += ["", "**What fits instead (best first)**", ""]
+        for i, a in enumerate(result.alternatives, 1):
+            lines.append(f"{i}. {a.title}: `{fitcheck_command(result.query, a.plan, profile=_profile(result))}`")
+    return "\n".join(lines) + "\n"
+
+
+def requirements_summary(machine_line: str, outcomes) -> str:
+    ok = all(o.status == OK for o in outcomes)
+    lines = [f"### {'✅' if ok else '❌'} fitcheck: machine requirements", "", f"Machine: {machine_line}"]
+    return "\n".join(lines + _requirements_md(outcomes)) + "\n"
+
+
+def plan_summary(path: str, case_results, outcomes=()) -> str:
+    """Markdown for a plan: one row per case."""
+    failed = sum(1 for c in case_results if c.exit_code != 0)
+    head = "✅" if not failed else "❌"
+    lines = [f"### {head} fitcheck plan {path}: {len(case_results) - failed} of {len(case_results)} cases pass", "",
+             "| Case | Model | Machine | Verdict | Why |", "|---|---|---|---|---|"]
+    for c in case_results:
+        r = c.result
+        why = r.verdict.summary().split(": ", 1)[-1].replace("|", "\\|")
+        lines.append(f"| {c.case.name} | {r.query} | {r.machine.name} | {_ICON[r.verdict.status]} "
+                     f"{_WORD[r.verdict.status]} | {why} |")
+    lines += _requirements_md(outcomes)
+    return "\n".join(lines) + "\n"

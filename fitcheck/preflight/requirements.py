@@ -1,0 +1,194 @@
+"""Machine requirements for CI: ``--require "vram>=24GiB"``, parsed and judged (pure: no probing).
+
+A requirement is ``FACT OP VALUE`` with OP one of ``>= > <= < ==``.  The facts, measured on the
+machine being checked (this one, or the ``--profile``):
+
+    vram       total memory of the smallest visible GPU (bytes; after CUDA_VISIBLE_DEVICES)
+    vram_free  free memory of the GPU with the least free memory (bytes)
+    gpus       number of visible GPUs
+    cc         the lowest compute capability among visible NVIDIA GPUs (8.0, 8.6, 9.0)
+    ram        RAM available to this process (bytes; the cgroup limit applies in containers)
+    ram_total  RAM installed (bytes)
+    disk       free space where models are downloaded (the Hugging Face cache; bytes)
+    cuda       the CUDA version the driver supports (12.1, 12.4)
+
+Sizes need a unit (``24GiB``, ``40GB``, ``512MiB``; GB is 10^9 bytes, GiB 2^30), versions are
+compared part by part (12.10 > 12.9).  On a machine with no GPU the GPU facts (vram, vram_free,
+cc, cuda) are not unknown: the requirement fails with "no GPU".  A fact the machine could not
+read is UNKNOWN, and the caller exits 3 for it unless another requirement failed outright.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fitcheck.errors import FitcheckError
+from fitcheck.machine import Machine, known
+from fitcheck.units import GB, GiB, parse_size
+
+SIZE, COUNT, VERSION = "size", "count", "version"
+
+# fact -> (kind, what it measures: shown in messages)
+FACTS: dict[str, tuple[str, str]] = {
+    "vram": (SIZE, "total memory of the smallest visible GPU"),
+    "vram_free": (SIZE, "free memory of the least-free visible GPU"),
+    "gpus": (COUNT, "visible GPUs"),
+    "cc": (VERSION, "lowest compute capability of the visible GPUs"),
+    "ram": (SIZE, "RAM available (cgroup-aware)"),
+    "ram_total": (SIZE, "RAM installed"),
+    "disk": (SIZE, "free disk at the model cache"),
+    "cuda": (VERSION, "driver CUDA version"),
+}
+_GPU_FACTS = ("vram", "vram_free", "cc", "cuda")
+OPERATORS = (">=", "<=", "==", ">", "<")  # two-character operators first for the regex
+_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(>=|<=|==|>|<)\s*(\S(?:.*\S)?)\s*$")
+
+OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    text: str        # as typed, trimmed
+    fact: str
+    op: str
+    value: object    # int bytes, int count, or tuple[int, ...] version
+    decimal: bool = False  # a size written in decimal units (GB): shown in GB too
+
+    def holds(self, measured) -> bool:
+        return _compare(measured, self.op, self.value)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    requirement: Requirement
+    status: str            # ok | failed | unknown
+    measured: object       # the value compared (None when unknown or no GPU)
+    shown: str             # the measured value for people: '23.99 GiB', '2', '8.6', 'no GPU', 'unknown (why)'
+
+    @property
+    def message(self) -> str:
+        what = FACTS[self.requirement.fact][1]
+        if self.status == UNKNOWN:
+            return f"{self.requirement.text}: cannot tell, {what} is {self.shown}"
+        verb = "met" if self.status == OK else "FAILED"
+        return f"{self.requirement.text}: {verb} ({what}: {self.shown})"
+
+
+def _compare(a, op: str, b) -> bool:
+    return {">=": a >= b, "<=": a <= b, "==": a == b, ">": a > b, "<": a < b}[op]
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'12.1' -> (12, 1); '8' -> (8,); trailing zeros do not matter when compared (see _norm)."""
+    parts = str(text).strip().split(".")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"not a version: {text!r} (try 8.0 or 12.1)")
+    return _norm(tuple(int(p) for p in parts))
+
+
+def _norm(version: tuple[int, ...]) -> tuple[int, ...]:
+    while len(version) > 1 and version[-1] == 0:
+        version = version[:-1]
+    return version
+
+
+def parse_requirement(text: str) -> Requirement:
+    """``"vram>=24GiB"`` -> Requirement; FitcheckError (exit 2) naming what is wrong."""
+    m = _RE.match(str(text))
+    if not m:
+        raise FitcheckError(f"--require {text!r}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
+                            "facts: " + ", ".join(FACTS) + "; operators: " + " ".join(OPERATORS))
+    fact, op, raw = m.group(1).lower().replace("-", "_"), m.group(2), m.group(3)
+    if fact not in FACTS:
+        raise FitcheckError(f"--require {text!r}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
+    kind = FACTS[fact][0]
+    try:
+        if kind == SIZE:
+            if re.fullmatch(r"[0-9.]+", raw.strip()):
+                raise ValueError(f"{raw!r} has no unit (write {raw}GiB or {raw}GB)")
+            value: object = parse_size(raw)
+        elif kind == COUNT:
+            if not raw.isdigit():
+                raise ValueError(f"not a whole number: {raw!r}")
+            value = int(raw)
+        else:
+            value = parse_version(raw)
+    except ValueError as exc:
+        raise FitcheckError(f"--require {text!r}: {exc}") from None
+    decimal = kind == SIZE and bool(re.search(r"[kmgt]b\s*$", raw, re.IGNORECASE))
+    return Requirement(" ".join(str(text).split()), fact, op, value, decimal)
+
+
+def parse_requirements(texts) -> tuple[Requirement, ...]:
+    return tuple(parse_requirement(t) for t in texts)
+
+
+def _size(n: int, decimal: bool = False) -> str:
+    return f"{n / GB:.2f} GB ({n / GiB:.2f} GiB)" if decimal else f"{n / GiB:.2f} GiB"
+
+
+def _show_version(v: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in (v if len(v) > 1 else (*v, 0)))
+
+
+def measure(fact: str, machine: Machine, decimal: bool = False):
+    """(value, shown): the machine's value for ``fact`` (None when unknown or absent) and how to show
+    it (sizes in GiB, or in GB too when ``decimal``: the requirement was written in GB)."""
+    gpus = machine.gpus
+    if fact in _GPU_FACTS and not gpus:
+        return None, "no GPU" + (f" ({machine.gpu_status})" if machine.gpu_status else "")
+    if fact == "gpus":
+        return len(gpus), str(len(gpus))
+    if fact in ("vram", "vram_free"):
+        values = [g.memory_total_bytes if fact == "vram" else g.memory_free_bytes for g in gpus]
+        unknown = [v for v in values if not known(v)]
+        if unknown:
+            return None, str(unknown[0])
+        smallest = min(values)
+        return smallest, _size(smallest, decimal)
+    if fact == "cc":
+        ccs = []
+        for g in gpus:
+            if not known(g.compute_capability):
+                return None, str(g.compute_capability) if g.vendor == "nvidia" else f"unknown ({g.vendor} GPU)"
+            ccs.append(parse_version(g.compute_capability))
+        low = min(ccs)
+        return low, _show_version(low)
+    if fact == "cuda":
+        v = machine.cuda_version
+        if not known(v):
+            return None, str(v)
+        try:
+            parsed = parse_version(v)
+        except ValueError:
+            return None, f"unknown (unreadable CUDA version {v!r})"
+        return parsed, _show_version(parsed)
+    if fact in ("ram", "ram_total"):
+        v = machine.memory.available_bytes if fact == "ram" else machine.memory.total_bytes
+        return (v, _size(v, decimal)) if known(v) else (None, str(v))
+    if fact == "disk":
+        if machine.disk is None:
+            return None, "unknown (no disk in this profile)"
+        v = machine.disk.free_bytes
+        return (v, _size(v, decimal) + f" at {machine.disk.path}") if known(v) else (None, str(v))
+    raise FitcheckError(f"unknown fact {fact!r}")  # parse_requirement already refuses these
+
+
+def evaluate(requirements, machine: Machine) -> tuple[Outcome, ...]:
+    """Each requirement judged against ``machine``."""
+    out = []
+    for req in requirements:
+        value, shown = measure(req.fact, machine, decimal=req.decimal)
+        if value is None:
+            no_gpu = req.fact in _GPU_FACTS and not machine.gpus
+            out.append(Outcome(req, FAILED if no_gpu else UNKNOWN, None, shown))
+        else:
+            out.append(Outcome(req, OK if req.holds(value) else FAILED, value, shown))
+    return tuple(out)
+
+
+def exit_code(outcomes) -> int:
+    """0 all met, 1 one failed, 3 one unknown (and none failed)."""
+    statuses = {o.status for o in outcomes}
+    return 1 if FAILED in statuses else 3 if UNKNOWN in statuses else 0

@@ -1,0 +1,200 @@
+"""spec_from_config against recorded real config.json files, hostile values, and properties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fitcheck.errors import FitcheckError
+from fitcheck.model.hf_config import SUPPORTED_ARCHITECTURES, spec_from_config, stored_format_of
+from fitcheck.model.spec import EXPERTS, OTHER
+
+CONFIGS = Path(__file__).parent.parent / "fixtures" / "configs"
+
+
+def load(name: str) -> dict:
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+def spec(name: str):
+    return spec_from_config(load(name), name)
+
+
+# (fixture, total params, active params) - totals checked against the published figures in the
+# catalog test; here they pin the exact arithmetic for each architecture.
+EXACT = [
+    ("Qwen2.5-7B-Instruct", 7_615_616_512, 7_615_616_512),
+    ("Llama-3.1-8B-Instruct", 8_030_261_248, 8_030_261_248),
+    ("Mixtral-8x7B-v0.1", 46_702_792_704, 12_879_925_248),
+    ("Phi-3-mini-4k-instruct", 3_821_079_552, 3_821_079_552),
+    ("Qwen-7B", 7_721_324_544, 7_721_324_544),
+    ("Mistral-7B-v0.1", 7_241_732_096, 7_241_732_096),
+]
+
+
+@pytest.mark.parametrize("name,total,active", EXACT)
+def test_exact_counts(name, total, active):
+    s = spec(name)
+    assert s.total_params == total
+    assert s.active_params == active
+
+
+def test_qwen25_reads_every_field_and_no_sliding_window():
+    s = spec("Qwen2.5-7B-Instruct")
+    assert (s.num_layers, s.hidden_size, s.intermediate_size) == (28, 3584, 18944)
+    assert (s.num_attention_heads, s.num_kv_heads, s.attn_head_dim) == (28, 4, 128)
+    assert s.qkv_bias and not s.attn_out_bias and not s.tie_word_embeddings
+    assert s.max_context == 32768 and s.sliding_window is None and s.num_sliding_layers == 0
+    assert s.stored_dtype == "bfloat16" and s.stored_format is None
+    assert dict(s.sources)["num_kv_heads"] == "config.json: num_key_value_heads"
+    # Qwen2.5-7B model card: 7.61B total, 6.53B non-embedding
+    assert round(s.non_embedding_params / 1e9, 2) == 6.53
+
+
+def test_gptq_config_gives_stored_format():
+    s = spec("Qwen2.5-7B-Instruct-GPTQ-Int4")
+    assert s.stored_format == "gptq-int4" and s.stored_dtype == "float16"
+
+
+def test_mistral_v01_slides_every_layer():
+    s = spec("Mistral-7B-v0.1")
+    assert (s.sliding_window, s.num_sliding_layers) == (4096, 32)
+
+
+def test_mixtral_experts_and_null_sliding_window():
+    s = spec("Mixtral-8x7B-v0.1")
+    assert (s.num_experts, s.experts_per_token, s.moe_intermediate_size) == (8, 2, 14336)
+    assert s.sliding_window is None
+
+
+def test_gemma3_nested_text_config_uses_defaults_and_counts_vision():
+    s = spec("gemma-3-4b-it")
+    assert (s.num_layers, s.hidden_size, s.num_attention_heads, s.num_kv_heads, s.head_dim) == (34, 2560, 8, 4, 256)
+    assert s.vocab_size == 262208 and s.tie_word_embeddings and s.norms_per_layer == 4 and s.qk_norm
+    assert (s.sliding_window, s.num_sliding_layers) == (1024, 34 - 34 // 6)
+    # SigLIP-So400m tower (416,866,032) + projector 1152 x 2560 + soft-embedding norm 1152
+    assert s.extra_params == 416_866_032 + 1152 * 2560 + 1152
+    assert "Gemma3TextConfig default" in dict(s.sources)["num_attention_heads"]
+    assert round(s.total_params / 1e9, 2) == 4.30  # model page: 4.3B
+
+
+def test_deepseek_v2_lite_mla_moe():
+    s = spec("DeepSeek-V2-Lite")
+    assert s.is_mla and s.q_lora_rank is None and s.kv_lora_rank == 512
+    assert (s.num_experts, s.num_shared_experts, s.experts_per_token, s.num_dense_layers) == (64, 2, 6, 1)
+    assert s.kv_elements_per_token == 512 + 64
+    assert round(s.total_params / 1e9, 1) == 15.7  # model card: 15.7B total
+    assert round(s.active_params / 1e9, 1) in (2.4, 2.7)  # card: 2.4B activated (without embeddings)
+
+
+def test_gpt_oss_20b():
+    s = spec("gpt-oss-20b")
+    assert s.stored_format == "mxfp4"
+    assert (s.sliding_window, s.num_sliding_layers) == (128, 12)
+    assert s.attention_sinks and s.router_bias and s.expert_bias and s.qkv_bias and s.attn_out_bias
+    groups = {g.kind: g.params for g in s.tensor_groups()}
+    assert groups[EXPERTS] == 32 * 3 * 2880 * 2880 * 24
+    assert groups[OTHER] == 64 * 24  # one sink per head per layer
+    assert abs(s.total_params / 20.91e9 - 1) < 0.001  # OpenAI model card: 20.91B
+
+
+def test_phi3_sliding_window_not_applied():
+    s = spec("Phi-3-mini-4k-instruct")
+    assert s.sliding_window is None and s.max_context == 4096
+
+
+def test_qwen1_halves_intermediate_size():
+    s = spec("Qwen-7B")
+    assert s.intermediate_size == 11008 and s.max_context == 8192 and s.qkv_bias
+
+
+def test_layer_types_win_over_family_rule():
+    cfg = load("Mistral-7B-v0.1")
+    cfg["layer_types"] = ["sliding_attention"] * 8 + ["full_attention"] * 24
+    assert spec_from_config(cfg, "x").num_sliding_layers == 8
+
+
+def test_qwen2_use_sliding_window_true_uses_max_window_layers():
+    cfg = dict(load("Qwen2.5-7B-Instruct"), use_sliding_window=True, sliding_window=4096, max_window_layers=20)
+    s = spec_from_config(cfg, "x")
+    assert (s.sliding_window, s.num_sliding_layers) == (4096, 8)
+
+
+@pytest.mark.parametrize("quant,expected", [
+    ({"quant_method": "gptq", "bits": 8}, "gptq-int8"),
+    ({"quant_method": "awq", "bits": 4}, "awq"),
+    ({"quant_method": "fp8", "fmt": "e4m3"}, "fp8"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "nf4"),
+    ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "int8"),
+    ({"quant_method": "mxfp4"}, "mxfp4"),
+    (None, None),
+])
+def test_stored_format_of(quant, expected):
+    assert stored_format_of(quant) == expected
+
+
+BASE = load("Llama-3.1-8B-Instruct")
+
+
+@pytest.mark.parametrize("key,value,field", [
+    ("num_hidden_layers", -1, "num_hidden_layers"),
+    ("num_hidden_layers", 10**12, "num_hidden_layers"),
+    ("num_attention_heads", 0, "num_attention_heads"),
+    ("hidden_size", "4096", "hidden_size"),
+    ("hidden_size", 10**8, "hidden_size"),
+    ("vocab_size", 1.5, "vocab_size"),
+    ("num_key_value_heads", 3, "key/value heads"),
+    ("hidden_size", 4097, "not divisible"),
+    ("tie_word_embeddings", "yes", "tie_word_embeddings"),
+    ("intermediate_size", None, "intermediate_size"),
+    ("model_type", "not_a_model", "not_a_model"),
+    ("quantization_config", {"quant_method": "gptq", "bits": 5}, "bits"),
+])
+def test_hostile_values_raise_one_line_naming_the_field(key, value, field):
+    cfg = dict(BASE, **{key: value})
+    with pytest.raises(FitcheckError) as err:
+        spec_from_config(cfg, "x")
+    assert field in err.value.message and "\n" not in err.value.one_line()
+
+
+def test_not_a_dict():
+    with pytest.raises(FitcheckError):
+        spec_from_config([1, 2], "x")
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**13, 10**13) | st.floats(allow_nan=True)
+                    | st.text(max_size=8), lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=8)
+KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+        "vocab_size", "head_dim", "max_position_embeddings", "tie_word_embeddings", "sliding_window", "layer_types",
+        "num_local_experts", "num_experts_per_tok", "num_experts", "moe_intermediate_size", "n_routed_experts",
+        "kv_lora_rank", "q_lora_rank", "first_k_dense_replace", "quantization_config", "torch_dtype", "text_config",
+        "multi_query", "n_layer", "n_embd", "n_head", "d_model", "n_heads", "n_layers", "use_sliding_window"]
+SMALL = st.one_of(st.integers(-2, 70), JSON)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model_type=st.sampled_from(SUPPORTED_ARCHITECTURES), values=st.dictionaries(st.sampled_from(KEYS), SMALL))
+def test_arbitrary_configs_raise_only_fitcheck_error(model_type, values):
+    cfg = dict(BASE if values.get("hidden_size") is None else {}, model_type=model_type, **values)
+    if model_type in ("gemma3", "llama4") and isinstance(values.get("text_config"), dict):
+        cfg["text_config"] = dict(values["text_config"])
+    try:
+        s = spec_from_config(cfg, "x")
+    except FitcheckError:
+        return
+    assert s.total_params >= s.active_params > 0
+    assert s.embedding_params + s.non_embedding_params == s.total_params
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), JSON, max_size=6))
+def test_random_dicts_raise_only_fitcheck_error(cfg):
+    try:
+        spec_from_config(cfg, "x")
+    except FitcheckError:
+        pass
