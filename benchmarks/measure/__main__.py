@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="environment for each case, e.g. MALLOC_ARENA_MAX=2 (repeatable)")
     parser.add_argument("--max-rss-gib", type=float, default=10.0,
                         help="kill a case whose RSS passes this (default 10; 0 = no guard)")
+    parser.add_argument("--budget-s", type=float,
+                        help="start no case after this many seconds (for a timed device lease)")
     parser.add_argument("--logs", type=Path, help="folder for each case's stdout/stderr")
     parser.add_argument("--list", action="store_true", help="list the selected case ids and exit")
     args = parser.parse_args(argv)
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.device}-{datetime.now(timezone.utc):%Y-%m-%d}.csv")
     max_rss = int(args.max_rss_gib * 2**30) if args.max_rss_gib > 0 else None
     results = run_all(cases, args.device, out, env=_env_pairs(args.env), max_rss_bytes=max_rss,
-                      log_dir=args.logs)
+                      log_dir=args.logs, budget_s=args.budget_s)
     with out.open(newline="", encoding="utf-8") as written:
         print(render(list(csv.DictReader(written))))
     print(f"\nwrote {out}")

@@ -128,10 +128,18 @@ def write_rows(path: Path, rows: list[dict], append: bool) -> None:
 
 def run_all(cases: list[Case], device: str, out: Path, env: dict[str, str] | None = None,
             max_rss_bytes: int | None = None, log_dir: Path | None = None,
-            progress=print) -> list[CaseResult]:
-    """Run every case in order, appending each case's rows to ``out`` as soon as it ends."""
+            budget_s: float | None = None, progress=print) -> list[CaseResult]:
+    """Run every case in order, appending each case's rows to ``out`` as soon as it ends.
+
+    With ``budget_s``, no case starts when less than a minute (or its own time limit, if
+    shorter) of the budget is left; the cases not started are reported, not written.
+    """
     results = []
+    started = time.monotonic()
     for number, case in enumerate(cases, 1):
+        if budget_s is not None and time.monotonic() - started + min(case.timeout_s, 60) > budget_s:
+            progress(f"budget of {budget_s:.0f} s spent: skipped {len(cases) - number + 1} cases")
+            break
         progress(f"[{number}/{len(cases)}] {case.id} ...")
         result = run_one(case, device, env=env, max_rss_bytes=max_rss_bytes, log_dir=log_dir)
         write_rows(out, result.rows(), append=number > 1)

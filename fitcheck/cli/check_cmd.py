@@ -11,7 +11,7 @@ PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4",
 
 
 @click.command("check")
-@click.argument("model")
+@click.argument("model", required=False)
 @click.option("--mode", type=click.Choice(["inference"]), default="inference", show_default=True,
               help="What to estimate.")
 @click.option("--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
@@ -37,10 +37,23 @@ PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4",
               help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
 @profile_option
 @json_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default=None,
+              help="Output: table (default), json (same as --json), github (tables, then GitHub Actions "
+                   "annotations; a Markdown summary is appended to $GITHUB_STEP_SUMMARY when set).")
+@click.option("--output", "-o", "output", metavar="FILE", default=None,
+              help="Also write the JSON document to FILE (a CI artifact), whatever the --format.")
+@click.option("--require", "require", multiple=True, metavar="FACT>=VALUE",
+              help="Machine assertion, repeatable: vram>=24GiB, vram_free>=20GiB, gpus>=2, cc>=8.0, "
+                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1. Exit 1 when one fails, 3 when "
+                   "its fact is unknown here.")
+@click.option("--plan", "plan_file", metavar="PLAN.toml", default=None,
+              help="Check every [[case]] of a plan file (model, precision, context, batch, engine, gpus, "
+                   "profile...): one verdict line each; exit 1 if any fails.")
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
-          headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool) -> None:
+          headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
+          fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
 
     MODEL is a catalog name (qwen-7b, llama3-8b), a Hugging Face id, or a local folder,
@@ -51,12 +64,29 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
       fitcheck qwen-7b
       fitcheck llama-3.1-8b --context 32768 --profile rtx-4090
       fitcheck mistral-7b -p awq --engine vllm --batch 16 --json
+      fitcheck check qwen-7b --strict --require "vram>=24GiB" --format github   # CI preflight
+      fitcheck check --plan plan.toml --output fitcheck.json
 
     Exit codes: 0 fits, 1 does not fit (or tight with --strict), 2 bad input, 3 unknown.
     """
     from fitcheck.check import check_inference
     from fitcheck.estimate.request import InferenceRequest
     from fitcheck.model.resolve import resolve_model
+    from fitcheck.preflight import emit
+    from fitcheck.preflight.requirements import evaluate, parse_requirements
+
+    fmt = "json" if as_json else (fmt or "table")
+    requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
+    if plan_file:
+        if model:
+            raise click.UsageError("give MODEL or --plan, not both")
+        ctx.exit(emit.run_plan_file(plan_file, profile=profile, strict=strict, requirements=requirements,
+                                    fmt=fmt, output=output))
+    if not model:
+        if not requirements:
+            raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
+        machine = load_machine(profile)
+        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
 
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
@@ -64,17 +94,5 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                                gpu_memory_utilization=gpu_memory_utilization)
     machine = load_machine(profile)
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
-    if as_json:
-        import json
-
-        from fitcheck.render.check import check_document
-
-        click.echo(json.dumps(check_document(result), indent=2, sort_keys=True))
-    else:
-        from fitcheck.render.check import render_check_table
-
-        click.echo(render_check_table(result))
-    code = result.exit_code
-    if strict and result.verdict.status == "tight":
-        code = 1
-    ctx.exit(code)
+    ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
+                             outcomes=evaluate(requirements, machine)))

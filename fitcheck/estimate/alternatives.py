@@ -33,6 +33,7 @@ _GPU_PRECISIONS = {
     "transformers": ("int8", "awq", "gptq-int4", "nf4"),
     "vllm": ("fp8", "gptq-int8", "awq", "gptq-int4"),
 }
+_VLLM_SERVES = frozenset({"bf16", "fp16", "fp8", "gptq-int8", "gptq-int4", "awq", "int4"})
 _GGUF_PRECISIONS = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
 
 
@@ -98,6 +99,11 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
                 consider(f"{weight_format(p).description} with a {ctx:,}-token context",
                          cand.with_changes(context=ctx, prompt_tokens=min(plan.prompt_tokens, ctx)),
                          step + context_cost(ctx), (("precision", p), ("context", str(ctx))))
+
+    # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
+    if plan.engine == "transformers" and plan.device == "gpu" and plan.precision in _VLLM_SERVES:
+        consider("Serve with vLLM (paged KV cache, chunked prefill)", plan.with_changes(engine="vllm"), 3,
+                 (("engine", "vllm"),))
 
     # 2. Quantized KV cache.
     kv_options = {"vllm": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ())

@@ -100,7 +100,9 @@ def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
 
 def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     repo, _ = _quantized_repo(model_id, plan.precision, repos)
-    dtype = {"fp32": "torch.float32", "fp16": "torch.float16"}.get(plan.precision, "torch.bfloat16")
+    # GPTQ/AWQ kernels compute in float16.
+    dtype = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
+             "gptq-int8": "torch.float16", "int4": "torch.float16"}.get(plan.precision, "torch.bfloat16")
     extra = ""
     if plan.precision == "nf4":
         extra = (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "

@@ -85,6 +85,9 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     gpu_order = sorted(range(len(machine.gpus)), key=lambda i: _free(machine, "", "gpu", i)[0] or 0)
     gi = 0
     unified_gpu_need = 0
+    # vLLM reserves gpu_memory_utilization × total itself, leaving the rest free: its reservation
+    # only has to be free; the headroom applies to what must fit inside the reservation (below).
+    reserved = estimate.fact("vllm_reserved_bytes")
     for need in estimate.devices:
         if need.kind == "gpu":
             index = gpu_order[gi] if gi < len(gpu_order) else len(machine.gpus) + gi
@@ -97,9 +100,8 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
             if unified_gpu_need and free is not None:
                 free = max(free - unified_gpu_need, 0)  # unified memory: the GPU's share comes out of RAM
                 what += " after the GPU's share of unified memory"
-        devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, headroom))
-    # vLLM: everything must fit inside its gpu_memory_utilization reservation, too.
-    reserved = estimate.fact("vllm_reserved_bytes")
+        room = 0.0 if (reserved is not None and need.kind == "gpu") else headroom
+        devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, room))
     if reserved is not None:
         inner = max((d.total_bytes - d.component("kv_pool_spare") for d in gpu_needs), default=0)
         if inner > reserved:

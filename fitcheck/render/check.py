@@ -62,8 +62,15 @@ def _quant_repos(result) -> dict[str, str]:
 
 
 def _profile_arg(result) -> str | None:
+    """What to pass to --profile to get this machine again: a shipped profile's name, else its path."""
     m = result.machine
-    return None if m.source == "probe" else m.source
+    if m.source == "probe":
+        return None
+    from pathlib import Path
+
+    from fitcheck.profiles import profile_names
+
+    return m.name if Path(m.source).stem == m.name and m.name in profile_names() else m.source
 
 
 def check_document(result) -> dict:

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One-call CUDA measurement on a GPU machine: runs the CUDA case list (benchmarks/measure/cases.py,
+# CUDA_CASES, about 10 minutes on an H100/H200) and writes its CSV and per-case logs under $OUT
+# (or benchmarks/results/ when OUT is unset).
+#
+#   bash benchmarks/measure/cuda_run.sh            # from anywhere; runs from the repo root
+#   BUDGET_S=480 CASES='cuda-prefill-*' bash benchmarks/measure/cuda_run.sh
+#
+# Needs a CUDA build of torch already installed (never installs torch: a bare `pip install torch`
+# can pull a different CUDA build).  transformers, peft and packaging are installed only when
+# missing: from wheels in .whl/ at the repo root if there (machines without network), else PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+PY="${PYTHON:-python3}"
+OUT_DIR="${OUT:-benchmarks/results}"
+BUDGET_S="${BUDGET_S:-540}"
+mkdir -p "$OUT_DIR"
+
+"$PY" - <<'PYCHECK'
+import torch
+assert torch.cuda.is_available(), "torch here has no CUDA device"
+print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
+PYCHECK
+
+missing=()
+for module in transformers peft packaging tabulate; do
+    "$PY" -c "import $module" 2>/dev/null || missing+=("$module")
+done
+if ((${#missing[@]})); then
+    # Pin the torch that is there so no dependency resolution replaces it.
+    pins="$(mktemp)"
+    "$PY" -c 'import torch; print("torch==" + torch.__version__)' >"$pins"
+    if [ -d .whl ]; then
+        "$PY" -m pip install -q --no-index --find-links .whl -c "$pins" "${missing[@]}"
+    else
+        "$PY" -m pip install -q -c "$pins" "${missing[@]}"
+    fi
+fi
+"$PY" -c 'import transformers, peft; print("transformers", transformers.__version__, "peft", peft.__version__)'
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+
+stamp="$(date -u +%Y-%m-%d)"
+status=0
+"$PY" -m benchmarks.measure --device cuda ${CASES:+--cases "$CASES"} --budget-s "$BUDGET_S" \
+    --max-rss-gib 0 --out "$OUT_DIR/cuda-$stamp.csv" --logs "$OUT_DIR/cuda-logs" || status=$?
+# Per-case logs travel back as one file (an $OUT folder may return only a few files).
+tar -czf "$OUT_DIR/cuda-logs-$stamp.tar.gz" -C "$OUT_DIR" cuda-logs && rm -rf "$OUT_DIR/cuda-logs"
+exit "$status"

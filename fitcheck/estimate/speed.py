@@ -1,0 +1,412 @@
+"""How fast: decode and prefill tokens/s for a Plan on a Machine, training time, and CPU vs GPU.  Pure.
+
+Every figure is a range (low, high) from named efficiency factors, shown to the user as
+assumptions.  The formulas (ESTIMATION.md, "CPU or GPU, and cost"):
+
+decode (memory-bandwidth bound), one step of a batch of B sequences:
+    t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU)) + layers × host overhead
+    bytes read = active weights (read once, shared by the batch) + B × KV-cache traffic
+    aggregate tokens/s = B / t;  per sequence = 1 / t
+prefill (compute bound), per prompt token:
+    FLOPs = 2 × active parameters + 2 × 2 × layers × (prompt / 2) × (heads × head_dim)
+    (the causal average: a prompt token attends to half the prompt; Kaplan et al. 2020, table 1)
+partial offload (llama.cpp -ngl): t = GPU layers' time + CPU layers' time (they run in turn).
+training: 6 × P FLOPs per token (Kaplan et al. 2020, C ≈ 6N); × 4/3 with activation
+    recomputation (one more forward: Chowdhery et al. 2022, PaLM appendix B, 8N vs 6N);
+    LoRA ≈ 4 × P (forward 2P + activation gradients 2P, no weight gradients; Hu et al. 2021).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.kv_cache import kv_cache_bytes
+from fitcheck.estimate.request import InferenceRequest, Plan, resolve_inference
+from fitcheck.estimate.weights import weight_bytes
+from fitcheck.machine import Machine, known
+from fitcheck.model import spec as S
+from fitcheck.model.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """A named fraction of a hardware peak that real engines reach (low and high ends)."""
+
+    name: str
+    low: float
+    high: float
+    why: str
+
+
+# ---- efficiency factors (the only tuning knobs; each justified by published measurements) -------
+# Decode reads weights at a fraction of peak bandwidth.  llama.cpp tg128/tg512 for 7B/8B Q4_0 and
+# F16: RTX 4090 149 t/s × 3.8 GB = 0.56 of 1,008 GB/s; RTX 3090 0.49; M1 Max 0.47; M3 Max 0.60;
+# M2 Ultra (PR #2917) 0.42 at 800 GB/s; 70B F16 on 6 GPUs in turn 0.7–0.8
+# (XiongjieDai/GPU-Benchmarks-on-LLM-Inference, llama.cpp discussions #4167).  vLLM and exllama reach
+# 0.7–0.85 (mlc-ai/llm-perf-bench).
+DECODE_BANDWIDTH = {
+    "gpu": Efficiency("decode bandwidth (GPU)", 0.45, 0.8,
+                      "llama.cpp reads 7B/8B weights at 45–60 % of peak on RTX 3090/4090 and M-series, "
+                      "vLLM/exllama up to 80 %"),
+    "cpu": Efficiency("decode bandwidth (CPU)", 0.4, 0.7,
+                      "llama.cpp on a 13900K (DDR5-6400) reads 7B Q4_0 at ~70 GB/s of 102 GB/s; "
+                      "Xeon and Apple CPU clusters reach 40–50 % of rated bandwidth"),
+}
+# Prefill runs large matmuls: MFU 0.3–0.6 on GPUs (llama.cpp pp512 7B F16 on RTX 4090 7,245 t/s
+# × 13.5 GFLOP = 98 TFLOP/s of 165 = 0.59; A100 5,106 t/s = 0.22 of 312 (llama.cpp MMQ/cuBLAS)),
+# 0.2–0.5 on CPUs (llamafile tinyBLAS, "LLaMA Now Goes Faster on CPUs", J. Tunney 2024).
+PREFILL_MFU = {
+    "gpu": Efficiency("prefill MFU (GPU)", 0.25, 0.6, "llama.cpp pp512 reaches 22–59 % of bf16 peak on A100/RTX 4090"),
+    "cpu": Efficiency("prefill MFU (CPU)", 0.2, 0.5, "llama.cpp/llamafile matmuls reach 20–50 % of CPU peak"),
+}
+# Training MFU: PaLM 46 % (Chowdhery et al. 2022), Megatron-LM 52 % of A100 peak (Narayanan et al.
+# 2021); single-GPU Hugging Face fine-tuning is lower (30–40 %).  CPUs: 10–30 %.
+TRAINING_MFU = {
+    "gpu": Efficiency("training MFU (GPU)", 0.3, 0.5, "PaLM 46 %, Megatron-LM 52 %, Trainer fine-tuning 30–40 %"),
+    "cpu": Efficiency("training MFU (CPU)", 0.1, 0.3, "CPU training runs far below peak"),
+}
+# Host time per layer per decode step that the accelerator does not hide (kernel launches, Python).
+# transformers (eager PyTorch, batch 1) is launch-bound: the Qwen2.5 speed benchmark on A100 decodes
+# 0.5B and 1.5B (24 and 28 layers, weights read in < 2 ms) at 47 and 40 tok/s, i.e. 0.7–0.9 ms per
+# layer; GPTQ/AWQ kernels add more (8-bit GPTQ and AWQ 7B: 1.1 ms per layer).  vLLM replays CUDA
+# graphs and llama.cpp builds one graph per step: tens of microseconds per step.
+HOST_OVERHEAD_PER_LAYER_S = {
+    "transformers": Efficiency("host time per layer (transformers)", 0.6e-3, 1.0e-3,
+                               "eager PyTorch at batch 1 is bound by kernel launches: Qwen2.5-0.5B/1.5B on "
+                               "A100 spend 0.7–0.9 ms per layer per token"),
+    "vllm": Efficiency("host time per layer (vLLM)", 5e-6, 20e-6, "CUDA graphs replay a whole step"),
+    "llama.cpp": Efficiency("host time per layer (llama.cpp)", 5e-6, 30e-6, "one ggml graph per step"),
+}
+# A CPU decodes fast enough for one reader at this rate (people read ~5–10 tokens/s).
+CPU_ENOUGH_TOKENS_PER_S = 20.0
+GPU_BETTER_RATIO = 1.5  # below this speed-up a GPU "adds little"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """tokens/s from the low to the high end of the efficiencies."""
+
+    low: float
+    high: float
+
+    @property
+    def mid(self) -> float:
+        """The geometric middle, used to rank and to compare with measurements."""
+        return math.sqrt(self.low * self.high)
+
+    def scaled(self, factor: float) -> "Rate":
+        return Rate(self.low * factor, self.high * factor)
+
+
+@dataclass(frozen=True)
+class SpeedEstimate:
+    """Speed of one plan on one machine."""
+
+    device: str                    # 'gpu', 'cpu' or 'offload'
+    engine: str
+    batch: int
+    context: int                   # the decode position the estimate is for
+    decode: Rate | None            # aggregate tokens/s over the batch
+    per_sequence: Rate | None      # tokens/s each sequence sees
+    prefill: Rate | None           # prompt tokens/s (one sequence)
+    weight_bytes_per_step: int     # weights read per decode step
+    kv_bytes_per_step: int         # KV-cache traffic per decode step, whole batch
+    bandwidth_bytes_per_s: int | None
+    bound: str                     # what limits decode: 'memory bandwidth', 'host overhead', 'compute'
+    assumptions: tuple[Efficiency, ...] = ()
+    unknown: str = ""              # why decode/prefill could not be estimated ('' when they were)
+
+
+@dataclass(frozen=True)
+class DeviceAdvice:
+    """CPU or GPU for this configuration on this machine, and why."""
+
+    choice: str | None             # 'gpu', 'cpu', or None (neither fits / cannot tell)
+    reason: str
+    gpu: SpeedEstimate | None      # the plan on the GPU (None: no GPU)
+    cpu: SpeedEstimate | None      # the plan on the CPU with llama.cpp
+    gpu_fits: bool | None
+    cpu_fits: bool | None
+
+
+# ---- bytes and FLOPs ---------------------------------------------------------------------------
+def experts_touched_fraction(spec: ModelSpec, batch: int) -> float:
+    """Share of routed experts one decode step reads: k/E for one token; for B tokens routed
+    independently and uniformly, 1 − (1 − k/E)^B (each expert is skipped by all B with that chance)."""
+    if not spec.is_moe:
+        return 1.0
+    p = spec.experts_per_token / spec.num_experts
+    return 1.0 - (1.0 - p) ** max(batch, 1)
+
+
+def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1) -> int:
+    """Weight bytes one decode step reads, in the plan's storage format.
+
+    Routed experts count by :func:`experts_touched_fraction`; an untied input embedding is not
+    read (one row per token is looked up), a tied one is read in full as the output head.
+    """
+    wb = weight_bytes(spec, weight_format(precision))
+    share = experts_touched_fraction(spec, batch)
+    total = 0.0
+    for kind, b in wb.by_group:
+        if kind == S.EMBED and not spec.tie_word_embeddings:
+            continue
+        total += b * share if kind == S.EXPERTS else b
+    return int(total)
+
+
+def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
+    """How many times a decode step moves the KV cache.
+
+    transformers 4.46 (models/qwen2/modeling_qwen2.py, Qwen2FlashAttention2.forward):
+    DynamicCache.update concatenates (reads and writes the cache: 2×), repeat_kv copies K and V for
+    every query head (reads 1×, writes g×) and attention reads the copy (g×): 3 + 2g with
+    g = heads / KV heads.  vLLM (paged attention) and llama.cpp read the cache in place: 1×.
+    """
+    if engine != "transformers":
+        return 1
+    groups = 1 if spec.is_mla else max(spec.num_attention_heads // max(spec.num_kv_heads, 1), 1)
+    return 3 + 2 * groups
+
+
+def kv_bytes_per_sequence(spec: ModelSpec, plan: Plan, context: int) -> int:
+    return kv_cache_bytes(spec, tokens=context, sequences=1, kv_dtype=plan.kv_dtype, engine=plan.engine)
+
+
+def matmul_params(spec: ModelSpec) -> int:
+    """Active parameters that take part in matmuls (the embedding lookup does not)."""
+    embed = spec.vocab_size * spec.hidden_size
+    return spec.active_params - (0 if spec.tie_word_embeddings else embed)
+
+
+def attention_flops_per_token(spec: ModelSpec, positions: float) -> float:
+    """QKᵀ and AV for one token attending to `positions` earlier tokens: 2 × 2 × layers × n × d_attn."""
+    d_attn = spec.num_attention_heads * (spec.qk_nope_head_dim + spec.qk_rope_head_dim if spec.is_mla
+                                         else spec.attn_head_dim)
+    return 4.0 * spec.num_attention_layers * positions * d_attn
+
+
+def prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> float:
+    """2 × active parameters + causal attention averaged over the prompt (half the prompt)."""
+    return 2.0 * matmul_params(spec) + attention_flops_per_token(spec, prompt_tokens / 2)
+
+
+# ---- devices -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Device:
+    bandwidth: int | None        # bytes/s the device's share of the model is read at
+    peak_flops: float | None     # FLOP/s
+    kind: str                    # 'gpu' or 'cpu'
+    why_unknown: str = ""
+
+
+def _gpu_device(machine: Machine, plan: Plan) -> _Device:
+    if not machine.gpus:
+        return _Device(None, None, "gpu", "no GPU")
+    g = machine.gpus[0]
+    # vLLM tensor parallel reads each GPU's shard at the same time; transformers (device_map) and
+    # llama.cpp (layer split) run the GPUs one after another, so one GPU's bandwidth applies.
+    n = max(plan.gpus, 1) if plan.engine == "vllm" else 1
+    bw = g.bandwidth_bytes_per_s * n if known(g.bandwidth_bytes_per_s) else None
+    peak = g.bf16_tflops * 1e12 * n if known(g.bf16_tflops) else None
+    why = "" if bw else f"GPU memory bandwidth {g.bandwidth_bytes_per_s}"
+    return _Device(bw, peak, "gpu", why)
+
+
+def _cpu_device(machine: Machine) -> _Device:
+    bw = machine.memory.bandwidth_bytes_per_s
+    peak = machine.cpu.bf16_tflops
+    return _Device(bw if known(bw) else None, peak * 1e12 if known(peak) else None, "cpu",
+                   "" if known(bw) else "RAM bandwidth not known (measure it: fitcheck probe --bench)")
+
+
+def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _Device, engine: str,
+               end: str) -> tuple[float, str]:
+    """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it."""
+    pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
+    e_bw = pick(DECODE_BANDWIDTH[dev.kind])
+    mem = (weight_b + kv_b) / (dev.bandwidth * e_bw)
+    comp = flops / (dev.peak_flops * pick(PREFILL_MFU[dev.kind])) if dev.peak_flops else 0.0
+    # the slow end takes the high overhead, the fast end the low one
+    over = layers * (HOST_OVERHEAD_PER_LAYER_S[engine].high if end == "low" else HOST_OVERHEAD_PER_LAYER_S[engine].low)
+    bound = "compute" if comp > mem else "memory bandwidth"
+    if over > max(mem, comp):
+        bound = "host overhead"
+    return max(mem, comp) + over, bound
+
+
+def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: int | None = None) -> SpeedEstimate:
+    """Decode and prefill tokens/s of `plan` on `machine`; decode at `context` tokens (default: the
+    plan's full context, the slowest point of a generation)."""
+    ctx = plan.context if context is None else context
+    B = plan.batch
+    L = spec.num_layers
+    weights = active_weight_bytes(spec, plan.precision, B)
+    kv_seq = kv_bytes_per_sequence(spec, plan, ctx) * kv_traffic_multiplier(spec, plan.engine)
+    kv = kv_seq * B
+    step_flops = B * (2.0 * matmul_params(spec) + attention_flops_per_token(spec, ctx))
+    cpu, gpu = _cpu_device(machine), _gpu_device(machine, plan)
+    if plan.device == "cpu":
+        parts = [(1.0, cpu)]
+    elif plan.device == "gpu":
+        parts = [(1.0, gpu)]
+    else:  # offload: -ngl layers on the GPU, the rest on the CPU, run in turn
+        on_gpu = min(plan.gpu_layers or 0, L) / max(L, 1)
+        parts = [(on_gpu, gpu), (1.0 - on_gpu, cpu)]
+    parts = [(share, dev) for share, dev in parts if share > 0]
+    assumptions = tuple(dict.fromkeys(
+        [DECODE_BANDWIDTH[d.kind] for _, d in parts] + [PREFILL_MFU[d.kind] for _, d in parts]
+        + [HOST_OVERHEAD_PER_LAYER_S[plan.engine]]))
+    bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
+    missing = [d.why_unknown for _, d in parts if d.bandwidth is None]
+    if missing:
+        return SpeedEstimate(plan.device, plan.engine, B, ctx, None, None, None, weights, kv, bw, "unknown",
+                             assumptions, "; ".join(dict.fromkeys(missing)))
+    times, bounds = {}, []
+    for end in ("low", "high"):
+        total = 0.0
+        for share, dev in parts:
+            t, bound = _step_time(weights * share, kv * share, step_flops * share, round(L * share), dev,
+                                  plan.engine, end)
+            total += t
+            bounds.append(bound)
+        times[end] = total
+    decode = Rate(B / times["low"], B / times["high"])
+    prefill = _prefill_rate(spec, plan, parts)
+    bound = max(set(bounds), key=bounds.count)
+    return SpeedEstimate(plan.device, plan.engine, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
+                         bound, assumptions)
+
+
+def _prefill_rate(spec: ModelSpec, plan: Plan, parts) -> Rate | None:
+    flops = prefill_flops_per_token(spec, plan.prompt_tokens)
+    ends = []
+    for pick in (lambda e: e.low, lambda e: e.high):
+        seconds = 0.0
+        for share, dev in parts:
+            if not dev.peak_flops:
+                return None
+            seconds += flops * share / (dev.peak_flops * pick(PREFILL_MFU[dev.kind]))
+        ends.append(1.0 / seconds)
+    return Rate(*ends)
+
+
+# ---- training ----------------------------------------------------------------------------------
+TRAINING_FLOPS_PER_PARAM = {"full": 6.0, "lora": 4.0, "qlora": 4.0}
+RECOMPUTE_FLOPS_PER_PARAM = 2.0  # activation checkpointing repeats the forward pass: +2P
+
+
+def training_flops_per_token(spec: ModelSpec, method: str = "full", gradient_checkpointing: bool = False) -> float:
+    """6P (full), 4P (LoRA/QLoRA: no weight gradients), +2P when activations are recomputed.
+
+    With recomputation full training is 8P = 6P × 4/3.  Attention FLOPs are left out (small next
+    to 6P below a few thousand tokens of context)."""
+    if method not in TRAINING_FLOPS_PER_PARAM:
+        raise FitcheckError(f"unknown training method '{method}'", "choose full, lora or qlora")
+    per = TRAINING_FLOPS_PER_PARAM[method] + (RECOMPUTE_FLOPS_PER_PARAM if gradient_checkpointing else 0.0)
+    return per * matmul_params(spec)
+
+
+def training_rate(spec: ModelSpec, machine: Machine, *, method: str = "full", gradient_checkpointing: bool = False,
+                  gpus: int = 1, device: str = "gpu") -> Rate | None:
+    """Training tokens/s (None when the peak FLOP/s is not known)."""
+    if device == "gpu" and machine.gpus:
+        peak = machine.gpus[0].bf16_tflops
+        n = max(min(gpus, len(machine.gpus)), 1)
+        mfu = TRAINING_MFU["gpu"]
+    else:
+        peak, n, mfu = machine.cpu.bf16_tflops, 1, TRAINING_MFU["cpu"]
+    if not known(peak):
+        return None
+    flops = training_flops_per_token(spec, method, gradient_checkpointing)
+    return Rate(peak * 1e12 * n * mfu.low / flops, peak * 1e12 * n * mfu.high / flops)
+
+
+def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:
+    """(fastest, slowest) seconds to train on `tokens` tokens."""
+    return tokens / rate.high, tokens / rate.low
+
+
+# ---- cost --------------------------------------------------------------------------------------
+def usd_per_million_tokens(usd_per_hour: float, rate: Rate) -> tuple[float, float]:
+    """(cheapest, dearest) price of a million generated tokens at an aggregate rate."""
+    return usd_per_hour / (rate.high * 3600) * 1e6, usd_per_hour / (rate.low * 3600) * 1e6
+
+
+# ---- CPU or GPU --------------------------------------------------------------------------------
+Judge = Callable[[Plan], bool]  # does this plan run (fits, at least tightly)?
+
+
+def cpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
+    """The same request on the CPU with llama.cpp (same weights when llama.cpp loads them, else q4_k_m)."""
+    fmt = weight_format(plan.precision)
+    precision = plan.precision if (fmt.gguf or fmt.family == "float") else "q4_k_m"
+    kv = plan.kv_dtype if plan.kv_dtype in ("fp16", "q8_0", "q4_0") else "auto"
+    req = InferenceRequest(precision=precision, context=plan.context, batch=plan.batch, kv_dtype=kv,
+                           engine="llama.cpp", device="cpu", prompt_tokens=plan.prompt_tokens)
+    try:
+        return resolve_inference(req, spec, machine)
+    except FitcheckError:
+        return None
+
+
+def gpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
+    """The same request on the GPU (same weights; the engine default for them)."""
+    if not machine.gpus:
+        return None
+    req = InferenceRequest(precision=plan.precision, context=plan.context, batch=plan.batch, device="gpu",
+                           prompt_tokens=plan.prompt_tokens)
+    try:
+        return resolve_inference(req, spec, machine)
+    except FitcheckError:
+        return None
+
+
+def advise_device(spec: ModelSpec, plan: Plan, machine: Machine, runs: Judge) -> DeviceAdvice:
+    """Whether the GPU or the CPU is the better place for this request, and why."""
+    g_plan = plan if plan.device in ("gpu", "offload") else gpu_plan(spec, plan, machine)
+    c_plan = plan if plan.device == "cpu" else cpu_plan(spec, plan, machine)
+    g = estimate_speed(spec, g_plan, machine) if g_plan else None
+    c = estimate_speed(spec, c_plan, machine) if c_plan else None
+    g_fits = runs(g_plan) if g_plan else None
+    c_fits = runs(c_plan) if c_plan else None
+    choice, reason = _choose(g, c, g_fits, c_fits, g_plan, c_plan)
+    return DeviceAdvice(choice, reason, g, c, g_fits, c_fits)
+
+
+def _tok(rate: Rate | None) -> str:
+    return "unknown" if rate is None else f"~{rate.mid:,.0f} tok/s" if rate.mid >= 10 else f"~{rate.mid:.1f} tok/s"
+
+
+def _where(p: Plan | None) -> str:
+    if p is None:
+        return ""
+    return {"gpu": "GPU", "cpu": "CPU", "offload": "GPU + CPU"}[p.device]
+
+
+def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
+    if g is None:
+        if c_fits:
+            return "cpu", f"no GPU here; the CPU decodes at {_tok(c.decode)} ({c_plan.precision})"
+        return None, "no GPU here, and it does not fit in RAM"
+    if not g_fits and not c_fits:
+        return None, "it fits neither on the GPU nor in RAM"
+    if not c_fits:
+        return "gpu", f"{_where(g_plan)}: {_tok(g.decode)}; it does not fit in RAM for the CPU"
+    if not g_fits:
+        return "cpu", f"CPU: {_tok(c.decode)} ({c_plan.precision}); it does not fit on the GPU"
+    if c.decode is None or g.decode is None:
+        known_one = f"{_where(g_plan)} {_tok(g.decode)}" if g.decode else f"CPU {_tok(c.decode)}"
+        return ("gpu" if g.decode else "cpu"), f"{known_one}; the other speed is unknown ({c.unknown or g.unknown})"
+    ratio = g.decode.mid / c.decode.mid
+    versus = f"{_where(g_plan)} {_tok(g.decode)} vs CPU {_tok(c.decode)}"
+    if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S and ratio < GPU_BETTER_RATIO:
+        return "cpu", f"CPU is enough: {versus}; a GPU adds little at batch 1"
+    if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S:
+        return "gpu", f"{versus}; the CPU alone is fast enough to read along"
+    where = "VRAM" if g_plan.device == "gpu" else "GPU + RAM"
+    return "gpu", f"{versus}; the model fits in {where}"

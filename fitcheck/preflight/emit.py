@@ -1,0 +1,188 @@
+"""The CLI edge of ``fitcheck check``'s output formats: prints, writes --output and the step summary.
+
+    table   the tables people read (default)
+    json    the versioned JSON document on stdout (``--json`` is an alias)
+    github  the tables, then GitHub Actions annotations; Markdown appended to $GITHUB_STEP_SUMMARY
+
+``--output FILE`` writes the JSON document whatever the display format.  Each ``emit_*`` returns
+the exit code; requirement results are combined with the verdict (1 beats 3 beats 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from fitcheck import __version__
+from fitcheck.errors import FitcheckError
+from fitcheck.preflight import github
+from fitcheck.preflight.lines import case_line, requirement_line, use_color
+from fitcheck.preflight.requirements import exit_code as requirements_exit_code
+from fitcheck.preflight.run import combine
+
+FORMATS = ("table", "json", "github")
+REQUIREMENTS_SCHEMA = "fitcheck.requirements/1"
+PLAN_SCHEMA = "fitcheck.plan/1"
+
+
+def _dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True)
+
+
+def write_output(path: str | None, doc: dict) -> None:
+    if not path:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(_dumps(doc) + "\n")
+    except OSError as exc:
+        raise FitcheckError(f"--output {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def append_summary(markdown: str, env=None) -> None:
+    """Append to $GITHUB_STEP_SUMMARY when it is set (GitHub Actions sets it for every step)."""
+    env = os.environ if env is None else env
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(markdown + "\n")
+    except OSError as exc:
+        click.echo(f"fitcheck: cannot write the step summary {path}: {exc.strerror or exc}", err=True)
+
+
+def outcome_dict(o) -> dict:
+    value = o.measured
+    if isinstance(value, tuple):  # a version
+        value = ".".join(str(p) for p in value)
+    return {"requirement": o.requirement.text, "fact": o.requirement.fact, "status": o.status,
+            "measured": value, "shown": o.shown, "message": o.message}
+
+
+def _requirement_lines(outcomes, err: bool) -> None:
+    color = use_color(sys.stderr if err else sys.stdout)
+    for o in outcomes:
+        click.echo(requirement_line(o, color), err=err)
+
+
+def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=()) -> int:
+    """Show one CheckResult; returns the exit code (verdict, --strict, requirements)."""
+    from fitcheck.estimate.verdict import TIGHT
+    from fitcheck.render.check import check_document
+
+    doc = check_document(result)
+    if fmt == "json":
+        click.echo(_dumps(doc))
+        _requirement_lines(outcomes, err=True)
+    else:
+        from fitcheck.render.check import render_check_table
+
+        click.echo(render_check_table(result))
+        if outcomes:
+            click.echo("")
+            _requirement_lines(outcomes, err=False)
+        if fmt == "github":
+            for line in github.check_annotations(result, strict) + github.requirement_annotations(outcomes):
+                click.echo(line)
+            append_summary(github.check_summary(result, outcomes, strict))
+    write_output(output, doc)
+    code = result.exit_code
+    if strict and result.verdict.status == TIGHT:
+        code = 1
+    return combine([code, requirements_exit_code(outcomes)])
+
+
+def requirements_document(machine, outcomes) -> dict:
+    from fitcheck.render.check import machine_line
+
+    return {
+        "schema": REQUIREMENTS_SCHEMA,
+        "fitcheck_version": __version__,
+        "machine": {"name": machine.name, "kind": machine.kind, "source": machine.source,
+                    "summary": machine_line(machine)},
+        "requirements": [outcome_dict(o) for o in outcomes],
+        "exit_code": requirements_exit_code(outcomes),
+    }
+
+
+def emit_requirements(machine, outcomes, *, fmt: str, output: str | None) -> int:
+    """Machine requirements only (no MODEL): one line each."""
+    from fitcheck.render.check import machine_line
+
+    doc = requirements_document(machine, outcomes)
+    if fmt == "json":
+        click.echo(_dumps(doc))
+    else:
+        click.echo(f"Machine:  {machine_line(machine)}")
+        _requirement_lines(outcomes, err=False)
+        if fmt == "github":
+            for line in github.requirement_annotations(outcomes):
+                click.echo(line)
+            append_summary(github.requirements_summary(machine_line(machine), outcomes))
+    write_output(output, doc)
+    return requirements_exit_code(outcomes)
+
+
+def plan_document(path: str, case_results, outcomes=()) -> dict:
+    from fitcheck.render.check import check_document
+
+    codes = [c.exit_code for c in case_results] + [requirements_exit_code(outcomes)]
+    return {
+        "schema": PLAN_SCHEMA,
+        "fitcheck_version": __version__,
+        "plan": path,
+        "exit_code": combine(codes),
+        "cases": [{"name": c.case.name, "exit_code": c.exit_code, "check": check_document(c.result)}
+                  for c in case_results],
+        "requirements": [outcome_dict(o) for o in outcomes],
+    }
+
+
+def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: bool, outcomes=()) -> int:
+    """A plan: one verdict line per case (github: plus an annotation for each case that fails)."""
+    doc = plan_document(path, case_results, outcomes)
+    if fmt == "json":
+        click.echo(_dumps(doc))
+        _requirement_lines(outcomes, err=True)
+    else:
+        color = use_color(sys.stdout)
+        for c in case_results:
+            click.echo(case_line(c, color))
+        _requirement_lines(outcomes, err=False)
+        passed = sum(1 for c in case_results if c.exit_code == 0)
+        click.echo(f"{passed} of {len(case_results)} cases pass ({path})")
+        if fmt == "github":
+            for c in case_results:
+                if c.exit_code != 0:
+                    click.echo(github.check_annotations(c.result, strict or c.case.get("strict", False),
+                                                        name=c.case.name)[0])
+            for line in github.requirement_annotations(outcomes):
+                click.echo(line)
+            append_summary(github.plan_summary(path, case_results, outcomes))
+    write_output(output, doc)
+    return doc["exit_code"]
+
+
+def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements, fmt: str,
+                  output: str | None) -> int:
+    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code."""
+    from fitcheck.cli.options import load_machine
+    from fitcheck.preflight.plan_file import read_plan
+    from fitcheck.preflight.requirements import evaluate
+    from fitcheck.preflight.run import run_plan
+
+    plan = read_plan(path)
+    machines: dict = {}
+
+    def machine_for(name: str | None):
+        if name not in machines:
+            machines[name] = load_machine(name)
+        return machines[name]
+
+    case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile)
+    outcomes = evaluate(requirements, machine_for(profile)) if requirements else ()
+    return emit_plan(path, case_results, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
