@@ -35,10 +35,13 @@ from fitcheck.units import MiB
 TORCH_CUDA_CONTEXT = 512 * MiB
 # ggml's CUDA backend: context plus cuBLAS handle, smaller than PyTorch's.
 LLAMA_CPP_CUDA_CONTEXT = 320 * MiB
-# PyTorch's caching allocator keeps freed blocks; reserved exceeds allocated by 5–15 %
-# (ESTIMATION.md).  5 % of what is allocated, at least 64 MiB.
+# PyTorch's caching allocator keeps freed blocks of transient tensors; reserved exceeds allocated
+# by 5–15 % of what comes and goes (ESTIMATION.md).  Weights are allocated once: each tensor
+# only rounds up to the allocator's 2 MiB large-block granularity (c10/cuda/CUDACachingAllocator.cpp,
+# kRoundLarge), on average 1 MiB per tensor.
 ALLOCATOR_SLACK = 0.05
 ALLOCATOR_SLACK_MIN = 64 * MiB
+ALLOCATOR_ROUNDING_PER_TENSOR = 1 * MiB
 # vLLM: non-torch memory (NCCL, CUDA context) and CUDA graphs, inside the reservation.
 VLLM_NON_TORCH = 1024 * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
@@ -157,8 +160,11 @@ def _transformers(spec: ModelSpec, plan: Plan):
                                    "tied embeddings loads (it exceeds the run-time peak here)"))
         allocated = sum(c.bytes for c in comps)
         if on_gpu:
-            slack = max(int(allocated * ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
-            comps.append(Component(OVERHEAD, slack, "PyTorch caching-allocator slack (5 %)", counted_in="reserved"))
+            transient = allocated - comps[0].bytes
+            tensors = len(linear_matrices(spec)) * spec.num_layers // n + 3
+            slack = max(int(transient * ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN) + tensors * ALLOCATOR_ROUNDING_PER_TENSOR
+            comps.append(Component(OVERHEAD, slack, "PyTorch caching-allocator slack: 5 % of transient tensors plus "
+                                   "2 MiB block rounding of weight tensors", counted_in="reserved"))
             comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
             devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
         else:

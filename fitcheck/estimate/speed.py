@@ -236,7 +236,7 @@ def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _De
     bound = "compute" if comp > mem else "memory bandwidth"
     if over > max(mem, comp):
         bound = "host overhead"
-    return max(mem, comp) + over, bound
+    return max(mem, comp, over), bound
 
 
 def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: int | None = None) -> SpeedEstimate:

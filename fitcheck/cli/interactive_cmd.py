@@ -1,0 +1,372 @@
+"""`fitcheck interactive` (and plain `fitcheck` on a terminal): ask, answer, then explore.
+
+Asks for the model, mode, precision, context (sequence length for training modes), batch and
+machine, each with a default and validated (a bad answer is asked again with the reason), shows
+the verdict and the alternatives (the same table as `fitcheck check`), then loops: a number
+takes that alternative, ``FIELD VALUE`` (``context 8192``, ``precision awq``, ``machine
+rtx-4090``) changes one answer, ``q``/``quit``/Ctrl-D ends (exit 0), Ctrl-C ends with exit 130.
+
+The pure part (answers, parsing a change, applying an alternative) is separate from the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import click
+
+from fitcheck.errors import FitcheckError
+
+QUIT = ("q", "quit", "exit")
+DEFAULT_MODEL = "qwen-7b"
+THIS_MACHINE = "this"
+HELP = ("Next: a number takes that alternative; FIELD VALUE changes one answer ({fields}); "
+        "`show` repeats the table; q quits.")
+
+# what a user may type -> the answer it changes
+FIELD_ALIASES = {
+    "model": "model", "mode": "mode", "precision": "precision", "p": "precision",
+    "context": "context", "ctx": "context", "c": "context", "seq-len": "context", "seq_len": "context",
+    "batch": "batch", "b": "batch", "machine": "machine", "profile": "machine",
+    "engine": "engine", "kv": "kv_dtype", "kv-dtype": "kv_dtype", "kv_dtype": "kv_dtype",
+    "gpus": "gpus", "device": "device", "gpu-layers": "gpu_layers", "ngl": "gpu_layers",
+}
+SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device")
+
+
+class Invalid(ValueError):
+    """An answer that cannot be used; its message is the reason shown before asking again."""
+
+
+@dataclass(frozen=True)
+class Answers:
+    model: str = DEFAULT_MODEL
+    mode: str = "inference"
+    precision: str = "auto"
+    context: int = 4096
+    batch: int = 1
+    machine: str = THIS_MACHINE
+    engine: str = "auto"
+    kv_dtype: str = "auto"
+    gpus: int | None = None
+    device: str = "auto"
+    gpu_layers: int | None = None
+
+    def request(self):
+        from fitcheck.estimate.request import InferenceRequest
+
+        return InferenceRequest(precision=None if self.precision == "auto" else self.precision,
+                                context=self.context, batch=self.batch, kv_dtype=self.kv_dtype,
+                                engine=None if self.engine == "auto" else self.engine, gpus=self.gpus,
+                                device=self.device, gpu_layers=self.gpu_layers)
+
+
+# --- choices read from the check command, so options another command adds appear here too ------
+def _check_param(name: str):
+    from fitcheck.cli.check_cmd import check
+
+    return next((p for p in check.params if p.name == name), None)
+
+
+def choices(name: str, fallback: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The choices of `fitcheck check`'s option ``name`` (e.g. mode, precision, engine)."""
+    param = _check_param(name)
+    return tuple(getattr(param.type, "choices", fallback)) if param is not None else fallback
+
+
+def length_option(mode: str) -> str:
+    """`--seq-len` for training modes when the check command has it, else `--context`."""
+    return "--seq-len" if mode != "inference" and _check_param("seq_len") is not None else "--context"
+
+
+# --- validation: text -> value, or Invalid(reason) ----------------------------------------------
+def _choice(text: str, options: tuple[str, ...], what: str) -> str:
+    low = text.strip().lower()
+    for o in options:
+        if o.lower() == low:
+            return o
+    raise Invalid(f"{text.strip()!r} is not a {what}; choose one of: {', '.join(options)}")
+
+
+def _positive(text: str, what: str, minimum: int = 1) -> int:
+    raw = text.strip().replace(",", "").replace("_", "")
+    if raw.lower().endswith("k") and raw[:-1].isdigit():
+        raw = str(int(raw[:-1]) * 1024)
+    if not raw.isdigit() or int(raw) < minimum:
+        raise Invalid(f"{what} must be a whole number >= {minimum}, got {text.strip()!r}")
+    return int(raw)
+
+
+def validate(field: str, text: str, session: "Session | None" = None):
+    """The value of ``field`` typed as ``text``; Invalid with the reason when it is not usable."""
+    if field == "model":
+        from fitcheck.model.resolve import resolve_model
+
+        try:
+            resolved = resolve_model(text)
+        except FitcheckError as exc:
+            raise Invalid(exc.one_line()) from None
+        if session is not None:
+            session.models[text.strip()] = resolved
+        return text.strip()
+    if field == "mode":
+        return _choice(text, choices("mode", ("inference",)), "mode")
+    if field == "precision":
+        return _choice(text, ("auto", *choices("precision")), "precision")
+    if field == "engine":
+        return _choice(text, ("auto", *choices("engine")), "engine")
+    if field == "kv_dtype":
+        return _choice(text, choices("kv_dtype", ("auto",)), "KV-cache type")
+    if field == "device":
+        return _choice(text, choices("device", ("auto", "gpu", "cpu")), "device")
+    if field == "context":
+        return _positive(text, "the length in tokens")
+    if field == "batch":
+        return _positive(text, "the batch")
+    if field == "gpus":
+        return None if text.strip().lower() == "auto" else _positive(text, "the number of GPUs")
+    if field == "gpu_layers":
+        return None if text.strip().lower() == "auto" else _positive(text, "the GPU layers", 0)
+    if field == "machine":
+        name = text.strip()
+        if name.lower() in (THIS_MACHINE, "this machine", "here", "local"):
+            return THIS_MACHINE
+        from fitcheck.profiles import load_profile
+
+        try:
+            machine = load_profile(name)
+        except FitcheckError as exc:
+            raise Invalid(exc.one_line()) from None
+        if session is not None:
+            session.machines[name] = machine
+        return name
+    raise Invalid(f"unknown answer {field!r}")
+
+
+def parse_command(line: str, n_alternatives: int):
+    """What a line typed at the ``>`` prompt asks for:
+    ('quit',) | ('show',) | ('help',) | ('alternative', index0) | ('set', field, text); Invalid otherwise."""
+    text = line.strip()
+    if not text:
+        return ("help",)
+    low = text.lower()
+    if low in QUIT:
+        return ("quit",)
+    if low in ("show", "s", "again"):
+        return ("show",)
+    if low in ("help", "h", "?"):
+        return ("help",)
+    if text.isdigit():
+        n = int(text)
+        if not n_alternatives:
+            raise Invalid("there are no alternatives to pick (it fits as asked)")
+        if not 1 <= n <= n_alternatives:
+            raise Invalid(f"pick an alternative between 1 and {n_alternatives}")
+        return ("alternative", n - 1)
+    word, _, rest = text.partition(" ")
+    if "=" in word and not rest:
+        word, _, rest = word.partition("=")
+    field = FIELD_ALIASES.get(word.lower())
+    if field is None:
+        raise Invalid(f"{word!r} is not an answer to change; try one of: {', '.join(SHOWN_FIELDS)}")
+    if not rest.strip():
+        raise Invalid(f"give a value: {word} VALUE")
+    return ("set", field, rest.strip())
+
+
+_ALT_FIELDS = {"precision": str, "context": int, "batch": int, "kv_dtype": str, "gpus": int, "engine": str,
+               "device": str, "gpu_layers": int}
+
+
+def apply_alternative(answers: Answers, alternative) -> Answers:
+    """The answers with an alternative's changes applied (its plan's changed options)."""
+    changes = {}
+    for option, value in alternative.changes:
+        if option not in _ALT_FIELDS:
+            raise Invalid(f"cannot apply the change {option}={value} here")
+        changes[option] = _ALT_FIELDS[option](value)
+    if changes.get("device") == "cpu":
+        changes.setdefault("gpu_layers", None)
+    return replace(answers, **changes)
+
+
+# --- the session: state plus I/O -------------------------------------------------------------------
+class _Quit(Exception):
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass
+class Session:
+    answers: Answers
+    models: dict
+    machines: dict
+    result: object = None
+
+    def machine(self):
+        if self.answers.machine not in self.machines:
+            if self.answers.machine == THIS_MACHINE:
+                from fitcheck.probe import probe
+
+                self.machines[THIS_MACHINE] = probe()
+            else:
+                from fitcheck.profiles import load_profile
+
+                self.machines[self.answers.machine] = load_profile(self.answers.machine)
+        return self.machines[self.answers.machine]
+
+    def model(self):
+        if self.answers.model not in self.models:
+            from fitcheck.model.resolve import resolve_model
+
+            self.models[self.answers.model] = resolve_model(self.answers.model)
+        return self.models[self.answers.model]
+
+
+def _read(prompt: str) -> str:
+    """One line from the user; Ctrl-D (EOF) quits with 0, Ctrl-C with 130."""
+    try:
+        line = input(prompt)
+    except EOFError:
+        click.echo("")
+        raise _Quit(0) from None
+    except KeyboardInterrupt:
+        click.echo("")
+        raise _Quit(130) from None
+    if line.strip().lower() in QUIT:
+        raise _Quit(0)
+    return line
+
+
+def _ask(session: Session, field: str, label: str, default) -> None:
+    """Ask until the answer is valid; Enter takes the default."""
+    while True:
+        text = _read(f"{label} [{default}]: ")
+        if not text.strip():
+            text = str(default)
+        try:
+            value = validate(field, text, session)
+        except Invalid as exc:
+            click.echo(f"  {exc}")
+            continue
+        session.answers = replace(session.answers, **{field: value})
+        return
+
+
+def _length_label(mode: str) -> str:
+    return "Context length, tokens (prompt + generated)" if mode == "inference" else "Sequence length, tokens"
+
+
+def _questions(session: Session) -> None:
+    a = session.answers
+    _ask(session, "model", "Model (a catalog name, alias or Hugging Face id)", a.model)
+    modes = choices("mode", ("inference",))
+    _ask(session, "mode", f"Mode ({', '.join(modes)})", a.mode)
+    _ask(session, "precision", "Precision (auto, bf16, fp16, int8, awq, gptq-int4, nf4, q8_0, q4_k_m, ...)",
+         a.precision)
+    _ask(session, "context", _length_label(session.answers.mode), a.context)
+    _ask(session, "batch", "Batch (concurrent sequences)", a.batch)
+    _ask(session, "machine", "Machine (this, or a profile name such as rtx-4090; `fitcheck profiles` lists them)",
+         a.machine)
+
+
+def _check_args(a: Answers) -> list[str]:
+    args = [a.model, "--mode", a.mode, length_option(a.mode), str(a.context), "--batch", str(a.batch)]
+    if a.precision != "auto":
+        args += ["--precision", a.precision]
+    if a.machine != THIS_MACHINE:
+        args += ["--profile", a.machine]
+    return args
+
+
+def _evaluate(session: Session) -> int:
+    """Show the verdict for the current answers; returns how many alternatives can be picked."""
+    a = session.answers
+    click.echo("")
+    if a.mode != "inference":  # training modes: the check command renders them itself
+        from fitcheck.cli.check_cmd import check
+
+        session.result = None
+        try:
+            check.main(_check_args(a), prog_name="fitcheck check", standalone_mode=False)
+        except click.ClickException as exc:
+            click.echo(f"  cannot check: {exc.format_message()}")
+        except FitcheckError as exc:
+            click.echo(f"  cannot check: {exc.one_line()} — change an answer")
+        return 0
+    from fitcheck.check import check_inference
+    from fitcheck.render.check import render_check_table
+
+    try:
+        session.result = check_inference(session.model(), a.request(), session.machine())
+    except FitcheckError as exc:
+        session.result = None
+        click.echo(f"  cannot check: {exc.one_line()} — change an answer")
+        return 0
+    click.echo(render_check_table(session.result))
+    return len(session.result.alternatives)
+
+
+def _loop(session: Session) -> None:
+    n = _evaluate(session)
+    help_line = HELP.format(fields=", ".join(SHOWN_FIELDS))
+    click.echo("")
+    click.echo(help_line)
+    while True:
+        line = _read("> ")
+        try:
+            command = parse_command(line, n)
+        except Invalid as exc:
+            click.echo(f"  {exc}")
+            continue
+        if command[0] == "help":
+            click.echo(help_line)
+            continue
+        if command[0] == "show":
+            n = _evaluate(session)
+            continue
+        before = session.answers
+        if command[0] == "alternative":
+            alt = session.result.alternatives[command[1]]
+            try:
+                session.answers = apply_alternative(session.answers, alt)
+            except Invalid as exc:
+                click.echo(f"  {exc}")
+                continue
+            click.echo(f"Taking {command[1] + 1}. {alt.title}")
+        else:
+            _, field, text = command
+            try:
+                value = validate(field, text, session)
+            except Invalid as exc:
+                click.echo(f"  {exc}")
+                continue
+            session.answers = replace(session.answers, **{field: value})
+        changed = [f"{k} {getattr(before, k)} → {getattr(session.answers, k)}"
+                   for k in Answers.__dataclass_fields__ if getattr(before, k) != getattr(session.answers, k)]
+        click.echo("Changed: " + ("; ".join(changed) if changed else "nothing (same answers)"))
+        n = _evaluate(session)
+
+
+@click.command("interactive")
+@click.pass_context
+def interactive(ctx: click.Context) -> None:
+    """Answer a few questions (model, mode, precision, context, batch, machine), see the verdict,
+    then try alternatives or change one answer at a time.
+
+    \b
+    At the > prompt:
+      2                  take alternative 2 (its changes become your answers)
+      context 8192       change one answer (also: precision awq, machine rtx-4090, model llama3-8b)
+      q, quit, Ctrl-D    leave (exit 0); Ctrl-C leaves with exit 130
+
+    `fitcheck` with no arguments on a terminal starts this too.
+    """
+    session = Session(Answers(), {}, {})
+    click.echo("fitcheck interactive: Enter takes the [default]; q quits.")
+    try:
+        _questions(session)
+        _loop(session)
+    except _Quit as stop:
+        ctx.exit(stop.code)

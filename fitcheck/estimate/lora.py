@@ -1,0 +1,122 @@
+"""LoRA adapters: which matrices a target list selects, and the parameters the adapters add.
+
+peft (tuners/lora/layer.py, `Linear.update_layer`) gives every adapted nn.Linear of shape
+d_in → d_out two matrices: lora_A (r × d_in) and lora_B (d_out × r), so r × (d_in + d_out)
+trainable parameters per adapted matrix (Hu et al. 2021, "LoRA", section 4).  Counted here from
+the model's real matrix shapes (`weights.linear_matrices`), so GQA k/v projections, the MLP's
+intermediate size and MoE experts (one nn.Linear per expert) are exact.
+
+Check (peft's `print_trainable_parameters`): Llama-2-7B, r=8, q_proj+v_proj:
+32 layers × 2 × 8 × (4096 + 4096) = 4,194,304 trainable params.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.weights import Matrix, linear_matrices
+from fitcheck.model.spec import ModelSpec
+
+# Module names people pass to peft's `target_modules`, mapped to fitcheck's matrix roles.
+_NAME_TO_ROLES: dict[str, tuple[str, ...]] = {
+    "q_proj": ("attn_q", "attn_q_a", "attn_q_b"), "k_proj": ("attn_k",), "v_proj": ("attn_v",),
+    "o_proj": ("attn_output",), "gate_proj": ("ffn_gate", "ffn_gate_exps", "ffn_gate_shexp"),
+    "up_proj": ("ffn_up", "ffn_up_exps", "ffn_up_shexp"), "down_proj": ("ffn_down", "ffn_down_exps", "ffn_down_shexp"),
+    "kv_a_proj_with_mqa": ("attn_kv_a_mqa",), "kv_b_proj": ("attn_kv_b",),
+    "q_a_proj": ("attn_q_a",), "q_b_proj": ("attn_q_b",),
+    # Qwen1 (modeling_qwen.py): c_attn = fused q/k/v, c_proj = attention output *and* MLP output
+    # (both modules are named c_proj), w1/w2 = the two MLP input projections.
+    "c_attn": ("attn_qkv",), "c_proj": ("attn_output", "ffn_down"), "w1": ("ffn_up",), "w2": ("ffn_gate",),
+    # Phi-3: fused qkv_proj and gate_up_proj.
+    "qkv_proj": ("attn_qkv",), "gate_up_proj": ("ffn_gate_up",),
+}
+PRESETS = {
+    "all-linear": None,  # peft's "all-linear": every linear layer except the output head
+    "attention": ("attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "attn_q_a", "attn_q_b",
+                  "attn_kv_a_mqa", "attn_kv_b"),
+}
+# Architectures whose checkpoints fuse projections into one nn.Linear (one adapter pair each).
+_FUSED_QKV = frozenset({"qwen", "phi3"})          # modeling_qwen.py c_attn; modeling_phi3.py qkv_proj
+_FUSED_GATE_UP = frozenset({"phi3"})             # modeling_phi3.py gate_up_proj
+
+
+@dataclass(frozen=True)
+class LoraTargets:
+    """A parsed --lora-targets value: a preset name or module names."""
+
+    text: str
+    roles: frozenset[str] | None   # None: all linear layers
+
+    @property
+    def label(self) -> str:
+        return self.text
+
+
+def parse_targets(text: str) -> LoraTargets:
+    """'all-linear', 'attention' or a comma list of module names (q_proj,v_proj)."""
+    t = text.strip().lower()
+    if t in PRESETS:
+        roles = PRESETS[t]
+        return LoraTargets(t, None if roles is None else frozenset(roles))
+    names = [n.strip() for n in t.split(",") if n.strip()]
+    unknown = [n for n in names if n not in _NAME_TO_ROLES]
+    if not names or unknown:
+        raise FitcheckError(f"unknown LoRA target module(s): {', '.join(unknown) or text!r}",
+                            "use all-linear, attention, or names such as q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
+    roles: set[str] = set()
+    for n in names:
+        roles.update(_NAME_TO_ROLES[n])
+    return LoraTargets(",".join(names), frozenset(roles))
+
+
+def model_matrices(spec: ModelSpec) -> tuple[Matrix, ...]:
+    """The nn.Linear modules of `spec` as the checkpoint defines them (fused where it fuses)."""
+    mats = list(linear_matrices(spec))
+    arch = spec.architecture
+    if arch in _FUSED_QKV:
+        by = {m.role: m for m in mats}
+        q, k, v = by["attn_q"], by["attn_k"], by["attn_v"]
+        mats = [m for m in mats if m.role not in ("attn_q", "attn_k", "attn_v")]
+        mats.insert(0, Matrix("attn_qkv", q.rows_in, q.cols_out + k.cols_out + v.cols_out, 1, q.layers))
+    if arch in _FUSED_GATE_UP:
+        by = {m.role: m for m in mats}
+        g, u = by["ffn_gate"], by["ffn_up"]
+        mats = [m for m in mats if m.role not in ("ffn_gate", "ffn_up")]
+        mats.append(Matrix("ffn_gate_up", g.rows_in, g.cols_out + u.cols_out, 1, g.layers))
+    return tuple(mats)
+
+
+def adapted_matrices(spec: ModelSpec, targets: LoraTargets) -> tuple[Matrix, ...]:
+    mats = model_matrices(spec)
+    if targets.roles is None:
+        return mats
+    chosen = tuple(m for m in mats if m.role in targets.roles)
+    if not chosen:
+        raise FitcheckError(f"--lora-targets {targets.text} matches no linear layer of {spec.name}",
+                            "use all-linear or attention")
+    return chosen
+
+
+def lora_params(spec: ModelSpec, rank: int, targets: LoraTargets) -> int:
+    """Trainable adapter parameters: r × (d_in + d_out) per adapted matrix copy."""
+    if rank < 1:
+        raise FitcheckError(f"--lora-rank must be at least 1, got {rank}")
+    return sum(rank * (m.rows_in + m.cols_out) * m.per_layer * m.layers for m in adapted_matrices(spec, targets))
+
+
+def adapter_input_elements_per_token(spec: ModelSpec, targets: LoraTargets, layer_count: int = 1) -> int:
+    """Input features of the adapted matrices of `layer_count` layers (what lora_dropout copies).
+
+    peft applies `lora_dropout` to each adapted module's input separately, so with dropout > 0
+    every adapted matrix keeps its own dropped-out copy of its input (and the mask) for backward.
+    For MoE experts only the routed tokens pass, counted as experts_per_token of num_experts.
+    """
+    total = 0.0
+    for m in adapted_matrices(spec, targets):
+        share = m.layers / max(spec.num_layers, 1)
+        copies = m.per_layer
+        if m.role.endswith("_exps") and spec.num_experts:
+            copies = spec.experts_per_token
+        total += m.rows_in * copies * share
+    return int(total * layer_count)
