@@ -18,6 +18,7 @@ from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest, Plan, resolve_inference
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
+from fitcheck.estimate.speed import DeviceAdvice, SpeedEstimate, advise_device, estimate_speed
 from fitcheck.estimate.verdict import FITS, Verdict, judge
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
@@ -41,6 +42,8 @@ class CheckResult:
     max_context: int | None     # the largest context that fits at this batch
     max_batch: int | None       # the largest batch that fits at this context
     alternatives: tuple[Alternative, ...]
+    speed: SpeedEstimate | None = None   # decode/prefill tokens/s of this plan (fitcheck.estimate.speed)
+    device_advice: DeviceAdvice | None = None  # CPU or GPU for this request here, and why
 
     @property
     def spec(self) -> ModelSpec:
@@ -97,4 +100,55 @@ def check_inference(model, request: InferenceRequest, machine: Machine, *, headr
         query=model if isinstance(model, str) else resolved.hf_id, model=resolved, machine=machine,
         request=request, plan=plan, estimate=estimate, verdict=verdict, headroom=headroom,
         max_context=max_context, max_batch=max_batch, alternatives=alts,
+        speed=estimate_speed(spec, plan, machine),
+        device_advice=advise_device(spec, plan, machine, lambda p: evaluate(p)[1].runs),
+    )
+
+
+# ---- training (--mode full|lora|qlora) ---------------------------------------------------------
+MAX_MICRO_BATCH_SEARCHED = 1024
+
+
+def check_training(model, request, machine: Machine, *, headroom: float = DEFAULT_HEADROOM,
+                   alternatives: bool = True) -> CheckResult:
+    """Will `model` fine-tune as `request` (a TrainingRequest) says on `machine`?
+
+    The same CheckResult as inference: `plan` is a TrainingPlan, `max_context` the longest
+    sequence and `max_batch` the largest micro-batch that fit, `alternatives` TrainingAlternatives.
+    """
+    from fitcheck.estimate.training import estimate_training
+    from fitcheck.estimate.training_alternatives import find_training_alternatives
+    from fitcheck.estimate.training_request import resolve_training
+
+    if not 0 <= headroom < 1:
+        raise FitcheckError(f"--headroom must be between 0 and 99 percent, got {headroom * 100:g}")
+    if isinstance(model, str):
+        from fitcheck.model.resolve import resolve_model
+
+        resolved = resolve_model(model)
+    else:
+        resolved = model
+    spec = resolved.spec
+    plan = resolve_training(request, spec, machine)
+    cache: dict = {}
+
+    def evaluate(p):
+        key = p.with_changes(assumptions=())
+        if key not in cache:
+            est = estimate_training(spec, p)
+            cache[key] = (est, judge(est, machine, headroom))
+        return cache[key]
+
+    estimate, verdict = evaluate(plan)
+    upper = max(spec.max_context or 0, plan.seq_len)
+    max_seq = largest_fitting(lambda s: evaluate(plan.with_changes(seq_len=s))[1].status == FITS, 1, upper)
+    max_batch = largest_fitting(lambda b: evaluate(plan.with_changes(batch=b))[1].status == FITS, 1,
+                                MAX_MICRO_BATCH_SEARCHED)
+    alts = ()
+    if alternatives and verdict.status != FITS:
+        alts = find_training_alternatives(spec, plan, machine, evaluate)
+    return CheckResult(
+        query=model if isinstance(model, str) else resolved.hf_id, model=resolved, machine=machine,
+        request=request, plan=plan, estimate=estimate, verdict=verdict, headroom=headroom,
+        max_context=max_seq, max_batch=max_batch, alternatives=alts,
     )

@@ -44,7 +44,7 @@ def test_readme_opens_with_the_two_setup_commands():
 @pytest.mark.parametrize("cmd, shown", examples(), ids=lambda v: v if isinstance(v, str) and v.startswith("fitcheck") else "")
 def test_readme_example(cmd, shown):
     args = shlex.split(cmd)[1:]
-    result = CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, args, prog_name="fitcheck")
     assert result.exit_code in (0, 1), result.output
     if "--profile" in args and shown.strip():
         assert result.output.rstrip() == shown.rstrip()

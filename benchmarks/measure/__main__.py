@@ -4,6 +4,7 @@
     python -m benchmarks.measure --cases 'prefill-*'   # a subset (comma-separated globs)
     python -m benchmarks.measure --device cuda --out "$OUT/cuda.csv"
     python -m benchmarks.measure --list                # print the case ids and exit
+    python -m benchmarks.measure --cases 'gemma*' --update   # re-measure into the same CSV
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="kill a case whose RSS passes this (default 10; 0 = no guard)")
     parser.add_argument("--budget-s", type=float,
                         help="start no case after this many seconds (for a timed device lease)")
+    parser.add_argument("--update", action="store_true",
+                        help="keep other cases' rows in --out and replace these cases' rows")
     parser.add_argument("--logs", type=Path, help="folder for each case's stdout/stderr")
     parser.add_argument("--list", action="store_true", help="list the selected case ids and exit")
     args = parser.parse_args(argv)
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.device}-{datetime.now(timezone.utc):%Y-%m-%d}.csv")
     max_rss = int(args.max_rss_gib * 2**30) if args.max_rss_gib > 0 else None
     results = run_all(cases, args.device, out, env=_env_pairs(args.env), max_rss_bytes=max_rss,
-                      log_dir=args.logs, budget_s=args.budget_s)
+                      log_dir=args.logs, budget_s=args.budget_s,
+                      update=args.update)
     with out.open(newline="", encoding="utf-8") as written:
         print(render(list(csv.DictReader(written))))
     print(f"\nwrote {out}")

@@ -126,14 +126,33 @@ def write_rows(path: Path, rows: list[dict], append: bool) -> None:
         writer.writerows(rows)
 
 
+def drop_cases(path: Path, case_ids: set[str]) -> int:
+    """Remove the rows of ``case_ids`` from an existing CSV (to re-measure them); rows kept."""
+    if not path.exists():
+        return 0
+    with path.open(newline="", encoding="utf-8") as existing:
+        rows = list(csv.DictReader(existing))
+    kept = [row for row in rows if row.get("case_id") not in case_ids]
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=COLUMN_NAMES, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(kept)
+    return len(kept)
+
+
 def run_all(cases: list[Case], device: str, out: Path, env: dict[str, str] | None = None,
             max_rss_bytes: int | None = None, log_dir: Path | None = None,
-            budget_s: float | None = None, progress=print) -> list[CaseResult]:
+            budget_s: float | None = None, update: bool = False,
+            progress=print) -> list[CaseResult]:
     """Run every case in order, appending each case's rows to ``out`` as soon as it ends.
 
     With ``budget_s``, no case starts when less than a minute (or its own time limit, if
     shorter) of the budget is left; the cases not started are reported, not written.
+    With ``update``, rows of other cases already in ``out`` are kept and these cases' old rows
+    replaced; otherwise ``out`` is started afresh.
     """
+    if update:
+        drop_cases(out, {case.id for case in cases})
     results = []
     started = time.monotonic()
     for number, case in enumerate(cases, 1):
@@ -142,7 +161,7 @@ def run_all(cases: list[Case], device: str, out: Path, env: dict[str, str] | Non
             break
         progress(f"[{number}/{len(cases)}] {case.id} ...")
         result = run_one(case, device, env=env, max_rss_bytes=max_rss_bytes, log_dir=log_dir)
-        write_rows(out, result.rows(), append=number > 1)
+        write_rows(out, result.rows(), append=update or number > 1)
         wall = f"{result.case_wall_s:.0f} s" if result.case_wall_s is not None else ""
         progress(f"    {result.status} {wall} {result.error}".rstrip())
         results.append(result)

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "probe": ("fitcheck.cli.probe_cmd", "probe", "Show what this machine has: RAM, CPU, GPUs, disk."),
     "profiles": ("fitcheck.cli.profiles_cmd", "profiles", "List the hardware profiles fitcheck can answer for."),
     "models": ("fitcheck.cli.models_cmd", "models", "Search the model catalog, or show one model's spec."),
+    "where": ("fitcheck.cli.where_cmd", "where", "Which hardware profiles run MODEL, how fast, at what cost."),
     "interactive": ("fitcheck.cli.interactive_cmd", "interactive",
                     "Ask model, precision, context, batch and machine; explore the alternatives."),
 }

@@ -10,10 +10,43 @@ PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4",
                      "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
 
 
+def training_options(func):
+    """Options of --mode full|lora|qlora (fitcheck.estimate.training_request.TrainingRequest)."""
+    opts = [
+        click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True,
+                     help="Training: tokens per sequence."),
+        click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Training: gradient accumulation steps (reported; no memory effect)."),
+        click.option("--optimizer", type=click.Choice(["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor"]),
+                     default="adamw", show_default=True, help="Training: optimizer."),
+        click.option("--master-weights", type=click.Choice(["fp32", "none"]), default=None,
+                     help="Training: fp32 master copy of the trainable weights (default fp32)."),
+        click.option("--grad-checkpointing/--no-grad-checkpointing", default=False, show_default=True,
+                     help="Training: recompute activations in backward (keeps only layer inputs)."),
+        click.option("--attention", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True,
+                     help="Training: attention kernel (eager keeps seq² probabilities)."),
+        click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True, help="LoRA/QLoRA rank r."),
+        click.option("--lora-targets", default="all-linear", show_default=True, metavar="all-linear|attention|q_proj,v_proj,...",
+                     help="LoRA/QLoRA: modules that get adapters."),
+        click.option("--lora-train-embeddings", is_flag=True,
+                     help="LoRA/QLoRA: also train embeddings and lm_head (peft modules_to_save)."),
+        click.option("--zero", type=click.Choice(["0", "1", "2", "3"]), default=None,
+                     help="Training: DeepSpeed ZeRO stage across --gpus."),
+        click.option("--fsdp", type=click.Choice(["full-shard", "shard-grad-op"]), default=None,
+                     help="Training: PyTorch FSDP sharding across --gpus."),
+        click.option("--offload", type=click.Choice(["none", "optimizer", "optimizer+params"]), default="none",
+                     show_default=True, help="Training: ZeRO-Offload to RAM (RAM need is checked too)."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
 @click.command("check")
 @click.argument("model", required=False)
-@click.option("--mode", type=click.Choice(["inference"]), default="inference", show_default=True,
-              help="What to estimate.")
+@click.option("--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
+              help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
+                   "micro-batch per GPU).")
 @click.option("--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
               help="Weights format. Default: bf16 on GPUs with compute capability >= 8.0 and Apple, fp16 on "
                    "older GPUs, q4_k_m on CPU-only machines; a checkpoint read from files keeps its format.")
@@ -49,11 +82,13 @@ PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4",
 @click.option("--plan", "plan_file", metavar="PLAN.toml", default=None,
               help="Check every [[case]] of a plan file (model, precision, context, batch, engine, gpus, "
                    "profile...): one verdict line each; exit 1 if any fails.")
+@training_options
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
           headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
-          fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None) -> None:
+          fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
+          **training) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
 
     MODEL is a catalog name (qwen-7b, llama3-8b), a Hugging Face id, or a local folder,
@@ -64,6 +99,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
       fitcheck qwen-7b
       fitcheck llama-3.1-8b --context 32768 --profile rtx-4090
       fitcheck mistral-7b -p awq --engine vllm --batch 16 --json
+      fitcheck qwen-7b --mode qlora --seq-len 4096 --grad-checkpointing
       fitcheck check qwen-7b --strict --require "vram>=24GiB" --format github   # CI preflight
       fitcheck check --plan plan.toml --output fitcheck.json
 
@@ -89,6 +125,14 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
 
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
+    if mode != "inference":
+        from fitcheck.check import check_training
+
+        machine = load_machine(profile)
+        result = check_training(resolved, _training_request(mode, precision, batch, gpus, training), machine,
+                                headroom=headroom / 100)
+        ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
+                                 outcomes=evaluate(requirements, machine)))
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
                                gpu_memory_utilization=gpu_memory_utilization)
@@ -96,3 +140,16 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine)))
+
+
+def _training_request(mode: str, precision: str | None, batch: int, gpus: int | None, opts: dict):
+    from fitcheck.estimate.training_request import TrainingRequest
+
+    return TrainingRequest(
+        mode=mode, seq_len=opts["seq_len"], batch=batch, grad_accum=opts["grad_accum"],
+        precision=precision.lower() if precision else None, optimizer=opts["optimizer"],
+        master_weights=opts["master_weights"], grad_checkpointing=opts["grad_checkpointing"],
+        attention=opts["attention"], lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
+        lora_train_embeddings=opts["lora_train_embeddings"], gpus=gpus,
+        zero=int(opts["zero"]) if opts["zero"] is not None else None, fsdp=opts["fsdp"], offload=opts["offload"],
+    )

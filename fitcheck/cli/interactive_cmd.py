@@ -308,6 +308,10 @@ def _evaluate(session: Session) -> int:
     return len(session.result.alternatives)
 
 
+def _shown(value) -> str:
+    return "auto" if value is None else str(value)
+
+
 def _loop(session: Session) -> None:
     n = _evaluate(session)
     help_line = HELP.format(fields=", ".join(SHOWN_FIELDS))
@@ -343,7 +347,7 @@ def _loop(session: Session) -> None:
                 click.echo(f"  {exc}")
                 continue
             session.answers = replace(session.answers, **{field: value})
-        changed = [f"{k} {getattr(before, k)} → {getattr(session.answers, k)}"
+        changed = [f"{k} {_shown(getattr(before, k))} → {_shown(getattr(session.answers, k))}"
                    for k in Answers.__dataclass_fields__ if getattr(before, k) != getattr(session.answers, k)]
         click.echo("Changed: " + ("; ".join(changed) if changed else "nothing (same answers)"))
         n = _evaluate(session)

@@ -12,7 +12,9 @@ from fitcheck.cli.options import json_option, load_machine, profile_option
 @json_option
 @click.option("--save", "save_path", metavar="FILE", default=None,
               help="Also write the machine as a TOML hardware profile to FILE (load it later with --profile FILE).")
-def probe(profile: str | None, as_json: bool, save_path: str | None) -> None:
+@click.option("--bench", is_flag=True,
+              help="Also measure RAM bandwidth (a 256 MiB memory copy, under a second) for CPU speed estimates.")
+def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False) -> None:
     """Show what this machine has: RAM, CPU, GPUs, driver, disk.
 
     \b
@@ -20,12 +22,19 @@ def probe(profile: str | None, as_json: bool, save_path: str | None) -> None:
       fitcheck probe                         # this machine
       fitcheck probe --json | python -m json.tool
       fitcheck probe --save my-box.toml      # then: fitcheck qwen-7b --profile my-box.toml
+      fitcheck probe --bench --save my-box.toml  # with measured RAM bandwidth (CPU speeds)
       fitcheck probe --profile h100-sxm      # what a profile describes
 
     --json prints {"schema": "fitcheck.probe/1", "machine": {...}}: facts that could not be
     read are null, with the reason in the sibling "unknown" map of the same object.
     """
     machine = load_machine(profile)
+    if bench:
+        if profile:
+            raise click.UsageError("--bench measures this machine; it cannot be combined with --profile")
+        from fitcheck.probe.bench import measure_bandwidth, with_measured_bandwidth
+
+        machine = with_measured_bandwidth(machine, measure_bandwidth())
     if save_path:
         from fitcheck.profiles import save_profile
 

@@ -4,7 +4,7 @@ Every figure is a range (low, high) from named efficiency factors, shown to the 
 assumptions.  The formulas (ESTIMATION.md, "CPU or GPU, and cost"):
 
 decode (memory-bandwidth bound), one step of a batch of B sequences:
-    t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU)) + layers × host overhead
+    t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU), layers × host time per layer)
     bytes read = active weights (read once, shared by the batch) + B × KV-cache traffic
     aggregate tokens/s = B / t;  per sequence = 1 / t
 prefill (compute bound), per prompt token:
@@ -43,11 +43,11 @@ class Efficiency:
 
 
 # ---- efficiency factors (the only tuning knobs; each justified by published measurements) -------
-# Decode reads weights at a fraction of peak bandwidth.  llama.cpp tg128/tg512 for 7B/8B Q4_0 and
-# F16: RTX 4090 149 t/s × 3.8 GB = 0.56 of 1,008 GB/s; RTX 3090 0.49; M1 Max 0.47; M3 Max 0.60;
-# M2 Ultra (PR #2917) 0.42 at 800 GB/s; 70B F16 on 6 GPUs in turn 0.7–0.8
-# (XiongjieDai/GPU-Benchmarks-on-LLM-Inference, llama.cpp discussions #4167).  vLLM and exllama reach
-# 0.7–0.85 (mlc-ai/llm-perf-bench).
+# Decode reads weights at a fraction of peak bandwidth.  llama.cpp eval/tg for 7B/8B
+# (XiongjieDai/GPU-Benchmarks-on-LLM-Inference; benchmarks/data/speed_reference.csv): Q4 types read
+# at 45–60 % of peak (RTX 4090 149 t/s × 3.8 GB = 0.56 of 1,008 GB/s; M2 Ultra 0.44; M3 Max 0.61),
+# F16 at 70–80 % (RTX 4090 0.81, M3 Max 0.84, H100 PCIe 0.56).  CPUs: a 13900K with DDR5-6400 reads
+# 7B Q4_0 at 70 GB/s of 102 (0.68); a 6-channel Xeon W 0.46; the M2 Pro CPU cluster 0.4.
 DECODE_BANDWIDTH = {
     "gpu": Efficiency("decode bandwidth (GPU)", 0.45, 0.8,
                       "llama.cpp reads 7B/8B weights at 45–60 % of peak on RTX 3090/4090 and M-series, "
@@ -56,11 +56,13 @@ DECODE_BANDWIDTH = {
                       "llama.cpp on a 13900K (DDR5-6400) reads 7B Q4_0 at ~70 GB/s of 102 GB/s; "
                       "Xeon and Apple CPU clusters reach 40–50 % of rated bandwidth"),
 }
-# Prefill runs large matmuls: MFU 0.3–0.6 on GPUs (llama.cpp pp512 7B F16 on RTX 4090 7,245 t/s
-# × 13.5 GFLOP = 98 TFLOP/s of 165 = 0.59; A100 5,106 t/s = 0.22 of 312 (llama.cpp MMQ/cuBLAS)),
-# 0.2–0.5 on CPUs (llamafile tinyBLAS, "LLaMA Now Goes Faster on CPUs", J. Tunney 2024).
+# Prefill runs large matmuls.  llama.cpp pp (7B F16, XiongjieDai/GPU-Benchmarks-on-LLM-Inference):
+# RTX 4090 7,245 t/s × 13.5 GFLOP = 98 TFLOP/s of 165 (0.59); M3 Max 0.73; M2 Ultra 0.68; A100 only
+# 0.22 (llama.cpp's CUDA kernels then).  CPUs: 0.2–0.5 (llamafile tinyBLAS, J. Tunney 2024,
+# "LLaMA Now Goes Faster on CPUs").
 PREFILL_MFU = {
-    "gpu": Efficiency("prefill MFU (GPU)", 0.25, 0.6, "llama.cpp pp512 reaches 22–59 % of bf16 peak on A100/RTX 4090"),
+    "gpu": Efficiency("prefill MFU (GPU)", 0.25, 0.7, "llama.cpp prompt processing reaches 22–73 % of the 16-bit "
+                                                      "peak on A100, RTX 4090 and M-series GPUs"),
     "cpu": Efficiency("prefill MFU (CPU)", 0.2, 0.5, "llama.cpp/llamafile matmuls reach 20–50 % of CPU peak"),
 }
 # Training MFU: PaLM 46 % (Chowdhery et al. 2022), Megatron-LM 52 % of A100 peak (Narayanan et al.
@@ -69,18 +71,35 @@ TRAINING_MFU = {
     "gpu": Efficiency("training MFU (GPU)", 0.3, 0.5, "PaLM 46 %, Megatron-LM 52 %, Trainer fine-tuning 30–40 %"),
     "cpu": Efficiency("training MFU (CPU)", 0.1, 0.3, "CPU training runs far below peak"),
 }
-# Host time per layer per decode step that the accelerator does not hide (kernel launches, Python).
-# transformers (eager PyTorch, batch 1) is launch-bound: the Qwen2.5 speed benchmark on A100 decodes
-# 0.5B and 1.5B (24 and 28 layers, weights read in < 2 ms) at 47 and 40 tok/s, i.e. 0.7–0.9 ms per
-# layer; GPTQ/AWQ kernels add more (8-bit GPTQ and AWQ 7B: 1.1 ms per layer).  vLLM replays CUDA
-# graphs and llama.cpp builds one graph per step: tens of microseconds per step.
+# Host time per layer per decode step (kernel launches, Python).  The accelerator runs while the
+# host enqueues, so a step takes max(device time, host time).  transformers (eager PyTorch, batch 1)
+# is launch-bound: the Qwen2.5 speed benchmark on A100 decodes 0.5B (24 layers, weights read in
+# 0.5 ms) at 47 tok/s in bf16 and 51 tok/s with GPTQ-Int4 (ExLlamaV2 kernels): 0.8–0.9 ms per
+# layer; AWQ and 8-bit GPTQ kernels take 1.1–1.2 ms per layer (37 and 35 tok/s).  vLLM replays
+# CUDA graphs and llama.cpp builds one graph per step: microseconds per layer.
 HOST_OVERHEAD_PER_LAYER_S = {
-    "transformers": Efficiency("host time per layer (transformers)", 0.6e-3, 1.0e-3,
-                               "eager PyTorch at batch 1 is bound by kernel launches: Qwen2.5-0.5B/1.5B on "
-                               "A100 spend 0.7–0.9 ms per layer per token"),
+    "transformers": Efficiency("host time per layer (transformers)", 0.7e-3, 1.05e-3,
+                               "eager PyTorch at batch 1 is bound by kernel launches: Qwen2.5-0.5B in bf16 or "
+                               "GPTQ-Int4 on A100 spends 0.8–0.9 ms per layer per token"),
+    "transformers-slow-kernels": Efficiency("host time per layer (transformers, AWQ/8-bit/bitsandbytes)", 1.0e-3,
+                                            1.35e-3, "AWQ and GPTQ-Int8 kernels: Qwen2.5-0.5B on A100 spends "
+                                            "1.1–1.2 ms per layer per token"),
     "vllm": Efficiency("host time per layer (vLLM)", 5e-6, 20e-6, "CUDA graphs replay a whole step"),
-    "llama.cpp": Efficiency("host time per layer (llama.cpp)", 5e-6, 30e-6, "one ggml graph per step"),
+    "llama.cpp": Efficiency("host time per layer (llama.cpp)", 20e-6, 60e-6,
+                            "one ggml graph per step; a 1B Q4_K_M (22 layers) decodes at 762 tok/s on an RTX 4090 "
+                            "(geerlingguy/ai-benchmarks #43): ~60 µs per layer"),
 }
+_SLOW_KERNEL_FAMILIES = ("awq", "bnb")
+
+
+def host_overhead(engine: str, precision: str) -> Efficiency:
+    """The host-time factor for an engine and the kernels its weights format uses."""
+    if engine == "transformers" and (weight_format(precision).family in _SLOW_KERNEL_FAMILIES
+                                     or precision == "gptq-int8"):
+        return HOST_OVERHEAD_PER_LAYER_S["transformers-slow-kernels"]
+    return HOST_OVERHEAD_PER_LAYER_S[engine]
+
+
 # A CPU decodes fast enough for one reader at this rate (people read ~5–10 tokens/s).
 CPU_ENOUGH_TOKENS_PER_S = 20.0
 GPU_BETTER_RATIO = 1.5  # below this speed-up a GPU "adds little"
@@ -108,6 +127,7 @@ class SpeedEstimate:
 
     device: str                    # 'gpu', 'cpu' or 'offload'
     engine: str
+    precision: str
     batch: int
     context: int                   # the decode position the estimate is for
     decode: Rate | None            # aggregate tokens/s over the batch
@@ -221,10 +241,10 @@ def _cpu_device(machine: Machine) -> _Device:
     bw = machine.memory.bandwidth_bytes_per_s
     peak = machine.cpu.bf16_tflops
     return _Device(bw if known(bw) else None, peak * 1e12 if known(peak) else None, "cpu",
-                   "" if known(bw) else "RAM bandwidth not known (measure it: fitcheck probe --bench)")
+                   "" if known(bw) else "RAM bandwidth not known; measure it with `fitcheck probe --bench`")
 
 
-def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _Device, engine: str,
+def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _Device, host: Efficiency,
                end: str) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
@@ -232,7 +252,7 @@ def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _De
     mem = (weight_b + kv_b) / (dev.bandwidth * e_bw)
     comp = flops / (dev.peak_flops * pick(PREFILL_MFU[dev.kind])) if dev.peak_flops else 0.0
     # the slow end takes the high overhead, the fast end the low one
-    over = layers * (HOST_OVERHEAD_PER_LAYER_S[engine].high if end == "low" else HOST_OVERHEAD_PER_LAYER_S[engine].low)
+    over = layers * (host.high if end == "low" else host.low)
     bound = "compute" if comp > mem else "memory bandwidth"
     if over > max(mem, comp):
         bound = "host overhead"
@@ -260,25 +280,25 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     parts = [(share, dev) for share, dev in parts if share > 0]
     assumptions = tuple(dict.fromkeys(
         [DECODE_BANDWIDTH[d.kind] for _, d in parts] + [PREFILL_MFU[d.kind] for _, d in parts]
-        + [HOST_OVERHEAD_PER_LAYER_S[plan.engine]]))
+        + [host_overhead(plan.engine, plan.precision)]))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
     missing = [d.why_unknown for _, d in parts if d.bandwidth is None]
     if missing:
-        return SpeedEstimate(plan.device, plan.engine, B, ctx, None, None, None, weights, kv, bw, "unknown",
+        return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
                              assumptions, "; ".join(dict.fromkeys(missing)))
     times, bounds = {}, []
     for end in ("low", "high"):
         total = 0.0
         for share, dev in parts:
             t, bound = _step_time(weights * share, kv * share, step_flops * share, round(L * share), dev,
-                                  plan.engine, end)
+                                  host_overhead(plan.engine, plan.precision), end)
             total += t
             bounds.append(bound)
         times[end] = total
     decode = Rate(B / times["low"], B / times["high"])
     prefill = _prefill_rate(spec, plan, parts)
     bound = max(set(bounds), key=bounds.count)
-    return SpeedEstimate(plan.device, plan.engine, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
+    return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
                          bound, assumptions)
 
 
@@ -341,10 +361,16 @@ def usd_per_million_tokens(usd_per_hour: float, rate: Rate) -> tuple[float, floa
 Judge = Callable[[Plan], bool]  # does this plan run (fits, at least tightly)?
 
 
+def _precision_given(plan: Plan) -> bool:
+    return any(a.name == "precision" and a.why == "from --precision" for a in plan.assumptions)
+
+
 def cpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
-    """The same request on the CPU with llama.cpp (same weights when llama.cpp loads them, else q4_k_m)."""
+    """The same request on the CPU with llama.cpp: the weights asked for when llama.cpp loads them,
+    else what CPU users run (q4_k_m, the CPU default of request.default_precision)."""
     fmt = weight_format(plan.precision)
-    precision = plan.precision if (fmt.gguf or fmt.family == "float") else "q4_k_m"
+    keep = fmt.gguf or (fmt.family == "float" and _precision_given(plan))
+    precision = plan.precision if keep else "q4_k_m"
     kv = plan.kv_dtype if plan.kv_dtype in ("fp16", "q8_0", "q4_0") else "auto"
     req = InferenceRequest(precision=precision, context=plan.context, batch=plan.batch, kv_dtype=kv,
                            engine="llama.cpp", device="cpu", prompt_tokens=plan.prompt_tokens)
@@ -390,20 +416,22 @@ def _where(p: Plan | None) -> str:
 
 def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
     if g is None:
-        if c_fits:
-            return "cpu", f"no GPU here; the CPU decodes at {_tok(c.decode)} ({c_plan.precision})"
-        return None, "no GPU here, and it does not fit in RAM"
+        if not c_fits:
+            return None, "no GPU here, and it does not fit in RAM"
+        if c.decode is None:
+            return "cpu", f"no GPU here; CPU speed unknown: {c.unknown}"
+        return "cpu", f"no GPU here; the CPU decodes {c_plan.precision} at {_tok(c.decode)}"
     if not g_fits and not c_fits:
         return None, "it fits neither on the GPU nor in RAM"
     if not c_fits:
         return "gpu", f"{_where(g_plan)}: {_tok(g.decode)}; it does not fit in RAM for the CPU"
     if not g_fits:
-        return "cpu", f"CPU: {_tok(c.decode)} ({c_plan.precision}); it does not fit on the GPU"
+        return "cpu", f"CPU: {c_plan.precision} at {_tok(c.decode)}; it does not fit on the GPU"
     if c.decode is None or g.decode is None:
         known_one = f"{_where(g_plan)} {_tok(g.decode)}" if g.decode else f"CPU {_tok(c.decode)}"
         return ("gpu" if g.decode else "cpu"), f"{known_one}; the other speed is unknown ({c.unknown or g.unknown})"
     ratio = g.decode.mid / c.decode.mid
-    versus = f"{_where(g_plan)} {_tok(g.decode)} vs CPU {_tok(c.decode)}"
+    versus = f"{_where(g_plan)} {_tok(g.decode)} vs CPU {_tok(c.decode)} ({c_plan.precision})"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S and ratio < GPU_BETTER_RATIO:
         return "cpu", f"CPU is enough: {versus}; a GPU adds little at batch 1"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S:

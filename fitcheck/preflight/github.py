@@ -35,7 +35,10 @@ def _machine_name(result) -> str:
 
 
 def _profile(result) -> str | None:
-    return None if result.machine.source == "probe" else result.machine.source
+    """--profile for the commands shown: a shipped profile's name, else its path (as the table shows)."""
+    from fitcheck.render.check import _profile_arg
+
+    return _profile_arg(result)
 
 
 def _level(status: str, strict: bool) -> str:

@@ -16,7 +16,11 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
   "verdict": {status, exit_code, summary, reasons, max_context, max_batch,
               devices: [{device, kind, need_bytes, free_bytes, usable_bytes, status, reason}]},
   "alternatives": [{title, status, cost, changes: {option: value}, total_bytes, devices:
-                    [{device, total_bytes}], fitcheck_command, engine_command}]
+                    [{device, total_bytes}], fitcheck_command, engine_command}],
+  "speed": {device, engine, precision, batch, at_context, decode_tokens_per_s: {low, high},
+            per_sequence_tokens_per_s, prefill_tokens_per_s, bound, bytes_per_step: {weights, kv_cache},
+            bandwidth_bytes_per_s, assumptions: [{name, low, high, why}], unknown,
+            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}}
 }
 """
 
@@ -105,6 +109,7 @@ def check_document(result) -> dict:
             "gpu_layers": plan.gpu_layers,
             "gpu_memory_utilization": plan.gpu_memory_utilization,
             "headroom_pct": round(result.headroom * 100, 3),
+            **_training_request(plan),
         },
         "machine": {
             "name": result.machine.name,
@@ -155,12 +160,22 @@ def check_document(result) -> dict:
                 "changes": dict(a.changes),
                 "total_bytes": a.estimate.total_bytes,
                 "devices": [{"device": d.device, "total_bytes": d.total_bytes} for d in a.estimate.devices],
-                "fitcheck_command": fitcheck_command(result.query, a.plan, profile=profile),
-                "engine_command": engine_command(model_id, a.plan, repos),
+                "fitcheck_command": _fitcheck_cmd(result, a.plan, profile),
+                "engine_command": _engine_cmd(result, a.plan, model_id, repos),
             }
             for a in result.alternatives
         ],
+        "speed": _speed_section(result),
     }
+
+
+def _speed_section(result) -> dict:
+    """decode/prefill tokens/s of this plan and the CPU-or-GPU advice (fitcheck.estimate.speed)."""
+    from fitcheck.render.where import advice_document, speed_document
+
+    section = speed_document(getattr(result, "speed", None)) or {}
+    section["best_device"] = advice_document(getattr(result, "device_advice", None))
+    return section
 
 
 def _summed(components) -> dict[str, int]:
@@ -186,8 +201,11 @@ def render_check_table(result) -> str:
     lines.append(f"Machine:  {machine_line(result.machine)}")
     where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
              "offload": f"GPU + CPU (-ngl {plan.gpu_layers})"}[plan.device]
-    lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens, "
-                 f"batch {plan.batch}, KV cache {plan.kv_dtype}")
+    if _is_training(plan):
+        lines.append(f"Request:  {_training_line(plan, where)}")
+    else:
+        lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens, "
+                     f"batch {plan.batch}, KV cache {plan.kv_dtype}")
     lines.append("")
 
     names: list[str] = []
@@ -212,12 +230,20 @@ def render_check_table(result) -> str:
     if est.fact("vllm_max_concurrency") is not None:
         lines.append(f"          vLLM KV pool: {est.fact('vllm_kv_pool_tokens'):,} tokens, maximum concurrency "
                      f"{est.fact('vllm_max_concurrency')}× at {plan.context:,} tokens")
-    if result.max_context or result.max_batch:
+    if _is_training(plan):
+        seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
+        mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
+        lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
+    elif result.max_context or result.max_batch:
         ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
         bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
         lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
     else:
         lines.append("Largest that fits: nothing at these settings (not even 1 token or 1 sequence)")
+    if getattr(result, "speed", None) is not None:
+        from fitcheck.render.where import speed_line
+
+        lines.append(speed_line(result.speed, getattr(result, "device_advice", None)))
     if result.alternatives:
         lines.append("")
         lines.append("What fits instead (best first):")
@@ -228,8 +254,8 @@ def render_check_table(result) -> str:
                              for d in a.estimate.devices if d.total_bytes)
             tight = " (tight)" if a.verdict.status == TIGHT else ""
             lines.append(f"  {i}. {a.title}{tight} — needs {need}")
-            lines.append(f"     {fitcheck_command(result.query, a.plan, profile=profile)}")
-            lines.append(f"     {engine_command(_model_id(result), a.plan, repos)}")
+            lines.append(f"     {_fitcheck_cmd(result, a.plan, profile)}")
+            lines.append(f"     {_engine_cmd(result, a.plan, _model_id(result), repos)}")
     elif result.verdict.status in (DOES_NOT_FIT,):
         lines.append("")
         lines.append("Nothing fits on this machine, even quantized or offloaded; `fitcheck profiles` lists machines to try with --profile NAME.")
@@ -243,3 +269,59 @@ def render_check_table(result) -> str:
 
 def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.2f}"
+
+
+# ---- training plans (--mode full|lora|qlora) -------------------------------------------------
+TRAINING_REQUEST_KEYS = ("seq_len", "grad_accum", "effective_batch", "compute_dtype", "optimizer", "master_weights",
+                         "grad_checkpointing", "attention", "lora_rank", "lora_targets", "lora_train_embeddings",
+                         "zero", "fsdp", "offload")
+
+
+def _is_training(plan) -> bool:
+    return hasattr(plan, "seq_len")
+
+
+def _training_request(plan) -> dict:
+    """Extra request keys of a training plan (additive to the inference keys)."""
+    if not _is_training(plan):
+        return {}
+    lora = plan.mode != "full"
+    return {
+        "seq_len": plan.seq_len, "grad_accum": plan.grad_accum, "effective_batch": plan.effective_batch,
+        "compute_dtype": plan.compute_dtype, "optimizer": plan.optimizer, "master_weights": plan.master_weights,
+        "grad_checkpointing": plan.grad_checkpointing, "attention": plan.attention,
+        "lora_rank": plan.lora_rank if lora else None, "lora_targets": plan.lora_targets if lora else None,
+        "lora_train_embeddings": plan.lora_train_embeddings if lora else None,
+        "zero": plan.zero, "fsdp": plan.fsdp, "offload": plan.offload,
+    }
+
+
+def _training_line(plan, where: str) -> str:
+    parts = [f"{plan.mode} fine-tuning, {plan.precision} base, {where}", f"sequence {plan.seq_len:,} tokens",
+             f"micro-batch {plan.batch} × accumulation {plan.grad_accum}", plan.optimizer,
+             "checkpointing on" if plan.grad_checkpointing else "checkpointing off", f"{plan.attention} attention"]
+    if plan.mode != "full":
+        parts.append(f"LoRA r={plan.lora_rank} on {plan.lora_targets}")
+    if plan.zero is not None:
+        parts.append(f"ZeRO-{plan.zero}")
+    if plan.fsdp:
+        parts.append(f"FSDP {plan.fsdp}")
+    if plan.offload != "none":
+        parts.append(f"offload {plan.offload}")
+    return ", ".join(parts)
+
+
+def _fitcheck_cmd(result, plan, profile) -> str:
+    if _is_training(plan):
+        from fitcheck.estimate.training_commands import training_fitcheck_command
+
+        return training_fitcheck_command(result.query, plan, profile=profile)
+    return fitcheck_command(result.query, plan, profile=profile)
+
+
+def _engine_cmd(result, plan, model_id: str, repos) -> str:
+    if _is_training(plan):
+        from fitcheck.estimate.training_commands import training_engine_command
+
+        return training_engine_command(model_id, plan)
+    return engine_command(model_id, plan, repos)

@@ -132,3 +132,24 @@ def test_summary_table_shows_weights_and_phase_peaks_in_mib():
     line = summary_rows(rows)[0]
     assert line[:4] == [case.id, "ok", "540", "600"] and line[-1] == "4,000"
     assert case.id in render(rows)
+
+
+def test_child_report_lines_are_parsed_and_rows_can_be_replaced(tmp_path):
+    from benchmarks.measure.runner import CaseResult, _parse, drop_cases, write_rows
+
+    case = CPU_CASES[0]
+    stdout = "\n".join([
+        "some library chatter",
+        '@@info {"architecture": "llama", "device": "cpu"}',
+        '@@phase ' + json.dumps(_reading("build", 10, 8, param_bytes=8)),
+        '@@done {"case_wall_s": 3.5}',
+    ])
+    result = CaseResult(case=case, date="d")
+    assert _parse(result, stdout) is True
+    assert result.info["architecture"] == "llama" and result.case_wall_s == 3.5
+    out = tmp_path / "r.csv"
+    other = CaseResult(case=CPU_CASES[1], date="d")
+    write_rows(out, result.rows(), append=False)
+    write_rows(out, other.rows(), append=True)
+    assert drop_cases(out, {case.id}) == 1
+    assert out.read_text().count(CPU_CASES[1].id) == 1 and case.id not in out.read_text()

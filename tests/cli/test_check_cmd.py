@@ -9,7 +9,8 @@ from fitcheck.cli import cli
 
 # The JSON document's key set is a contract (README documents it); change it only on purpose,
 # with a new schema version.
-TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives"}
+TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
+            "speed"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus",
                 "gpu_layers", "gpu_memory_utilization", "headroom_pct"}
@@ -18,6 +19,10 @@ ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved
 DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
 VERDICT_KEYS = {"status", "exit_code", "summary", "reasons", "max_context", "max_batch", "devices"}
 ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command"}
+SPEED_KEYS = {"device", "engine", "precision", "batch", "at_context", "decode_tokens_per_s", "per_sequence_tokens_per_s",
+              "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "assumptions", "unknown",
+              "best_device"}
+BEST_DEVICE_KEYS = {"choice", "reason", "gpu", "cpu"}
 
 
 def run(*args):
@@ -36,6 +41,8 @@ def test_json_contract_key_set():
     assert set(doc["estimate"]["devices"][0]) == DEVICE_KEYS
     assert set(doc["verdict"]) == VERDICT_KEYS
     assert doc["alternatives"] and set(doc["alternatives"][0]) == ALT_KEYS
+    assert set(doc["speed"]) == SPEED_KEYS
+    assert set(doc["speed"]["best_device"]) == BEST_DEVICE_KEYS
     dev = doc["estimate"]["devices"][0]
     assert dev["peak_allocated_bytes"] <= dev["peak_reserved_bytes"] <= dev["total_bytes"]
     assert all(isinstance(v, int) for v in dev["components"].values())

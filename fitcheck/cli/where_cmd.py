@@ -1,0 +1,72 @@
+"""`fitcheck where MODEL`: which hardware profiles run it, how fast, and at what cost."""
+
+from __future__ import annotations
+
+import click
+
+from fitcheck.cli.check_cmd import PRECISION_CHOICES
+from fitcheck.cli.options import json_option
+
+KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
+
+
+@click.command("where")
+@click.argument("model")
+@click.option("--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
+              help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
+@click.option("--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Tokens per sequence, prompt plus generated.")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
+@click.option("--kv-dtype", type=click.Choice(["auto", "fp16", "bf16", "fp8", "q8_0", "q4_0"]), default="auto",
+              show_default=True, help="KV-cache element type.")
+@click.option("--engine", type=click.Choice(["transformers", "vllm", "llama.cpp"]), default=None,
+              help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
+@click.option("--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use on each machine.")
+@click.option("--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True,
+              help="Safety margin, percent of free memory kept unused.")
+@click.option("--max-price", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Only machines with a price of at most USD per hour.")
+@click.option("--kind", type=click.Choice(KINDS), default=None, help="Only profiles of this kind.")
+@click.option("--params", default=None, metavar="COUNT",
+              help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
+@json_option
+@click.pass_context
+def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,
+          engine: str | None, gpus: int | None, headroom: float, max_price: float | None, kind: str | None,
+          params: str | None, as_json: bool) -> None:
+    """Which hardware profiles run MODEL, how fast, and at what cost (cheapest first).
+
+    Every shipped profile is judged with its own default precision and engine unless given;
+    those that fit with the headroom are listed with expected decode tokens/s (a range) and,
+    for cloud machines, the price per hour and per million generated tokens.
+
+    \b
+    Examples:
+      fitcheck where qwen-7b
+      fitcheck where llama3-70b --context 8192 --kind cloud --max-price 5
+      fitcheck where mistral-7b -p q4_k_m --json
+
+    Exit codes: 0 some profile fits, 1 none does, 2 bad input.
+    """
+    from fitcheck.estimate.request import InferenceRequest
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.profiles import list_profiles
+    from fitcheck.render.where import where_result
+
+    resolved = resolve_model(model, params=params) if params else resolve_model(model)
+    request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
+                               gpus=gpus)
+    request.validate()
+    result = where_result(resolved, request, list_profiles(), headroom=headroom / 100, kind=kind,
+                          max_price=max_price, query=model)
+    if as_json:
+        import json
+
+        from fitcheck.render.where import where_document
+
+        click.echo(json.dumps(where_document(result), indent=2, sort_keys=True))
+    else:
+        from fitcheck.render.where import render_where_table
+
+        click.echo(render_where_table(result))
+    ctx.exit(result.exit_code)

@@ -1,0 +1,307 @@
+"""Training estimate: a resolved TrainingPlan and a ModelSpec in, per-GPU (and offload RAM) bytes out.
+
+Model states per trainable parameter (mixed precision, Rajbhandari et al. 2020 "ZeRO", section 3):
+a 16-bit weight (2 B), its 16-bit gradient (2 B), an fp32 master copy (4 B) and the optimizer
+states (AdamW: 8 B in fp32), the "16 bytes per parameter" of the seed table, each term following
+the options (`--master-weights none`: states in the weight dtype, no master; `--optimizer`).
+LoRA trains only the adapters (lora.py) and keeps the base frozen (weights only, no gradients).
+
+Sharding (per GPU, N GPUs):
+  ZeRO-1: optimizer states and master /N;  ZeRO-2: + gradients /N;  ZeRO-3: + weights /N, plus
+  gathered parameters (DeepSpeed's estimator: 4 × largest layer).  FSDP shard-grad-op = ZeRO-2,
+  full-shard = ZeRO-3 with two decoder-layer units gathered (current + prefetch) and one unit's
+  gradients.  DeepSpeed ZeRO also builds the fp32 gradient of its partition at step time
+  (stage_1_and_2.py `single_partition_of_fp32_groups[i].grad`; stage3.py per sub-group of at
+  most `sub_group_size` = 1e9 parameters).  For ZeRO-2 this gives 2P + 18P/N per GPU, the figure
+  in ESTIMATION.md; DeepSpeed's own `estimate_zero2_model_states_mem_needs` says 4P + 16P/N (it
+  also counts a full-size gradient), the same at N = 1.
+Offload (ZeRO-Offload, Ren et al. 2021): `optimizer` moves master, optimizer states and fp32
+gradients to pinned RAM; `optimizer+params` (ZeRO-3) also the 16-bit weights.  RAM needed is
+DeepSpeed's estimate: those bytes × 1.5 (`additional_buffer_factor`).
+
+Peak = what persists through the step + the larger of (the forward/backward activations) and
+(the optimizer step's temporaries): the step runs after backward has freed the activations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
+from fitcheck.estimate.lora import adapted_matrices, adapter_input_elements_per_token, lora_params, parse_targets
+from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
+from fitcheck.estimate.result import (
+    ACTIVATIONS,
+    ADAPTERS,
+    GRADIENTS,
+    LOGITS,
+    MASTER_WEIGHTS,
+    OPTIMIZER,
+    OVERHEAD,
+    WEIGHTS,
+    Component,
+    DeviceNeed,
+    Estimate,
+)
+from fitcheck.estimate.training_activations import training_activations
+from fitcheck.estimate.training_request import TrainingPlan
+from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, weight_bytes
+from fitcheck.model.spec import ModelSpec
+from fitcheck.units import GiB
+
+TEMP_BUFFERS = "temp_buffers"
+# Training churns many differently sized tensors every step, so the caching allocator's reserve
+# sits at the top of the 5–15 % range ESTIMATION.md gives for PyTorch (inference uses 5 %).
+TRAINING_ALLOCATOR_SLACK = 0.15
+# DeepSpeed: `additional_buffer_factor` of its offload RAM estimate (runtime/zero/stage3.py,
+# stage_1_and_2.py estimate_*_model_states_mem_needs).
+DS_OFFLOAD_BUFFER_FACTOR = 1.5
+# DeepSpeed ZeRO-3 `sub_group_size` default (runtime/zero/config.py): fp32 gradients are built
+# for one sub-group of parameters at a time during the step.
+DS_SUB_GROUP_SIZE = 1_000_000_000
+# Architectures whose modeling code computes the loss on logits in the compute dtype and shifts
+# them with a contiguous copy (Qwen1 remote code, modeling_qwen.py QWenLMHeadModel.forward).
+# transformers' own models (>= 4.46, loss_utils.ForCausalLMLoss) upcast to fp32 and shift labels.
+_LOSS_IN_COMPUTE_DTYPE = frozenset({"qwen"})
+
+_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def _shard(n: int, sharded: bool, gpus: int) -> int:
+    return n // gpus if sharded else n
+
+
+def _trainable_shapes(spec: ModelSpec, plan: TrainingPlan) -> tuple[ParamShape, ...]:
+    """Trainable tensors: every tensor for full fine-tuning, the adapters (and embeddings) for LoRA."""
+    if plan.mode == "full":
+        shapes = [ParamShape(m.rows_in, m.cols_out, m.per_layer * m.layers) for m in linear_matrices(spec)]
+        counted = sum(s.params for s in shapes)
+        emb = spec.vocab_size * spec.hidden_size
+        shapes.append(ParamShape(spec.vocab_size, spec.hidden_size, 1 if spec.tie_word_embeddings else 2))
+        rest = spec.total_params - counted - emb * (1 if spec.tie_word_embeddings else 2)
+        if rest > 0:
+            shapes.append(ParamShape(rest, 1))  # norms, biases, routers: vectors
+        return tuple(shapes)
+    targets = parse_targets(plan.lora_targets)
+    r = plan.lora_rank
+    shapes = []
+    for m in adapted_matrices(spec, targets):
+        shapes += [ParamShape(r, m.rows_in, m.per_layer * m.layers), ParamShape(m.cols_out, r, m.per_layer * m.layers)]
+    return tuple(shapes)
+
+
+def _embedding_copies(spec: ModelSpec, plan: TrainingPlan) -> ParamShape | None:
+    """peft modules_to_save: trainable copies of the embedding and lm_head (the originals stay)."""
+    if plan.mode == "full" or not plan.lora_train_embeddings:
+        return None
+    return ParamShape(spec.vocab_size, spec.hidden_size, 1 if spec.tie_word_embeddings else 2)
+
+
+def _base_format(plan: TrainingPlan):
+    fmt = weight_format(plan.precision)
+    if fmt.family == "bnb":
+        # peft prepare_model_for_kbit_training (utils/other.py) casts every non-quantized 16-bit
+        # parameter (embeddings, norms, lm_head) to fp32 for bitsandbytes bases; GPTQ is skipped.
+        fmt = replace(fmt, keep_bits=32)
+    return fmt
+
+
+def _quant_scratch(spec: ModelSpec, plan: TrainingPlan) -> tuple[int, str]:
+    """Dequantized weights that exist while a quantized base runs forward/backward."""
+    fmt = weight_format(plan.precision)
+    if fmt.family in ("gptq", "awq"):
+        # auto-gptq's QuantLinear dequantizes to fp16 and torch.matmul saves that weight for
+        # backward: one layer at a time when recomputed under checkpointing, every layer otherwise.
+        per_layer = sum(m.rows_in * m.cols_out * m.per_layer * m.layers for m in linear_matrices(spec)) // spec.num_layers
+        layers = 1 if plan.grad_checkpointing else spec.num_layers
+        return per_layer * 2 * layers, f"{layers} layer(s) of {fmt.name} weights dequantized to fp16 and saved for backward"
+    if fmt.family == "bnb":
+        # bitsandbytes MatMul4Bit / MatMul8bitLt dequantize one weight at a time (forward and backward).
+        per = 2 if plan.precision == "nf4" else 1
+        return largest_matrix_params(spec) * per, "bitsandbytes dequantizes one matrix at a time"
+    return 0, ""
+
+
+def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
+    """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says."""
+    N = plan.gpus
+    ds = plan.zero is not None
+    stage = plan.zero if ds else ({"shard-grad-op": 2, "full-shard": 3}[plan.fsdp] if plan.fsdp else 0)
+    act_b = _BYTES[plan.compute_dtype]
+    fp32_compute = plan.compute_dtype == "fp32"
+    master_on = plan.master_weights == "fp32" and not fp32_compute
+    offload_opt = plan.offload in ("optimizer", "optimizer+params")
+    offload_params = plan.offload == "optimizer+params"
+    if plan.fsdp and offload_opt:
+        offload_params = True
+
+    # ---- base weights (frozen for LoRA) --------------------------------------------------------
+    fmt = _base_format(plan)
+    if plan.mode == "full":
+        base = spec.total_params * act_b
+        base_why = f"{spec.total_params / 1e9:.2f}B params in {plan.compute_dtype}"
+    else:
+        wb = weight_bytes(spec, fmt)
+        base = wb.total
+        base_why = f"frozen base as {fmt.description}"
+        if fmt.family == "bnb":
+            base_why += "; embeddings, norms and lm_head upcast to fp32 by prepare_model_for_kbit_training"
+        elif fmt.family != "float":
+            base_why += "; embeddings, lm_head and norms stay 16-bit"
+    weights_sharded = stage == 3
+    gpu_weights = 0 if offload_params else _shard(base, weights_sharded, N)
+
+    # ---- trainable parameters ------------------------------------------------------------------
+    shapes = _trainable_shapes(spec, plan)
+    trainable = sum(s.params for s in shapes)
+    emb = _embedding_copies(spec, plan)
+    # LoRA adapters outside DeepSpeed with an fp32 master are simply fp32 parameters (peft keeps
+    # adapters in fp32: LoraModel autocast_adapter_dtype=True); under DeepSpeed they are 16-bit
+    # with DeepSpeed's fp32 master copy, like full fine-tuning.
+    adapters_fp32 = plan.mode != "full" and master_on and not ds
+    param_b = 4 if (fp32_compute or adapters_fp32) else act_b
+    master_b = 4 if (master_on and not adapters_fp32) else 0
+    state_b = 4 if master_on else param_b
+    all_trainable = list(shapes) + ([emb] if emb else [])
+    trainable_all = trainable + (emb.params if emb else 0)
+    # modules_to_save copies are 16-bit parameters (deep copies of the base's modules).
+    emb_param_b = act_b if emb else 0
+    emb_master_b = 4 if (emb and master_on and ds) else 0
+    emb_state_b = 4 if (emb and master_on and ds) else act_b
+
+    grads_sharded = stage >= 2
+    opt_sharded = stage >= 1
+    adapters_bytes = 0
+    if plan.mode != "full":
+        adapters_bytes = trainable * param_b + (emb.params * emb_param_b if emb else 0)
+        adapters_bytes = _shard(adapters_bytes, weights_sharded, N)
+    grad_total = trainable * param_b + (emb.params * emb_param_b if emb else 0)
+    master_total = trainable * master_b + (emb.params * emb_master_b if emb else 0)
+    opt_total = state_bytes(plan.optimizer, tuple(shapes), state_b) + (
+        state_bytes(plan.optimizer, (emb,), emb_state_b) if emb else 0)
+    gpu_grads = 0 if offload_opt else _shard(grad_total, grads_sharded, N)
+    gpu_master = 0 if offload_opt else _shard(master_total, opt_sharded, N)
+    gpu_opt = 0 if offload_opt else _shard(opt_total, opt_sharded, N)
+
+    # ---- step temporaries ----------------------------------------------------------------------
+    largest_trainable = max((s.rows * s.cols for s in all_trainable), default=0)
+    fused = ds  # DeepSpeed builds FusedAdam / its CPU Adam: no foreach temporaries
+    step_temp = 0 if offload_opt else _shard(
+        step_temp_bytes(plan.optimizer, trainable_all, largest_trainable, state_b, fused=fused), opt_sharded, N)
+    step_why = "optimizer.step() temporaries (foreach AdamW: one state-sized buffer)" if step_temp else ""
+    if ds and master_on and not offload_opt:
+        fp32_grads = 4 * (min(trainable_all // N, DS_SUB_GROUP_SIZE) if stage == 3 else trainable_all // N)
+        step_temp += fp32_grads
+        step_why = "DeepSpeed fp32 gradients of this GPU's partition built for the step"
+
+    # ---- buffers that persist through the step -------------------------------------------------
+    buffers: list[Component] = []
+    if ds and stage in (1, 2):
+        bucket = plan.ds_bucket_elements or spec.hidden_size ** 2
+        buffers.append(Component(TEMP_BUFFERS, 2 * bucket * act_b,
+                                 f"DeepSpeed gradient buckets: 2 × reduce_bucket_size {bucket:,} × {act_b} B (overlap_comm)"))
+    if ds and stage == 3:
+        largest_module = max(largest_matrix_params(spec), spec.vocab_size * spec.hidden_size)
+        bucket = plan.ds_bucket_elements or spec.hidden_size ** 2
+        buffers.append(Component(TEMP_BUFFERS, 4 * largest_module + bucket * act_b,
+                                 "ZeRO-3 gathered parameters: 4 × largest layer (DeepSpeed estimator) + reduce bucket"))
+    if plan.fsdp and stage == 3:
+        unit = max(spec.layer_params(), spec.vocab_size * spec.hidden_size)
+        buffers.append(Component(TEMP_BUFFERS, 3 * unit * act_b,
+                                 "FSDP: two gathered units (current + prefetch) and one unit's unsharded gradients"))
+    if plan.framework == "ddp":
+        # DistributedDataParallel's reducer copies gradients into flat buckets for all-reduce
+        # (torch/nn/parallel/distributed.py, gradient_as_bucket_view=False by default).
+        buffers.append(Component(TEMP_BUFFERS, grad_total, "DDP gradient buckets: a flat copy of the gradients"))
+
+    # ---- activations ---------------------------------------------------------------------------
+    targets = parse_targets(plan.lora_targets) if plan.mode != "full" else None
+    dropout_inputs = adapter_input_elements_per_token(spec, targets) if targets and plan.lora_dropout > 0 else 0
+    upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
+    shifts = spec.architecture in _LOSS_IN_COMPUTE_DTYPE
+    acts = training_activations(spec, tokens_per_gpu=plan.batch * plan.seq_len, seq_len=plan.seq_len,
+                                attention=plan.attention, act_bytes=act_b, checkpointing=plan.grad_checkpointing,
+                                upcast_loss=upcast, shifts_logits=shifts, lora_dropout_inputs=dropout_inputs)
+    scratch, scratch_why = _quant_scratch(spec, plan) if plan.mode != "full" else (0, "")
+    # The loss's tensors die in lm_head's backward, before the first layer is recomputed: the
+    # backward peak is the saved tensors plus the larger of the two.
+    fwd_bwd = acts.saved + max(acts.recompute, acts.logits) + scratch
+
+    # ---- assemble the GPU -----------------------------------------------------------------------
+    comps: list[Component] = [
+        Component(WEIGHTS, gpu_weights, base_why + (f"; 1/{N} per GPU (sharded)" if weights_sharded and N > 1 else "")
+                  + ("; offloaded to RAM" if offload_params else "")),
+    ]
+    if plan.mode != "full":
+        what = f"LoRA r={plan.lora_rank} on {targets.label}: {trainable:,} params × {param_b} B"
+        if emb:
+            what += f"; trainable copies of embeddings/lm_head {emb.params:,} × {emb_param_b} B"
+        comps.append(Component(ADAPTERS, adapters_bytes, what))
+    comps += [
+        Component(GRADIENTS, gpu_grads, f"{trainable_all:,} trainable params × {param_b} B"
+                  + (f"; 1/{N} per GPU" if grads_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
+        Component(OPTIMIZER, gpu_opt, describe(plan.optimizer, state_b)
+                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
+        Component(MASTER_WEIGHTS, gpu_master, ("fp32 copy of the trainable params" if master_b or emb_master_b else
+                                               "none (trainable params are updated in place)")
+                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
+    ]
+    comps += buffers
+    if fwd_bwd >= step_temp:
+        comps += [
+            Component(ACTIVATIONS, acts.saved + max(acts.recompute - acts.logits, 0),
+                      acts.detail + ("" if acts.recompute <= acts.logits else
+                                     "; the recomputed layer outweighs the logits (freed by then)")),
+            Component(LOGITS, acts.logits, f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies "
+                      + ("(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")),
+        ]
+        if scratch:
+            comps.append(Component(TEMP_BUFFERS, scratch, scratch_why))
+    else:
+        comps.append(Component(TEMP_BUFFERS, step_temp, f"{step_why}: exceeds the activations "
+                               f"({fwd_bwd / GiB:.2f} GiB), which backward has freed by then"))
+    allocated = sum(c.bytes for c in comps)
+    slack = max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
+    comps.append(Component(OVERHEAD, slack, f"PyTorch caching-allocator slack in training ({TRAINING_ALLOCATOR_SLACK:.0%})",
+                           counted_in="reserved"))
+    comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
+    gpu = tuple(comps)
+    devices = [DeviceNeed(f"gpu{i}", "gpu", gpu) for i in range(N)]
+
+    # ---- RAM under offload -----------------------------------------------------------------------
+    notes: list[str] = []
+    if offload_opt:
+        factor = DS_OFFLOAD_BUFFER_FACTOR if ds else 1.0
+        cpu = [
+            Component(OPTIMIZER, opt_total, describe(plan.optimizer, state_b) + ", all ranks of this machine"),
+            Component(MASTER_WEIGHTS, master_total, "fp32 master copy"),
+            Component(GRADIENTS, trainable_all * 4, "fp32 gradients for the CPU optimizer step"),
+        ]
+        if offload_params:
+            cpu.append(Component(WEIGHTS, base, "16-bit weights offloaded (ZeRO-3 / FSDP cpu_offload)"))
+        states = sum(c.bytes for c in cpu)
+        if factor > 1:
+            cpu.append(Component(TEMP_BUFFERS, int(states * (factor - 1)),
+                                 "pinned transfer buffers (DeepSpeed additional_buffer_factor 1.5)"))
+        cpu.append(Component(OVERHEAD, TORCH_CPU_RUNTIME * N, f"{N} training process(es): torch and libraries",
+                             counted_in="runtime"))
+        devices.append(DeviceNeed("cpu", "cpu", tuple(cpu)))
+        notes.append("offloaded optimizer steps run on the CPU: expect a much slower step")
+    if plan.grad_accum > 1:
+        notes.append(f"gradient accumulation {plan.grad_accum}: effective batch {plan.effective_batch} "
+                     f"(no effect on memory)")
+    if plan.optimizer == "paged-adamw-8bit":
+        notes.append("paged optimizer states can spill to RAM under pressure (slower, but avoids OOM)")
+    if plan.mode == "qlora" and fmt.family in ("gptq", "awq"):
+        notes.append(f"QLoRA on a {plan.precision} base: LoRA over a pre-quantized checkpoint (auto-gptq/AutoAWQ)")
+    facts = (("trainable_params", trainable_all), ("tokens_per_step", plan.effective_batch * plan.seq_len),
+             ("effective_batch", plan.effective_batch))
+    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), facts)
+
+
+def model_state_bytes(estimate: Estimate, device: str = "gpu0") -> int:
+    """Weights + adapters + gradients + optimizer states + master weights on one device."""
+    d = next(x for x in estimate.devices if x.device == device)
+    return sum(d.component(n) for n in (WEIGHTS, ADAPTERS, GRADIENTS, OPTIMIZER, MASTER_WEIGHTS))
+

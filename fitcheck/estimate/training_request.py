@@ -1,0 +1,220 @@
+"""A training question as typed (`TrainingRequest`) and resolved for a machine (`TrainingPlan`).
+
+Pure: no probing.  Every default is recorded as an `Assumption` the user can see and change,
+exactly as `request.resolve_inference` does for inference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.lora import parse_targets
+from fitcheck.estimate.optimizers import OPTIMIZERS
+from fitcheck.estimate.request import default_precision
+from fitcheck.estimate.result import Assumption
+from fitcheck.machine import Machine, known
+from fitcheck.model.spec import ModelSpec
+
+MODES = ("full", "lora", "qlora")
+ATTENTIONS = ("flash", "sdpa", "eager")
+OFFLOADS = ("none", "optimizer", "optimizer+params")
+FSDP_MODES = ("full-shard", "shard-grad-op")
+MASTER_WEIGHTS = ("fp32", "none")
+PRECISIONS_BY_MODE = {
+    "full": ("bf16", "fp16", "fp32"),
+    "lora": ("bf16", "fp16", "int8"),
+    "qlora": ("nf4", "gptq-int4", "int4", "awq"),
+}
+DEFAULT_SEQ_LEN = 2048
+DEFAULT_LORA_RANK = 16
+DEFAULT_LORA_TARGETS = "all-linear"
+
+
+@dataclass(frozen=True)
+class TrainingRequest:
+    """A fine-tuning question as typed; None means 'pick the default'."""
+
+    mode: str = "lora"
+    seq_len: int = DEFAULT_SEQ_LEN
+    batch: int = 1                       # micro-batch per GPU
+    grad_accum: int = 1                  # reported only: accumulation does not change the peak
+    precision: str | None = None         # the base weights' format
+    optimizer: str = "adamw"
+    master_weights: str | None = None    # fp32 | none (None: fp32)
+    grad_checkpointing: bool = False     # Hugging Face Trainer default: off
+    attention: str = "sdpa"              # transformers' default attn_implementation
+    lora_rank: int = DEFAULT_LORA_RANK
+    lora_targets: str = DEFAULT_LORA_TARGETS
+    lora_dropout: float = 0.0            # peft LoraConfig default
+    lora_train_embeddings: bool = False  # peft modules_to_save=["embed_tokens", "lm_head"]
+    gpus: int | None = None
+    zero: int | None = None              # DeepSpeed ZeRO stage
+    fsdp: str | None = None              # PyTorch FSDP sharding strategy
+    offload: str = "none"
+    ds_bucket_elements: int | None = None  # DeepSpeed reduce_bucket_size (None: HF "auto" = hidden²)
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise FitcheckError(f"unknown training mode '{self.mode}'", "choose one of: " + ", ".join(MODES))
+        for name, value in (("--seq-len", self.seq_len), ("--batch", self.batch), ("--grad-accum", self.grad_accum)):
+            if value < 1:
+                raise FitcheckError(f"{name} must be at least 1, got {value}")
+        if self.gpus is not None and self.gpus < 1:
+            raise FitcheckError(f"--gpus must be at least 1, got {self.gpus}")
+        if self.optimizer not in OPTIMIZERS:
+            raise FitcheckError(f"unknown optimizer '{self.optimizer}'", "choose one of: " + ", ".join(OPTIMIZERS))
+        if self.master_weights is not None and self.master_weights not in MASTER_WEIGHTS:
+            raise FitcheckError(f"unknown --master-weights '{self.master_weights}'", "choose fp32 or none")
+        if self.attention not in ATTENTIONS:
+            raise FitcheckError(f"unknown attention '{self.attention}'", "choose one of: " + ", ".join(ATTENTIONS))
+        if self.offload not in OFFLOADS:
+            raise FitcheckError(f"unknown --offload '{self.offload}'", "choose one of: " + ", ".join(OFFLOADS))
+        if self.zero is not None and self.zero not in (0, 1, 2, 3):
+            raise FitcheckError(f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        if self.fsdp is not None and self.fsdp not in FSDP_MODES:
+            raise FitcheckError(f"unknown --fsdp '{self.fsdp}'", "choose one of: " + ", ".join(FSDP_MODES))
+        if self.zero is not None and self.fsdp is not None:
+            raise FitcheckError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are alternatives", "pass one of them")
+        if self.offload != "none":
+            if self.fsdp is not None:
+                if self.offload != "optimizer+params" or self.fsdp != "full-shard":
+                    raise FitcheckError("FSDP offloads parameters, gradients and optimizer together",
+                                        "use --fsdp full-shard --offload optimizer+params")
+            elif self.zero is None or self.zero == 0:
+                raise FitcheckError("--offload needs DeepSpeed ZeRO", "add --zero 2 (optimizer) or --zero 3 (optimizer+params)")
+            elif self.offload == "optimizer+params" and self.zero != 3:
+                raise FitcheckError("parameter offload needs ZeRO-3", "use --zero 3 --offload optimizer+params")
+        if self.precision is not None:
+            p = weight_format(self.precision).name
+            allowed = PRECISIONS_BY_MODE[self.mode]
+            if p not in allowed:
+                raise FitcheckError(f"--precision {self.precision} is not a {self.mode} base",
+                                    f"{self.mode} takes: " + ", ".join(allowed))
+        if self.mode != "full":
+            if self.lora_rank < 1:
+                raise FitcheckError(f"--lora-rank must be at least 1, got {self.lora_rank}")
+            parse_targets(self.lora_targets)
+            if not 0 <= self.lora_dropout < 1:
+                raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A fully resolved training configuration."""
+
+    mode: str
+    precision: str               # base weights format
+    compute_dtype: str           # bf16 | fp16 | fp32: activations and 16-bit copies
+    seq_len: int
+    batch: int
+    grad_accum: int
+    optimizer: str
+    master_weights: str          # fp32 | none
+    grad_checkpointing: bool
+    attention: str
+    lora_rank: int
+    lora_targets: str
+    lora_dropout: float
+    lora_train_embeddings: bool
+    gpus: int
+    zero: int | None
+    fsdp: str | None
+    offload: str
+    ds_bucket_elements: int | None
+    compute_capability: float | None = None
+    assumptions: tuple[Assumption, ...] = ()
+
+    def with_changes(self, **changes) -> "TrainingPlan":
+        return replace(self, **changes)
+
+    @property
+    def framework(self) -> str:
+        """deepspeed | fsdp | ddp | single (one process, plain PyTorch/Trainer)."""
+        if self.zero is not None:
+            return "deepspeed"
+        if self.fsdp is not None:
+            return "fsdp"
+        return "ddp" if self.gpus > 1 else "single"
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch * self.grad_accum * self.gpus
+
+
+def _compute_capability(machine: Machine) -> float | None:
+    if machine.gpus and known(machine.gpus[0].compute_capability):
+        try:
+            return float(machine.gpus[0].compute_capability)
+        except ValueError:
+            return None
+    return None
+
+
+def resolve_training(req: TrainingRequest, spec: ModelSpec, machine: Machine) -> TrainingPlan:
+    """Fill every default of `req` for `machine` and record how each was chosen."""
+    req.validate()
+    notes: list[Assumption] = [Assumption("mode", req.mode, "from --mode", "--mode")]
+    cc = _compute_capability(machine)
+    half, half_why = default_precision(machine, "gpu") if machine.gpus else ("bf16", "no GPU here: bf16 assumed")
+    if half not in ("bf16", "fp16"):
+        half = "bf16"
+    if req.precision:
+        precision = weight_format(req.precision).name
+        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+    elif req.mode == "qlora":
+        precision = "nf4"
+        notes.append(Assumption("precision", precision, "QLoRA's bitsandbytes NF4 base (Dettmers et al. 2023)", "--precision"))
+    else:
+        precision = half
+        notes.append(Assumption("precision", precision, half_why, "--precision"))
+    compute = precision if precision in ("bf16", "fp16", "fp32") else half
+    master = req.master_weights or "fp32"
+    notes.append(Assumption("master_weights", master, "from --master-weights" if req.master_weights else
+                            ("mixed precision: fp32 master copy" if req.mode == "full" else "trainable adapters kept in fp32 (peft)"),
+                            "--master-weights"))
+    notes.append(Assumption("optimizer", req.optimizer, "from --optimizer" if req.optimizer != "adamw" else "default", "--optimizer"))
+    notes.append(Assumption("seq_len", str(req.seq_len), "from --seq-len" if req.seq_len != DEFAULT_SEQ_LEN else "default", "--seq-len"))
+    notes.append(Assumption("batch", str(req.batch), "micro-batch per GPU", "--batch"))
+    notes.append(Assumption("grad_checkpointing", "on" if req.grad_checkpointing else "off",
+                            "from the option" if req.grad_checkpointing else "Trainer default (off)", "--grad-checkpointing"))
+    notes.append(Assumption("attention", req.attention, "transformers default (sdpa)" if req.attention == "sdpa" else "from --attention",
+                            "--attention"))
+    if req.mode != "full":
+        targets = parse_targets(req.lora_targets)
+        notes.append(Assumption("lora", f"r={req.lora_rank}, targets {targets.label}"
+                                + (", embeddings trained" if req.lora_train_embeddings else ""),
+                                "defaults" if (req.lora_rank, req.lora_targets) == (DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS)
+                                else "from the options", "--lora-rank/--lora-targets"))
+    gpus = req.gpus or 1
+    notes.append(Assumption("gpus", str(gpus), "from --gpus" if req.gpus else "one GPU", "--gpus"))
+    if req.zero is not None:
+        notes.append(Assumption("sharding", f"DeepSpeed ZeRO-{req.zero}", "from --zero", "--zero"))
+    elif req.fsdp is not None:
+        notes.append(Assumption("sharding", f"FSDP {req.fsdp}", "from --fsdp", "--fsdp"))
+    if req.offload != "none":
+        notes.append(Assumption("offload", req.offload, "from --offload", "--offload"))
+    return TrainingPlan(
+        mode=req.mode, precision=precision, compute_dtype=compute, seq_len=req.seq_len, batch=req.batch,
+        grad_accum=req.grad_accum, optimizer=req.optimizer, master_weights=master,
+        grad_checkpointing=req.grad_checkpointing, attention=req.attention, lora_rank=req.lora_rank,
+        lora_targets=parse_targets(req.lora_targets).text if req.mode != "full" else req.lora_targets,
+        lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
+        zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
+        compute_capability=cc, assumptions=tuple(notes),
+    )
+
+
+# ---- the fields the shared renderer reads from any plan (inference Plan has the same names) ----
+def _engine(plan: TrainingPlan) -> str:
+    return {"deepspeed": "deepspeed", "fsdp": "fsdp"}.get(plan.framework, "transformers")
+
+
+TrainingPlan.context = property(lambda self: self.seq_len)            # tokens per sequence
+TrainingPlan.prompt_tokens = property(lambda self: self.seq_len)
+TrainingPlan.kv_dtype = property(lambda self: "none")                # no KV cache in training
+TrainingPlan.engine = property(_engine)
+TrainingPlan.device = property(lambda self: "gpu")
+TrainingPlan.gpu_layers = property(lambda self: None)
+TrainingPlan.gpu_memory_utilization = property(lambda self: None)

@@ -1,0 +1,310 @@
+"""`fitcheck where MODEL`: the request judged on every hardware profile, built first, rendered last.
+
+:func:`where_result` evaluates the request on each machine (each with its own default precision
+and engine unless given) and keeps the verdict and speed; :func:`render_where_table` and
+:func:`where_document` render it.  The speed helpers here (:func:`rate_text`,
+:func:`speed_document`) are shared with the `fitcheck MODEL` renderer.
+
+JSON document (schema "fitcheck.where/1"; tests lock its key set):
+{
+  "schema": "fitcheck.where/1", "fitcheck_version": str,
+  "model": {query, id, params_total, params_active},
+  "request": {precision, context, batch, kv_dtype, engine, gpus, headroom_pct, kind, max_price_usd_per_hour},
+  "machines": [{name, kind, description, precision, engine, device, gpus, status, need_bytes, free_bytes,
+                decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
+                usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source}],
+  "not_fitting": [{name, kind, status, reason}],
+  "assumptions": [{name, low, high, why}]
+}
+Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
+without a price, fastest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitcheck import __version__
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.inference import estimate_inference
+from fitcheck.estimate.request import InferenceRequest, Plan, resolve_inference
+from fitcheck.estimate.result import Estimate
+from fitcheck.estimate.speed import Efficiency, Rate, SpeedEstimate, estimate_speed, usd_per_million_tokens
+from fitcheck.estimate.verdict import FITS, Verdict, judge
+from fitcheck.machine import Machine
+from fitcheck.units import GiB
+
+SCHEMA = "fitcheck.where/1"
+
+
+# ---- speed helpers shared with render/check.py ----------------------------------------------------
+def rate_text(rate: Rate | None, unit: str = "tok/s") -> str:
+    """'35–60 tok/s' (two significant figures at each end), or 'unknown'."""
+    if rate is None:
+        return "unknown"
+    return f"{_num(rate.low)}–{_num(rate.high)} {unit}"
+
+
+def _num(x: float) -> str:
+    if x >= 100:
+        return f"{round(x, -1 if x < 1000 else -2):,.0f}"
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def rate_dict(rate: Rate | None) -> dict | None:
+    return None if rate is None else {"low": round(rate.low, 2), "high": round(rate.high, 2)}
+
+
+def efficiency_dict(e: Efficiency) -> dict:
+    return {"name": e.name, "low": e.low, "high": e.high, "why": e.why}
+
+
+def speed_document(speed: SpeedEstimate | None) -> dict | None:
+    """The JSON form of one speed estimate."""
+    if speed is None:
+        return None
+    return {
+        "device": speed.device, "engine": speed.engine, "precision": speed.precision, "batch": speed.batch,
+        "at_context": speed.context,
+        "decode_tokens_per_s": rate_dict(speed.decode),
+        "per_sequence_tokens_per_s": rate_dict(speed.per_sequence),
+        "prefill_tokens_per_s": rate_dict(speed.prefill),
+        "bound": speed.bound,
+        "bytes_per_step": {"weights": speed.weight_bytes_per_step, "kv_cache": speed.kv_bytes_per_step},
+        "bandwidth_bytes_per_s": speed.bandwidth_bytes_per_s,
+        "assumptions": [efficiency_dict(e) for e in speed.assumptions],
+        "unknown": speed.unknown or None,
+    }
+
+
+def advice_document(advice) -> dict | None:
+    """The JSON form of a DeviceAdvice (CPU or GPU)."""
+    if advice is None:
+        return None
+    return {
+        "choice": advice.choice, "reason": advice.reason,
+        "gpu": _option(advice.gpu, advice.gpu_fits), "cpu": _option(advice.cpu, advice.cpu_fits),
+    }
+
+
+def _option(speed: SpeedEstimate | None, fits: bool | None) -> dict | None:
+    if speed is None:
+        return None
+    return {"device": speed.device, "engine": speed.engine, "precision": speed.precision, "fits": fits,
+            "decode_tokens_per_s": rate_dict(speed.decode), "unknown": speed.unknown or None}
+
+
+def speed_line(speed: SpeedEstimate | None, advice) -> str:
+    """One table line: this plan's speed and the CPU-or-GPU advice."""
+    if speed is None:
+        return "Speed:    not estimated"
+    if speed.decode is None:
+        text = f"Speed:    unknown ({speed.unknown})"
+    else:
+        per = f" ({rate_text(speed.per_sequence)} per sequence)" if speed.batch > 1 else ""
+        text = (f"Speed:    {rate_text(speed.decode)} decode at {speed.context:,} tokens{per}, "
+                f"{rate_text(speed.prefill)} prefill; {speed.bound}-bound")
+    if advice is not None and advice.gpu is None:
+        text += "; no GPU here"
+    elif advice is not None:
+        best = {"gpu": "GPU", "cpu": "CPU", None: "neither"}[advice.choice]
+        text += f"; better here: {best} ({advice.reason})"
+    return text
+
+
+# ---- the where result -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WhereRow:
+    machine: Machine
+    plan: Plan | None
+    estimate: Estimate | None
+    verdict: Verdict | None
+    speed: SpeedEstimate | None
+    reason: str = ""                # why it does not fit / was not evaluated
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict is not None and self.verdict.status == FITS
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return self.machine.price.usd_per_hour if self.machine.price else None
+
+    @property
+    def usd_per_million_tokens(self) -> tuple[float, float] | None:
+        if self.usd_per_hour is None or self.speed is None or self.speed.decode is None:
+            return None
+        return usd_per_million_tokens(self.usd_per_hour, self.speed.decode)
+
+    @property
+    def tightest(self):
+        """The device verdict with the least room: (need, free)."""
+        devs = [d for d in (self.verdict.devices if self.verdict else ()) if d.free_bytes]
+        return min(devs, key=lambda d: d.free_bytes - d.need_bytes, default=None)
+
+
+@dataclass(frozen=True)
+class WhereResult:
+    query: str
+    model: object                   # ResolvedModel
+    request: InferenceRequest
+    headroom: float
+    kind: str | None
+    max_price: float | None
+    rows: tuple[WhereRow, ...]      # every machine of the kind, evaluated
+
+    @property
+    def fitting(self) -> list[WhereRow]:
+        """Machines that fit with the headroom (and within --max-price), best first."""
+        ok = [r for r in self.rows if r.fits and (self.max_price is None or
+                                                 (r.usd_per_hour is not None and r.usd_per_hour <= self.max_price))]
+        priced = sorted((r for r in ok if r.usd_per_hour is not None), key=lambda r: (r.usd_per_hour, -_speed(r)))
+        unpriced = sorted((r for r in ok if r.usd_per_hour is None), key=lambda r: -_speed(r))
+        return priced + unpriced
+
+    @property
+    def not_fitting(self) -> list[WhereRow]:
+        chosen = {id(r) for r in self.fitting}
+        return [r for r in self.rows if id(r) not in chosen]
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.fitting else 1
+
+
+def _speed(row: WhereRow) -> float:
+    return row.speed.decode.mid if row.speed and row.speed.decode else 0.0
+
+
+def evaluate_on(spec, request: InferenceRequest, machine: Machine, headroom: float) -> WhereRow:
+    """The request on one machine: plan (its defaults), estimate, verdict and speed."""
+    try:
+        plan = resolve_inference(request, spec, machine)
+    except FitcheckError as exc:
+        return WhereRow(machine, None, None, None, None, exc.one_line())
+    est = estimate_inference(spec, plan)
+    verdict = judge(est, machine, headroom)
+    return WhereRow(machine, plan, est, verdict, estimate_speed(spec, plan, machine),
+                    "" if verdict.status == FITS else verdict.summary())
+
+
+def where_result(resolved, request: InferenceRequest, machines, *, headroom: float, kind: str | None = None,
+                 max_price: float | None = None, query: str | None = None) -> WhereResult:
+    """`request` for `resolved` judged on every machine in `machines` of `kind`."""
+    from fitcheck.profiles import machines_of_kind
+
+    rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
+    return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price, rows)
+
+
+# ---- rendering --------------------------------------------------------------------------------
+def _where_text(row: WhereRow) -> str:
+    p = row.plan
+    if p.device == "cpu":
+        return "CPU"
+    g = row.machine.gpus[0]
+    name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
+    return f"{p.gpus}× {name}" if p.gpus > 1 else name
+
+
+def _memory_text(row: WhereRow) -> str:
+    d = row.tightest
+    if d is None:
+        return "unknown"
+    label = "RAM" if d.kind == "cpu" else "GPU"
+    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
+
+
+def render_where_table(result: WhereResult) -> str:
+    from tabulate import tabulate
+
+    spec = result.model.spec
+    req = result.request
+    lines = [f"Model:    {result.model.hf_id or spec.name} — context {req.context:,} tokens, batch {req.batch}"
+             + (f", {req.precision}" if req.precision else ", each machine's default precision")
+             + (f", {req.engine}" if req.engine else "")]
+    fitting = result.fitting
+    if fitting:
+        rows = []
+        for r in fitting:
+            mtok = r.usd_per_million_tokens
+            rows.append([r.machine.name, r.machine.kind, _where_text(r), f"{r.plan.precision} {r.plan.engine}",
+                         _memory_text(r), rate_text(r.speed.decode if r.speed else None, ""),
+                         _usd(r.usd_per_hour) if r.usd_per_hour is not None else "-",
+                         f"{_usd(mtok[0])}–{_usd(mtok[1])}" if mtok else "-"])
+        headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens"]
+        lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
+    else:
+        lines += ["", "No hardware profile fits this request with the headroom"
+                  + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
+    skipped = len(result.rows) - len(fitting)
+    if skipped:
+        lines.append(f"({skipped} other profile{'s' if skipped != 1 else ''} do not fit"
+                     + (" or cost more" if result.max_price is not None else "") + "; --json lists why)")
+    lines.append("")
+    lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the price "
+                 "per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
+    assumptions = _assumptions(result)
+    if assumptions:
+        lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
+    return "\n".join(lines)
+
+
+def _range(e: Efficiency) -> str:
+    if e.high < 0.01:
+        return f"{e.low * 1e3:g}–{e.high * 1e3:g} ms"
+    return f"{e.low:g}–{e.high:g}"
+
+
+def _assumptions(result: WhereResult) -> list[Efficiency]:
+    seen: dict[str, Efficiency] = {}
+    for r in result.fitting:
+        for e in r.speed.assumptions if r.speed else ():
+            seen.setdefault(e.name, e)
+    return list(seen.values())
+
+
+def where_document(result: WhereResult) -> dict:
+    spec = result.model.spec
+    req = result.request
+    machines = []
+    for r in result.fitting:
+        d = r.tightest
+        mtok = r.usd_per_million_tokens
+        machines.append({
+            "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
+            "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
+            "status": r.verdict.status,
+            "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
+            "decode_tokens_per_s": rate_dict(r.speed.decode if r.speed else None),
+            "per_sequence_tokens_per_s": rate_dict(r.speed.per_sequence if r.speed else None),
+            "prefill_tokens_per_s": rate_dict(r.speed.prefill if r.speed else None),
+            "usd_per_hour": r.usd_per_hour,
+            "usd_per_million_tokens": {"low": round(mtok[0], 4), "high": round(mtok[1], 4)} if mtok else None,
+            "price_read_on": str(r.machine.price.read_on) if r.machine.price else None,
+            "price_source": r.machine.price.source if r.machine.price else None,
+        })
+    return {
+        "schema": SCHEMA,
+        "fitcheck_version": __version__,
+        "model": {"query": result.query, "id": result.model.hf_id or spec.name, "params_total": spec.total_params,
+                  "params_active": spec.active_params},
+        "request": {"precision": req.precision, "context": req.context, "batch": req.batch, "kv_dtype": req.kv_dtype,
+                    "engine": req.engine, "gpus": req.gpus, "headroom_pct": round(result.headroom * 100, 3),
+                    "kind": result.kind, "max_price_usd_per_hour": result.max_price},
+        "machines": machines,
+        "not_fitting": [{"name": r.machine.name, "kind": r.machine.kind,
+                         "status": r.verdict.status if r.verdict else "not_run",
+                         "reason": r.reason or (f"costs ${r.usd_per_hour:g}/hour" if r.usd_per_hour is not None
+                                                else "no price (--max-price given)")}
+                        for r in result.not_fitting],
+        "assumptions": [efficiency_dict(e) for e in _assumptions(result)],
+    }
+
+
+__all__ = ["SCHEMA", "WhereResult", "WhereRow", "advice_document", "evaluate_on", "rate_text", "render_where_table",
+           "speed_document", "speed_line", "where_document", "where_result"]

@@ -1,0 +1,148 @@
+"""`fitcheck interactive`: questions with defaults and validation, alternatives, changes, quitting.
+
+Driven with CliRunner input=..., and in a real pseudo-terminal with pexpect (the installed program).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from fitcheck.cli import cli
+from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, choices, parse_command, validate
+
+
+def talk(*lines: str):
+    return CliRunner().invoke(cli, ["interactive"], input="".join(line + "\n" for line in lines))
+
+
+def test_bad_answers_are_asked_again_with_the_reason_then_alternatives_and_changes():
+    r = talk("qwen7", "qwen-7b", "", "awqq", "", "128k", "1", "rtx-409", "rtx-4090",
+             "1", "context 8192", "batch zero", "machine h100-sxm", "quit")
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "unknown model 'qwen7' (did you mean: " in out  # close names suggested
+    assert "'awqq' is not a precision; choose one of: auto, fp32" in out
+    assert "unknown hardware profile 'rtx-409' (did you mean rtx-4090" in out
+    first, rest = out.split("Taking 1. ", 1)
+    assert "context 131,072 tokens" in first and "DOES NOT FIT" in first and "What fits instead" in first
+    assert "Changed: " in rest and "Verdict:  FITS" in rest.split("Changed: context")[0]
+    assert "Changed: context 131072 → 8192" in rest
+    assert "the batch must be a whole number >= 1, got 'zero'" in rest
+    assert "Changed: machine rtx-4090 → h100-sxm" in rest and "Machine:  h100-sxm" in rest
+    assert "Traceback" not in out
+
+
+def test_end_of_input_exits_0_anywhere():
+    assert talk().exit_code == 0
+    r = talk("qwen-7b", "inference")
+    assert r.exit_code == 0 and "Traceback" not in r.output
+    r = talk("qwen-7b", "", "", "", "", "h100-sxm")  # Ctrl-D at the > prompt
+    assert r.exit_code == 0 and "Verdict:  FITS" in r.output
+
+
+def test_an_impossible_combination_asks_for_a_change():
+    r = talk("qwen-7b", "", "awq", "", "", "laptop-8gb", "precision q4_k_m", "q")
+    assert r.exit_code == 0
+    assert "cannot check: llama.cpp does not load awq checkpoints" in r.output  # CPU-only: llama.cpp
+    assert "Changed: precision awq → q4_k_m" in r.output and "FITS" in r.output
+
+
+def test_mode_choices_come_from_the_check_command(monkeypatch):
+    from fitcheck.cli.check_cmd import check
+
+    mode = next(p for p in check.params if p.name == "mode")
+    monkeypatch.setattr(mode, "type", click.Choice(["inference", "lora"]))
+    assert choices("mode") == ("inference", "lora")
+    r = talk("qwen-7b", "lora", "", "2048", "", "h100-sxm", "q")
+    assert "Mode (inference, lora) [inference]: " in r.output
+    assert "Sequence length, tokens [4096]: " in r.output
+    assert "Request:  inference" in r.output  # rendered by `fitcheck check --mode lora ...` itself
+    assert r.exit_code == 0
+
+
+def test_parse_command():
+    assert parse_command(" q ", 0) == ("quit",)
+    assert parse_command("2", 3) == ("alternative", 1)
+    assert parse_command("context 8192", 0) == ("set", "context", "8192")
+    assert parse_command("precision=awq", 0) == ("set", "precision", "awq")
+    assert parse_command("machine rtx-4090", 0) == ("set", "machine", "rtx-4090")
+    for bad, needle in (("4", "between 1 and 3"), ("colour red", "not an answer"), ("context", "give a value")):
+        with pytest.raises(Invalid, match=needle):
+            parse_command(bad, 3)
+    with pytest.raises(Invalid, match="no alternatives"):
+        parse_command("1", 0)
+
+
+def test_validate_and_apply_alternative():
+    assert validate("context", "32k") == 32768 and validate("precision", "AWQ") == "awq"
+    assert validate("machine", "This") == "this" and validate("model", "llama3-8b") == "llama3-8b"
+    with pytest.raises(Invalid, match=">= 1"):
+        validate("context", "0")
+
+    class Alt:
+        changes = (("engine", "llama.cpp"), ("precision", "q4_k_m"), ("gpu_layers", "42"))
+
+    a = apply_alternative(Answers(precision="bf16"), Alt())
+    assert (a.engine, a.precision, a.gpu_layers) == ("llama.cpp", "q4_k_m", 42)
+    assert a.request().engine == "llama.cpp" and a.request().gpu_layers == 42
+
+
+def test_plain_fitcheck_off_a_terminal_prints_help():
+    r = CliRunner().invoke(cli, [])
+    assert r.exit_code == 0 and "Commands" in r.output and "interactive" in r.output
+
+
+# --- a real pseudo-terminal ---------------------------------------------------------------------
+pexpect = pytest.importorskip("pexpect")
+
+
+def _program() -> list[str]:
+    exe = Path(sys.executable).parent / "fitcheck"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "fitcheck"]
+
+
+def _spawn(*args: str):
+    cmd = _program() + list(args)
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
+    return pexpect.spawn(cmd[0], cmd[1:], env=env, encoding="utf-8", timeout=20, dimensions=(50, 200))
+
+
+def test_in_a_pty_answer_change_and_ctrl_d():
+    child = _spawn("interactive")
+    child.expect_exact("Model (a catalog name")
+    child.sendline("mistral-7b")
+    for _ in range(3):  # mode, precision, context: defaults
+        child.expect_exact("]: ")
+        child.sendline("")
+    child.expect_exact("Batch (concurrent sequences) [1]: ")
+    child.sendline("")
+    child.expect_exact("Machine (this")
+    child.sendline("rtx-3060")
+    child.expect_exact("Verdict:  ")
+    child.expect_exact("> ")
+    child.sendline("precision q4_k_m")
+    child.expect_exact("Changed: precision auto → q4_k_m")
+    child.expect_exact("Verdict:  FITS")
+    child.expect_exact("> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in child.before
+
+
+def test_in_a_pty_plain_fitcheck_starts_it_and_ctrl_c_exits_130():
+    child = _spawn()
+    child.expect_exact("fitcheck interactive")
+    child.expect_exact("Model (a catalog name")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130, child.before
+    assert "Traceback" not in child.before

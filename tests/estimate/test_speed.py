@@ -1,0 +1,165 @@
+"""Speed estimates: each formula checked against a hand computation (fitcheck.estimate.speed)."""
+
+import math
+
+import pytest
+
+from fitcheck.estimate import speed as SP
+from fitcheck.estimate.request import InferenceRequest, resolve_inference
+from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory, Unknown
+from fitcheck.units import GiB
+from estimate_specs import LLAMA2_7B, MIXTRAL, QWEN25_05B, QWEN25_7B
+
+
+def box(gpu_bw=None, cpu_bw=100e9, gpu_tflops=100.0, cpu_tflops=2.0, vram_gib=80, ram_gib=256):
+    gpus = ()
+    if gpu_bw:
+        gpus = (GPU(0, "nvidia", "Test GPU", vram_gib * GiB, vram_gib * GiB, compute_capability="8.9",
+                    bandwidth_bytes_per_s=int(gpu_bw), bf16_tflops=gpu_tflops),)
+    return Machine("box", "desktop", Host("linux"),
+                   SystemMemory(ram_gib * GiB, ram_gib * GiB, None,
+                                bandwidth_bytes_per_s=int(cpu_bw) if cpu_bw else Unknown("not measured")),
+                   CPU("cpu", "x86_64", 16, 8, 16, bf16_tflops=cpu_tflops if cpu_tflops else Unknown("n/a")), gpus=gpus)
+
+
+def plan_for(spec, machine, **kw):
+    return resolve_inference(InferenceRequest(**kw), spec, machine)
+
+
+def test_gpu_decode_is_bytes_over_bandwidth_times_efficiency():
+    m = box(gpu_bw=1000e9)
+    p = plan_for(LLAMA2_7B, m, precision="q4_0", engine="llama.cpp", context=512)
+    s = SP.estimate_speed(LLAMA2_7B, p, m)
+    kv = SP.kv_bytes_per_sequence(LLAMA2_7B, p, 512)
+    w = SP.active_weight_bytes(LLAMA2_7B, "q4_0")
+    e = SP.DECODE_BANDWIDTH["gpu"]
+    assert s.bound == "memory bandwidth"
+    assert s.decode.high == pytest.approx(1000e9 * e.high / (w + kv))
+    assert s.decode.low == pytest.approx(1000e9 * e.low / (w + kv))
+    assert 3.4e9 < w < 4.0e9  # 7B Q4_0 is 3.56 GiB (llama.cpp) with the embedding, which decode does not read
+
+
+def test_untied_embedding_is_not_read_but_a_tied_one_is():
+    wb = SP.weight_bytes(LLAMA2_7B, SP.weight_format("bf16"))
+    assert SP.active_weight_bytes(LLAMA2_7B, "bf16") == wb.total - wb.embed_bytes
+    tied = SP.weight_bytes(QWEN25_05B, SP.weight_format("bf16"))
+    assert SP.active_weight_bytes(QWEN25_05B, "bf16") == tied.total
+
+
+def test_moe_reads_only_the_active_experts_and_more_of_them_at_larger_batches():
+    one = SP.active_weight_bytes(MIXTRAL, "bf16", batch=1)
+    total = SP.weight_bytes(MIXTRAL, SP.weight_format("bf16")).total
+    assert one < 0.4 * total  # 2 of 8 experts: ~13B of ~47B parameters
+    assert SP.experts_touched_fraction(MIXTRAL, 1) == pytest.approx(2 / 8)
+    assert SP.experts_touched_fraction(MIXTRAL, 4) == pytest.approx(1 - (6 / 8) ** 4)
+    assert one < SP.active_weight_bytes(MIXTRAL, "bf16", batch=16) < total
+
+
+def test_batch_shares_the_weight_read():
+    m = box(gpu_bw=1000e9)
+    one = SP.estimate_speed(QWEN25_7B, plan_for(QWEN25_7B, m, engine="vllm", batch=1), m)
+    eight = SP.estimate_speed(QWEN25_7B, plan_for(QWEN25_7B, m, engine="vllm", batch=8), m)
+    assert eight.decode.mid > 4 * one.decode.mid          # aggregate grows almost with B
+    assert eight.per_sequence.mid < one.per_sequence.mid  # each sequence is a little slower
+    assert eight.per_sequence.mid == pytest.approx(eight.decode.mid / 8)
+
+
+def test_transformers_small_model_is_host_bound():
+    m = box(gpu_bw=2039e9, gpu_tflops=312)
+    s = SP.estimate_speed(QWEN25_05B, plan_for(QWEN25_05B, m, context=2048), m)
+    host = SP.HOST_OVERHEAD_PER_LAYER_S["transformers"]
+    assert s.bound == "host overhead"
+    assert s.decode.high == pytest.approx(1 / (24 * host.low))
+    assert 35 < s.decode.mid < 65  # Qwen2.5 speed benchmark, A100: 47.4 tok/s
+
+
+def test_transformers_moves_the_kv_cache_3_plus_2g_times():
+    assert SP.kv_traffic_multiplier(QWEN25_7B, "transformers") == 3 + 2 * 7
+    assert SP.kv_traffic_multiplier(QWEN25_7B, "vllm") == 1
+
+
+def test_offload_time_is_the_sum_of_both_parts():
+    m = box(gpu_bw=1000e9, cpu_bw=50e9, vram_gib=8)
+    full = SP.estimate_speed(LLAMA2_7B, plan_for(LLAMA2_7B, m, precision="q4_0"), m)
+    cpu = SP.estimate_speed(LLAMA2_7B, plan_for(LLAMA2_7B, m, precision="q4_0", device="cpu"), m)
+    half = SP.estimate_speed(LLAMA2_7B, plan_for(LLAMA2_7B, m, precision="q4_0", gpu_layers=16), m)
+    assert half.device == "offload"
+    assert cpu.decode.mid < half.decode.mid < full.decode.mid
+    # time per token ≈ half the GPU's time + half the CPU's time
+    expect = 1 / (0.5 / full.decode.high + 0.5 / cpu.decode.high)
+    assert half.decode.high == pytest.approx(expect, rel=0.05)
+
+
+def test_unknown_ram_bandwidth_is_unknown_with_the_way_to_measure_it():
+    m = box(cpu_bw=None)
+    s = SP.estimate_speed(QWEN25_05B, plan_for(QWEN25_05B, m), m)
+    assert s.decode is None and s.prefill is None
+    assert "probe --bench" in s.unknown
+
+
+def test_prefill_is_two_flops_per_parameter_plus_causal_attention():
+    f = SP.prefill_flops_per_token(LLAMA2_7B, 1000)
+    attn = 4 * 32 * 500 * 4096
+    assert f == pytest.approx(2 * SP.matmul_params(LLAMA2_7B) + attn)
+    m = box(gpu_bw=1000e9, gpu_tflops=100)
+    s = SP.estimate_speed(LLAMA2_7B, plan_for(LLAMA2_7B, m, precision="fp16", engine="llama.cpp",
+                                              context=2000, prompt_tokens=1000), m)
+    assert s.prefill.high == pytest.approx(100e12 * SP.PREFILL_MFU["gpu"].high / f)
+
+
+def test_training_flops_and_time():
+    p = SP.matmul_params(LLAMA2_7B)
+    assert SP.training_flops_per_token(LLAMA2_7B) == 6 * p
+    assert SP.training_flops_per_token(LLAMA2_7B, gradient_checkpointing=True) == pytest.approx(6 * p * 4 / 3)
+    assert SP.training_flops_per_token(LLAMA2_7B, "lora") == 4 * p
+    m = box(gpu_bw=1000e9, gpu_tflops=312)
+    rate = SP.training_rate(LLAMA2_7B, m)
+    assert rate.high == pytest.approx(312e12 * 0.5 / (6 * p))
+    fast, slow = SP.training_seconds(10**9, rate)
+    assert fast == pytest.approx(1e9 / rate.high) and slow > fast
+    with pytest.raises(SP.FitcheckError):
+        SP.training_flops_per_token(LLAMA2_7B, "dpo")
+
+
+def test_price_per_million_tokens():
+    cheap, dear = SP.usd_per_million_tokens(3.6, SP.Rate(100, 200))
+    assert cheap == pytest.approx(3.6 / (200 * 3600) * 1e6) == pytest.approx(5.0)
+    assert dear == pytest.approx(10.0)
+
+
+def test_advice_cpu_only_machine_says_cpu():
+    m = box()
+    p = plan_for(QWEN25_05B, m)
+    a = SP.advise_device(QWEN25_05B, p, m, lambda _: True)
+    assert a.choice == "cpu" and a.gpu is None and "no GPU" in a.reason
+
+
+def test_advice_prefers_gpu_for_a_7b_and_says_why():
+    m = box(gpu_bw=1000e9, cpu_bw=60e9)
+    p = plan_for(QWEN25_7B, m)
+    a = SP.advise_device(QWEN25_7B, p, m, lambda _: True)
+    assert a.choice == "gpu" and "GPU ~" in a.reason and "CPU ~" in a.reason
+    assert a.cpu.precision == "q4_k_m"  # the CPU side runs what CPU users run
+
+
+def test_advice_cpu_is_enough_for_a_tiny_model_on_a_fast_cpu():
+    m = box(gpu_bw=300e9, cpu_bw=400e9, cpu_tflops=10)  # a slow GPU next to a server CPU
+    p = plan_for(QWEN25_05B, m, precision="q4_k_m")
+    a = SP.advise_device(QWEN25_05B, p, m, lambda _: True)
+    assert a.choice == "cpu" and a.reason.startswith("CPU is enough")
+
+
+def test_advice_follows_what_fits():
+    m = box(gpu_bw=1000e9)
+    p = plan_for(QWEN25_7B, m)
+    gpu_only = SP.advise_device(QWEN25_7B, p, m, lambda q: q.device == "gpu")
+    cpu_only = SP.advise_device(QWEN25_7B, p, m, lambda q: q.device == "cpu")
+    neither = SP.advise_device(QWEN25_7B, p, m, lambda q: False)
+    assert gpu_only.choice == "gpu" and "does not fit in RAM" in gpu_only.reason
+    assert cpu_only.choice == "cpu" and "does not fit on the GPU" in cpu_only.reason
+    assert neither.choice is None
+
+
+def test_rate_mid_is_geometric():
+    assert SP.Rate(10, 40).mid == pytest.approx(20)
+    assert math.isclose(SP.Rate(10, 40).scaled(0.5).high, 20)

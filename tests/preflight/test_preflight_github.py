@@ -1,0 +1,39 @@
+"""GitHub Actions output: escaping, annotation levels, the step summary."""
+
+from __future__ import annotations
+
+from fitcheck.check import check_inference
+from fitcheck.estimate.request import InferenceRequest
+from fitcheck.preflight import github
+from fitcheck.preflight.requirements import evaluate, parse_requirement
+from fitcheck.profiles import load_profile
+
+
+def test_escaping_matches_the_runner():
+    assert github.escape_data("50%\r\nnext") == "50%25%0D%0Anext"
+    assert github.escape_property("a: b, c") == "a%3A b%2C c"
+    assert github.annotation("error", "t: x", "line1\nline2") == "::error title=t%3A x::line1%0Aline2"
+
+
+def test_does_not_fit_is_an_error_naming_why_and_what_fits():
+    result = check_inference("llama-3.1-70b", InferenceRequest(), load_profile("rtx-4090"))
+    (line,) = github.check_annotations(result)
+    assert line.startswith("::error title=fitcheck%3A llama-3.1-70b does not fit on rtx-4090::")
+    assert "GiB but only" in line and "Fits instead: " in line and "fitcheck llama-3.1-70b --precision" in line
+    md = github.check_summary(result, evaluate([parse_requirement("gpus>=2")], result.machine))
+    assert md.startswith("### ❌ fitcheck: llama-3.1-70b does not fit on rtx-4090")
+    assert "| GPU0 |" in md and "| `gpus>=2` | 1 | ❌ failed |" in md and "**What fits instead" in md
+
+
+def test_tight_is_a_warning_or_an_error_when_strict():
+    # about 16 GiB of 24 free: inside a 50 % headroom
+    result = check_inference("qwen-7b", InferenceRequest(), load_profile("rtx-4090"), headroom=0.5)
+    assert result.verdict.status == "tight", result.verdict.summary()
+    assert github.check_annotations(result)[0].startswith("::warning ")
+    assert github.check_annotations(result, strict=True)[0].startswith("::error ")
+    assert "(--strict)" in github.check_annotations(result, strict=True)[0]
+
+
+def test_fits_is_a_notice():
+    result = check_inference("qwen-7b", InferenceRequest(), load_profile("h100-sxm"))
+    assert github.check_annotations(result)[0].startswith("::notice title=fitcheck%3A qwen-7b fits on h100-sxm::")

@@ -1,0 +1,58 @@
+"""Plan files: parsing, defaults, and one-line errors naming the file and the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitcheck.errors import FitcheckError
+from fitcheck.preflight.plan_file import parse_plan, read_plan
+
+GOOD = """
+[defaults]
+profile = "rtx-4090"
+context = 8192
+
+[[case]]
+name = "chat"
+model = "qwen-7b"
+precision = "awq"
+batch = 8
+
+[[case]]
+model = "llama3-8b"
+context = 2048
+strict = true
+"""
+
+
+def test_cases_merge_defaults():
+    plan = parse_plan(GOOD, "p.toml")
+    chat, llama = plan.cases
+    assert (chat.index, chat.name, chat.model) == (1, "chat", "qwen-7b")
+    assert chat.options == {"profile": "rtx-4090", "context": 8192, "precision": "awq", "batch": 8}
+    assert llama.name == "llama3-8b" and llama.get("context") == 2048 and llama.get("strict") is True
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[[case]]\nmodel = 'x'\ncontext = 'big'\n", "p.toml: case 1: field 'context' must be a whole number >= 1"),
+    ("[[case]]\nname = 'a'\n", "p.toml: case 1 (a): field 'model' is missing"),
+    ("[[case]]\nmodel = 'x'\n[[case]]\nmodel = 'y'\nbacth = 2\n", "p.toml: case 2: unknown field 'bacth'"),
+    ("[[case]]\nmodel = 'x'\nheadroom = 150\n", "field 'headroom' must be a percentage"),
+    ("[[case]]\nmodel = 'x'\nstrict = 'yes'\n", "field 'strict' must be true or false"),
+    ("[[case]]\nmodel = 'x'\ngpu_memory_utilization = 2\n", "between 0.05 and 1"),
+    ("[defaults]\nmodel = 'x'\n[[case]]\nmodel = 'y'\n", "p.toml: [defaults]: field 'model' belongs in each"),
+    ("[defaults]\nbatch = 0\n[[case]]\nmodel = 'y'\n", "p.toml: [defaults]: field 'batch'"),
+    ("", "p.toml: no cases"),
+    ("[[case]\nmodel = 'x'\n", "p.toml: not valid TOML"),
+    ("[cases]\nmodel = 'x'\n", "p.toml: unknown table or key 'cases'"),
+])
+def test_malformed_plans_name_file_and_field(text, needle):
+    with pytest.raises(FitcheckError) as info:
+        parse_plan(text, "p.toml")
+    assert needle in info.value.one_line() and info.value.exit_code == 2
+    assert "\n" not in info.value.one_line()
+
+
+def test_read_plan_missing_file(tmp_path):
+    with pytest.raises(FitcheckError, match="cannot read plan file"):
+        read_plan(str(tmp_path / "nope.toml"))
