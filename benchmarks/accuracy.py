@@ -62,12 +62,70 @@ def inference_row(r: dict) -> Row:
     return Row(label, "inference", predicted, float(r["measured_gb"]))
 
 
+# ---- training rows: the Qwen(1) fine-tuning table (QwenLM/Qwen README @2df8e8a) -----------------
+# What each row's setup implies (QwenLM/Qwen finetune.py and finetune/*.sh):
+# - all rows: batch 1, gradient accumulation 8 (no memory effect), --gradient_checkpointing,
+#   flash-attention 2, LoraArguments defaults r=64, alpha 16, dropout 0.05, target_modules
+#   c_attn (fused qkv), c_proj (attention *and* MLP output: both modules carry that name), w1, w2.
+# - "LoRA" / "LoRA (emb)": finetune_lora_single_gpu.sh: bf16 via the Trainer (PyTorch autocast,
+#   no DeepSpeed), adamw_torch.  peft of the time cast adapters to the base dtype, so adapters,
+#   gradients and AdamW states are bf16 (--master-weights none).  "(emb)" = a base (not chat)
+#   model, for which finetune.py sets modules_to_save=["wte", "lm_head"]: trainable copies.
+# - "LoRA (multinode)" (2 nodes × 2 GPUs): the README says "the rest of configurations are the
+#   same as other Qwen-7B experiments"; the per-GPU values track the single-GPU run (38.9 vs
+#   36.6 G at 8192), so it is modelled as the same run under DDP, one replica per GPU.
+# - "Q-LoRA": finetune_qlora_single_gpu.sh: the released GPTQ-Int4 chat model, fp16, DeepSpeed
+#   ZeRO-2 (ds_config_zero2.json: reduce_bucket_size 2e8, overlap_comm) on one GPU.  DeepSpeed
+#   runs the model in fp16 without autocast, and Qwen1's code computes the loss on fp16 logits.
+# - "Full-parameter": finetune_ds.sh with DeepSpeed ZeRO-3 (README: "we use DeepSpeed ZeRO 3"),
+#   bf16; 1.8B on 1 GPU, 7B on 2 GPUs.  "LoRA + Deepspeed Zero3": 72B LoRA, ZeRO-3, 4 GPUs.
+# - Multi-GPU values are totals over GPUs: the per-GPU prediction is compared with total / N.
+# - Units: the table prints "G".  They are decimal GB: Qwen-7B full at 1024 tokens reads 162.0 G
+#   on 2 × 80 GiB GPUs, 81.0 per GPU, which cannot be GiB.  Which counter was read is not said
+#   (nvidia-smi or max_memory_reserved), so the prediction compared is total_bytes (reserved +
+#   CUDA context: what must be free).
+# - Qwen-1.8B/14B/72B *base* models are not in the catalog; "(emb)" rows use the chat entries,
+#   whose architecture is identical.
+_QWEN1 = {"Qwen-1.8B": "Qwen/Qwen-1_8B-Chat", "Qwen-7B": "Qwen/Qwen-7B-Chat", "Qwen-14B": "Qwen/Qwen-14B-Chat",
+          "Qwen-72B": "Qwen/Qwen-72B-Chat"}
+_QWEN_DS_BUCKET = 200_000_000  # ds_config_zero2.json reduce_bucket_size
+
+
+def training_plan(r: dict):
+    from fitcheck.estimate.training_request import TrainingPlan
+
+    notes = r["notes"]
+    n = int(r["num_gpus"] or 1)
+    common = dict(seq_len=int(r["output_len"]), batch=int(r["batch"] or 1), grad_accum=8, optimizer="adamw",
+                  grad_checkpointing=True, attention="flash", lora_rank=64, lora_targets="c_attn,c_proj,w1,w2",
+                  lora_dropout=0.05, lora_train_embeddings="LoRA (emb)" in notes, gpus=n, fsdp=None, offload="none",
+                  compute_capability=8.0)
+    if r["mode"] == "qlora":
+        return TrainingPlan(mode="qlora", precision="gptq-int4", compute_dtype="fp16", master_weights="fp32", zero=2,
+                            ds_bucket_elements=_QWEN_DS_BUCKET, **common)
+    if r["mode"] == "full":
+        return TrainingPlan(mode="full", precision="bf16", compute_dtype="bf16", master_weights="fp32", zero=3,
+                            ds_bucket_elements=None, **common)
+    if "Zero3" in notes:
+        return TrainingPlan(mode="lora", precision="bf16", compute_dtype="bf16", master_weights="fp32", zero=3,
+                            ds_bucket_elements=None, **common)
+    return TrainingPlan(mode="lora", precision="bf16", compute_dtype="bf16", master_weights="none", zero=None,
+                        ds_bucket_elements=None, **common)
+
+
 def training_row(r: dict) -> Row | None:
-    try:
-        from fitcheck.estimate.training_calibration import training_row_prediction  # training issue
-    except ImportError:
+    from fitcheck.estimate.training import estimate_training
+
+    if r["model"] not in _QWEN1:
         return None
-    return training_row_prediction(r)
+    spec = resolve_model(_QWEN1[r["model"]]).spec
+    plan = training_plan(r)
+    est = estimate_training(spec, plan)
+    predicted = est.gpu_devices[0].total_bytes / GiB
+    measured_gb = float(r["measured_gb"]) / (plan.gpus if r["memory_scope"] == "total_all_gpus" else 1)
+    method = r["notes"].split('"')[1] if '"' in r["notes"] else r["mode"]
+    label = f"{r['model']} {method} seq={plan.seq_len} gpus={plan.gpus}"
+    return Row(label, "training", predicted, measured_gb * 1e9 / GiB)
 
 
 def summarize(rows: list[Row], title: str) -> str:
@@ -111,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         if rows:
             print(summarize(rows, mode))
     if skipped:
-        print(f"training: {skipped} rows skipped (no training estimator yet)")
+        print(f"training: {skipped} rows skipped (model not in the calibration map)")
     return 0
 
 

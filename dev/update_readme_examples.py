@@ -31,7 +31,7 @@ def _regenerate(block: str) -> str:
         while j < len(lines) and not lines[j].startswith("$ "):
             j += 1
         if line.startswith("$ fitcheck") and "--profile" in line:
-            result = CliRunner().invoke(cli, shlex.split(line)[1:], prog_name="fitcheck")
+            result = CliRunner().invoke(cli, shlex.split(line[2:])[1:], prog_name="fitcheck")
             out += [line, *result.output.rstrip().splitlines()]
         else:
             out += lines[i:j]

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
-from fitcheck.estimate.lora import adapted_matrices, adapter_input_elements_per_token, lora_params, parse_targets
+from fitcheck.estimate.lora import adapted_matrices, adapter_input_elements_per_token, parse_targets
 from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
 from fitcheck.estimate.result import (
     ACTIVATIONS,
@@ -248,19 +248,19 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                   + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
     ]
     comps += buffers
-    if fwd_bwd >= step_temp:
-        comps += [
-            Component(ACTIVATIONS, acts.saved + max(acts.recompute - acts.logits, 0),
-                      acts.detail + ("" if acts.recompute <= acts.logits else
-                                     "; the recomputed layer outweighs the logits (freed by then)")),
-            Component(LOGITS, acts.logits, f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies "
-                      + ("(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")),
-        ]
-        if scratch:
-            comps.append(Component(TEMP_BUFFERS, scratch, scratch_why))
-    else:
-        comps.append(Component(TEMP_BUFFERS, step_temp, f"{step_why}: exceeds the activations "
-                               f"({fwd_bwd / GiB:.2f} GiB), which backward has freed by then"))
+    comps += [
+        Component(ACTIVATIONS, acts.saved + max(acts.recompute - acts.logits, 0),
+                  acts.detail + ("" if acts.recompute <= acts.logits else
+                                 "; the recomputed layer outweighs the logits (freed by then)")),
+        Component(LOGITS, acts.logits, f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies "
+                  + ("(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")),
+    ]
+    if scratch:
+        comps.append(Component(TEMP_BUFFERS, scratch, scratch_why))
+    if step_temp > fwd_bwd:
+        # The step runs after backward freed the activations: only its excess over them adds.
+        comps.append(Component(TEMP_BUFFERS, step_temp - fwd_bwd,
+                               f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward has freed"))
     allocated = sum(c.bytes for c in comps)
     slack = max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
     comps.append(Component(OVERHEAD, slack, f"PyTorch caching-allocator slack in training ({TRAINING_ALLOCATOR_SLACK:.0%})",

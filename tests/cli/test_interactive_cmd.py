@@ -53,16 +53,12 @@ def test_an_impossible_combination_asks_for_a_change():
     assert "Changed: precision awq → q4_k_m" in r.output and "FITS" in r.output
 
 
-def test_mode_choices_come_from_the_check_command(monkeypatch):
-    from fitcheck.cli.check_cmd import check
-
-    mode = next(p for p in check.params if p.name == "mode")
-    monkeypatch.setattr(mode, "type", click.Choice(["inference", "lora"]))
-    assert choices("mode") == ("inference", "lora")
+def test_mode_choices_come_from_the_check_command():
+    assert choices("mode") == ("inference", "full", "lora", "qlora")
     r = talk("qwen-7b", "lora", "", "2048", "", "h100-sxm", "q")
-    assert "Mode (inference, lora) [inference]: " in r.output
+    assert "Mode (inference, full, lora, qlora) [inference]: " in r.output
     assert "Sequence length, tokens [4096]: " in r.output
-    assert "Request:  inference" in r.output  # rendered by `fitcheck check --mode lora ...` itself
+    assert "Request:  lora fine-tuning" in r.output  # rendered by `fitcheck check --mode lora ...` itself
     assert r.exit_code == 0
 
 

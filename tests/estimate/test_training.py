@@ -1,0 +1,149 @@
+"""Training estimator: known values with sources, DeepSpeed's published formulas, invariants."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.lora import lora_params, parse_targets
+from fitcheck.estimate.result import ACTIVATIONS, GRADIENTS, LOGITS, MASTER_WEIGHTS, OPTIMIZER, WEIGHTS
+from fitcheck.estimate.training import estimate_training, model_state_bytes
+from fitcheck.estimate.training_request import TrainingRequest, resolve_training
+from fitcheck.model.spec import ModelSpec
+from tests.estimate.estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
+from tests.estimate.machines import machine, nvidia
+
+A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
+# Qwen/Qwen-7B config.json (Qwen1: fused c_attn, MHA, FFN width = intermediate_size / 2)
+QWEN1_7B = ModelSpec("Qwen/Qwen-7B", 32, 4096, 11008, 32, 32, 151936, head_dim=128, qkv_bias=True, architecture="qwen")
+
+
+def plan(spec=QWEN25_7B, **kw):
+    return resolve_training(TrainingRequest(**kw), spec, A100)
+
+
+def est(spec=QWEN25_7B, **kw):
+    return estimate_training(spec, plan(spec, **kw))
+
+
+# ---- LoRA parameter counts (peft print_trainable_parameters) -----------------------------------
+def test_lora_llama2_7b_r8_q_v_is_4194304():
+    assert lora_params(LLAMA2_7B, 8, parse_targets("q_proj,v_proj")) == 4_194_304
+
+
+def test_lora_llama2_7b_r16_all_linear_is_39976960():
+    # 32 × 16 × (4·(4096+4096) + 2·(4096+11008) + (11008+4096))
+    assert lora_params(LLAMA2_7B, 16, parse_targets("all-linear")) == 39_976_960
+
+
+def test_lora_gqa_uses_real_kv_width():
+    # Llama-3-8B: k_proj/v_proj are 4096 → 1024 (8 KV heads × 128): 32 × 8 × (4096+1024) × 2
+    assert lora_params(LLAMA3_8B, 8, parse_targets("k_proj,v_proj")) == 32 * 8 * (4096 + 1024) * 2
+
+
+def test_lora_qwen1_fused_c_attn_and_both_c_proj():
+    # c_attn 4096 → 12288 (fused), c_proj matches the attention output and the MLP output.
+    r = 64
+    per_layer = r * (4096 + 12288) + r * (4096 + 4096) + r * (11008 + 4096) + 2 * r * (4096 + 11008)
+    assert lora_params(QWEN1_7B, r, parse_targets("c_attn,c_proj,w1,w2")) == 32 * per_layer
+
+
+def test_unknown_target_is_an_error():
+    with pytest.raises(FitcheckError):
+        parse_targets("qq_proj")
+
+
+# ---- model states against DeepSpeed's published estimators -------------------------------------
+def _p(spec):
+    return spec.total_params
+
+
+@pytest.mark.parametrize("n", [1, 2, 8])
+def test_zero2_model_states_match_deepspeed(n):
+    e = est(mode="full", seq_len=16, gpus=n, zero=2)
+    P = _p(QWEN25_7B)
+    states = model_state_bytes(e)
+    # ESTIMATION.md / ZeRO paper: 2P weights + (2 grads + 4 master + 8 Adam) P / N ...
+    assert states == pytest.approx(2 * P + 14 * P / n, rel=1e-6)
+    # ... + the fp32 gradient partition of the step (4P/N) = 2P + 18P/N, which DeepSpeed's
+    # estimate_zero2_model_states_mem_needs (4P + 16P/N) equals at N = 1 and bounds above.
+    with_step = states + 4 * P / n
+    assert with_step == pytest.approx(2 * P + 18 * P / n, rel=1e-6)
+    assert with_step <= 4 * P + 16 * P / n + 1
+    if n == 1:
+        assert with_step == pytest.approx(4 * P + 16 * P, rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 4, 8])
+def test_zero3_model_states_fall_as_one_over_n_and_match_deepspeed(n):
+    P = _p(QWEN25_7B)
+    states = model_state_bytes(est(mode="full", seq_len=16, gpus=n, zero=3))
+    assert states == pytest.approx(16 * P / n, rel=1e-6)
+    # DeepSpeed estimate_zero3_model_states_mem_needs: 18P/N + 4·largest layer (the 2P/N extra
+    # is the fp32 gradient DeepSpeed builds per sub-group at step time).
+    assert states <= 18 * P / n
+
+
+def test_zero3_param_offload_ram_is_deepspeed_18p_times_1_5():
+    e = est(mode="full", seq_len=16, gpus=1, zero=3, offload="optimizer+params")
+    P = _p(QWEN25_7B)
+    cpu = e.cpu_device
+    assert cpu is not None
+    assert cpu.peak_reserved_bytes == pytest.approx(18 * P * 1.5, rel=1e-3)
+    assert e.gpu_devices[0].component(WEIGHTS) == 0
+
+
+def test_zero2_optimizer_offload_moves_states_to_ram():
+    e = est(mode="full", seq_len=16, zero=2, offload="optimizer")
+    g = e.gpu_devices[0]
+    assert g.component(OPTIMIZER) == g.component(MASTER_WEIGHTS) == g.component(GRADIENTS) == 0
+    assert e.cpu_device.component(OPTIMIZER) == 8 * _p(QWEN25_7B)
+
+
+# ---- invariants ----------------------------------------------------------------------------------
+def test_full_ge_lora_ge_qlora():
+    kw = dict(seq_len=2048, grad_checkpointing=True)
+    full, lora, qlora = (est(mode=m, **kw).total_bytes for m in ("full", "lora", "qlora"))
+    assert full > lora > qlora
+
+
+def test_checkpointing_lowers_activations():
+    off = est(mode="lora", seq_len=4096).gpu_devices[0]
+    on = est(mode="lora", seq_len=4096, grad_checkpointing=True).gpu_devices[0]
+    assert on.component(ACTIVATIONS) < off.component(ACTIVATIONS) / 5
+    assert on.component(LOGITS) == off.component(LOGITS)
+
+
+def test_eager_attention_costs_more_than_flash():
+    flash = est(mode="lora", seq_len=4096, attention="flash").total_bytes
+    eager = est(mode="lora", seq_len=4096, attention="eager").total_bytes
+    assert eager > flash
+
+
+def test_8bit_optimizer_is_smaller():
+    assert est(mode="full", optimizer="adamw-8bit").gpu_devices[0].component(OPTIMIZER) < \
+        est(mode="full").gpu_devices[0].component(OPTIMIZER) / 3
+
+
+def test_byte_order_on_every_device():
+    for d in est(mode="qlora", seq_len=1024, zero=2, offload="optimizer").devices:
+        assert d.peak_allocated_bytes <= d.peak_reserved_bytes <= d.total_bytes
+
+
+@settings(max_examples=25, deadline=None)
+@given(seq=st.integers(1, 16384), extra=st.integers(1, 4096), batch=st.integers(1, 16),
+       mode=st.sampled_from(["full", "lora", "qlora"]), ckpt=st.booleans())
+def test_monotone_in_seq_len_and_batch(seq, extra, batch, mode, ckpt):
+    base = est(mode=mode, seq_len=seq, batch=batch, grad_checkpointing=ckpt).total_bytes
+    assert est(mode=mode, seq_len=seq + extra, batch=batch, grad_checkpointing=ckpt).total_bytes >= base
+    assert est(mode=mode, seq_len=seq, batch=batch + 1, grad_checkpointing=ckpt).total_bytes >= base
+
+
+@pytest.mark.parametrize("kw", [
+    dict(mode="lora", precision="nf4"), dict(mode="full", offload="optimizer"),
+    dict(mode="full", zero=2, offload="optimizer+params"), dict(mode="full", zero=2, fsdp="full-shard"),
+    dict(mode="lora", lora_targets="nope"), dict(mode="full", seq_len=0),
+])
+def test_bad_requests_raise(kw):
+    with pytest.raises(FitcheckError):
+        plan(**kw)
