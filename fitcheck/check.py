@@ -19,7 +19,7 @@ from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest, Plan, 
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
 from fitcheck.estimate.speed import DeviceAdvice, SpeedEstimate, advise_device, estimate_speed
-from fitcheck.estimate.verdict import FITS, Verdict, judge
+from fitcheck.estimate.verdict import FITS, UNKNOWN, Verdict, judge
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
@@ -54,54 +54,65 @@ class CheckResult:
         return self.verdict.exit_code
 
 
-def _evaluator(spec: ModelSpec, machine: Machine, headroom: float):
-    cache: dict[Plan, tuple[Estimate, Verdict]] = {}
+def _evaluator(estimate_fn, spec: ModelSpec, machine: Machine, headroom: float):
+    """evaluate(plan) -> (Estimate, Verdict), cached: searches ask for the same plan many times."""
+    cache: dict = {}
 
-    def evaluate(plan: Plan) -> tuple[Estimate, Verdict]:
+    def evaluate(plan) -> tuple[Estimate, Verdict]:
         key = plan.with_changes(assumptions=())
         if key not in cache:
-            est = estimate_inference(spec, plan)
+            est = estimate_fn(spec, plan)
             cache[key] = (est, judge(est, machine, headroom))
         return cache[key]
 
     return evaluate
 
 
-def check_inference(model, request: InferenceRequest, machine: Machine, *, headroom: float = DEFAULT_HEADROOM,
-                    alternatives: bool = True) -> CheckResult:
-    """Will `model` (a name, path or ResolvedModel) serve `request` on `machine`?"""
+def _resolve(model, headroom: float):
+    """The ResolvedModel for a name/path (or one already resolved), after checking the headroom."""
     if not 0 <= headroom < 1:
         raise FitcheckError(f"--headroom must be between 0 and 99 percent, got {headroom * 100:g}")
     if isinstance(model, str):
         from fitcheck.model.resolve import resolve_model
 
-        resolved = resolve_model(model)
-    else:
-        resolved = model
+        return resolve_model(model)
+    return model
+
+
+def _largest(evaluate, plan, **knob_range) -> int | None:
+    """The largest value of one plan field (name=(low, high)) that still fits."""
+    (name, (low, high)), = knob_range.items()
+
+    def fits(value: int) -> bool:
+        changes = {name: value}
+        if name == "context":
+            changes["prompt_tokens"] = min(plan.prompt_tokens, value)
+        return evaluate(plan.with_changes(**changes))[1].status == FITS
+
+    return largest_fitting(fits, low, high)
+
+
+def check_inference(model, request: InferenceRequest, machine: Machine, *, headroom: float = DEFAULT_HEADROOM,
+                    alternatives: bool = True) -> CheckResult:
+    """Will `model` (a name, path or ResolvedModel) serve `request` on `machine`?"""
+    resolved = _resolve(model, headroom)
     spec = resolved.spec
     plan = resolve_inference(request, spec, machine)
-    evaluate = _evaluator(spec, machine, headroom)
+    evaluate = _evaluator(estimate_inference, spec, machine, headroom)
     estimate, verdict = evaluate(plan)
-
-    upper = max(spec.max_context or 0, plan.context)
-
-    def context_fits(ctx: int) -> bool:
-        return evaluate(plan.with_changes(context=ctx, prompt_tokens=min(plan.prompt_tokens, ctx)))[1].status == FITS
-
-    def batch_fits(b: int) -> bool:
-        return evaluate(plan.with_changes(batch=b))[1].status == FITS
-
-    max_context = largest_fitting(context_fits, 1, upper)
-    max_batch = largest_fitting(batch_fits, 1, MAX_BATCH_SEARCHED)
     alts: tuple[Alternative, ...] = ()
     if alternatives and verdict.status != FITS:
         alts = find_alternatives(spec, plan, machine, evaluate)
     return CheckResult(
         query=model if isinstance(model, str) else resolved.hf_id, model=resolved, machine=machine,
         request=request, plan=plan, estimate=estimate, verdict=verdict, headroom=headroom,
-        max_context=max_context, max_batch=max_batch, alternatives=alts,
+        max_context=_largest(evaluate, plan, context=(1, max(spec.max_context or 0, plan.context))),
+        max_batch=_largest(evaluate, plan, batch=(1, MAX_BATCH_SEARCHED)),
+        alternatives=alts,
         speed=estimate_speed(spec, plan, machine),
-        device_advice=advise_device(spec, plan, machine, lambda p: evaluate(p)[1].runs),
+        # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
+        device_advice=None if verdict.status == UNKNOWN else advise_device(spec, plan, machine,
+                                                                            lambda p: evaluate(p)[1].runs),
     )
 
 
@@ -120,35 +131,18 @@ def check_training(model, request, machine: Machine, *, headroom: float = DEFAUL
     from fitcheck.estimate.training_alternatives import find_training_alternatives
     from fitcheck.estimate.training_request import resolve_training
 
-    if not 0 <= headroom < 1:
-        raise FitcheckError(f"--headroom must be between 0 and 99 percent, got {headroom * 100:g}")
-    if isinstance(model, str):
-        from fitcheck.model.resolve import resolve_model
-
-        resolved = resolve_model(model)
-    else:
-        resolved = model
+    resolved = _resolve(model, headroom)
     spec = resolved.spec
     plan = resolve_training(request, spec, machine)
-    cache: dict = {}
-
-    def evaluate(p):
-        key = p.with_changes(assumptions=())
-        if key not in cache:
-            est = estimate_training(spec, p)
-            cache[key] = (est, judge(est, machine, headroom))
-        return cache[key]
-
+    evaluate = _evaluator(estimate_training, spec, machine, headroom)
     estimate, verdict = evaluate(plan)
-    upper = max(spec.max_context or 0, plan.seq_len)
-    max_seq = largest_fitting(lambda s: evaluate(plan.with_changes(seq_len=s))[1].status == FITS, 1, upper)
-    max_batch = largest_fitting(lambda b: evaluate(plan.with_changes(batch=b))[1].status == FITS, 1,
-                                MAX_MICRO_BATCH_SEARCHED)
     alts = ()
     if alternatives and verdict.status != FITS:
         alts = find_training_alternatives(spec, plan, machine, evaluate)
     return CheckResult(
         query=model if isinstance(model, str) else resolved.hf_id, model=resolved, machine=machine,
         request=request, plan=plan, estimate=estimate, verdict=verdict, headroom=headroom,
-        max_context=max_seq, max_batch=max_batch, alternatives=alts,
+        max_context=_largest(evaluate, plan, seq_len=(1, max(spec.max_context or 0, plan.seq_len))),
+        max_batch=_largest(evaluate, plan, batch=(1, MAX_MICRO_BATCH_SEARCHED)),
+        alternatives=alts,
     )

@@ -55,11 +55,40 @@ class LazyDefaultGroup(click.Group):
             click.echo(f"fitcheck: {exc.one_line()}", err=True)
             ctx.exit(exc.exit_code)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        # `fitcheck qwen-7b ...` -> `fitcheck check qwen-7b ...`
-        if args and args[0] not in COMMANDS and not args[0].startswith("-"):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `fitcheck qwen-7b ...` and `fitcheck --strict qwen-7b ...` mean `fitcheck check ...`:
+        # anything but a command name or the group's own options starts a `check`.
+        own = {"--help", "-h", "--version"}
+        if args and args[0] not in COMMANDS and args[0] not in own:
             args = [DEFAULT_COMMAND, *args]
-        return super().resolve_command(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run; in standalone mode every error is one line on stderr and an exit code.
+
+        Usage errors (a bad flag or value) are bad input: exit 2, with click's suggestion kept
+        ("No such option: --contex (Possible options: --context)").
+        """
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except FitcheckError as exc:
+            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("fitcheck: aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as exc:
+            where = f"{exc.ctx.command_path}: " if getattr(exc, "ctx", None) and exc.ctx.command_path != "fitcheck" else ""
+            click.echo(f"fitcheck: {where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            click.echo("fitcheck: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(0)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def _module_exists(module: str) -> bool:
@@ -93,23 +122,4 @@ def cli(ctx: click.Context) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: one clear line and exit 2 for bad input, never a traceback."""
-    try:
-        # Without standalone mode click returns ctx.exit(code)'s code instead of exiting.
-        rv = cli.main(args=argv, prog_name="fitcheck", standalone_mode=False)
-    except FitcheckError as exc:
-        click.echo(f"fitcheck: {exc.one_line()}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("fitcheck: aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("fitcheck: interrupted", err=True)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    cli.main(args=argv, prog_name="fitcheck")

@@ -124,6 +124,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         machine = load_machine(profile)
         ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
 
+    _check_mode_options(ctx, mode)
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     if mode != "inference":
         from fitcheck.check import check_training
@@ -140,6 +141,25 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine)))
+
+
+_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "device", "gpu_layers")
+_TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
+                  "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
+
+
+def _check_mode_options(ctx: click.Context, mode: str) -> None:
+    """An option typed for the other mode is a mistake to point out, not to ignore."""
+    from click.core import ParameterSource
+
+    wrong = _TRAINING_ONLY if mode == "inference" else _INFERENCE_ONLY
+    typed = [name for name in wrong if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if typed:
+        flags = ", ".join("--" + name.replace("_", "-") for name in typed)
+        if mode == "inference":
+            raise click.UsageError(f"{flags} applies to training: add --mode full, lora or qlora")
+        hint = " (training uses --seq-len)" if "context" in typed else ""
+        raise click.UsageError(f"{flags} applies to inference, not --mode {mode}{hint}")
 
 
 def _training_request(mode: str, precision: str | None, batch: int, gpus: int | None, opts: dict):

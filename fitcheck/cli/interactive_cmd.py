@@ -30,8 +30,16 @@ FIELD_ALIASES = {
     "batch": "batch", "b": "batch", "machine": "machine", "profile": "machine",
     "engine": "engine", "kv": "kv_dtype", "kv-dtype": "kv_dtype", "kv_dtype": "kv_dtype",
     "gpus": "gpus", "device": "device", "gpu-layers": "gpu_layers", "ngl": "gpu_layers",
+    # training modes (full, lora, qlora)
+    "optimizer": "optimizer", "grad-accum": "grad_accum", "grad_accum": "grad_accum",
+    "checkpointing": "grad_checkpointing", "grad-checkpointing": "grad_checkpointing",
+    "grad_checkpointing": "grad_checkpointing", "attention": "attention",
+    "lora-rank": "lora_rank", "lora_rank": "lora_rank", "rank": "lora_rank",
+    "lora-targets": "lora_targets", "lora_targets": "lora_targets",
+    "zero": "zero", "fsdp": "fsdp", "offload": "offload",
 }
-SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device")
+SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device",
+                "optimizer", "checkpointing", "lora-rank", "zero")
 
 
 class Invalid(ValueError):
@@ -51,6 +59,18 @@ class Answers:
     gpus: int | None = None
     device: str = "auto"
     gpu_layers: int | None = None
+    # training modes only (TrainingRequest's defaults); `context` is the sequence length there
+    grad_accum: int = 1
+    optimizer: str = "adamw"
+    master_weights: str | None = None
+    grad_checkpointing: bool = False
+    attention: str = "sdpa"
+    lora_rank: int = 16
+    lora_targets: str = "all-linear"
+    lora_train_embeddings: bool = False
+    zero: int | None = None
+    fsdp: str | None = None
+    offload: str = "none"
 
     def request(self):
         from fitcheck.estimate.request import InferenceRequest
@@ -59,6 +79,18 @@ class Answers:
                                 context=self.context, batch=self.batch, kv_dtype=self.kv_dtype,
                                 engine=None if self.engine == "auto" else self.engine, gpus=self.gpus,
                                 device=self.device, gpu_layers=self.gpu_layers)
+
+    def training_request(self):
+        """The TrainingRequest of a training mode (full, lora, qlora), as `fitcheck check --mode` builds it."""
+        from fitcheck.estimate.training_request import TrainingRequest
+
+        return TrainingRequest(
+            mode=self.mode, seq_len=self.context, batch=self.batch, grad_accum=self.grad_accum,
+            precision=None if self.precision == "auto" else self.precision.lower(), optimizer=self.optimizer,
+            master_weights=self.master_weights, grad_checkpointing=self.grad_checkpointing,
+            attention=self.attention, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
+            lora_train_embeddings=self.lora_train_embeddings, gpus=self.gpus, zero=self.zero, fsdp=self.fsdp,
+            offload=self.offload)
 
 
 # --- choices read from the check command, so options another command adds appear here too ------
@@ -74,11 +106,6 @@ def choices(name: str, fallback: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(getattr(param.type, "choices", fallback)) if param is not None else fallback
 
 
-def length_option(mode: str) -> str:
-    """`--seq-len` for training modes when the check command has it, else `--context`."""
-    return "--seq-len" if mode != "inference" and _check_param("seq_len") is not None else "--context"
-
-
 # --- validation: text -> value, or Invalid(reason) ----------------------------------------------
 def _choice(text: str, options: tuple[str, ...], what: str) -> str:
     low = text.strip().lower()
@@ -86,6 +113,15 @@ def _choice(text: str, options: tuple[str, ...], what: str) -> str:
         if o.lower() == low:
             return o
     raise Invalid(f"{text.strip()!r} is not a {what}; choose one of: {', '.join(options)}")
+
+
+def _on_off(text: str, what: str) -> bool:
+    low = text.strip().lower()
+    if low in ("on", "yes", "true", "1"):
+        return True
+    if low in ("off", "no", "false", "0"):
+        return False
+    raise Invalid(f"{what} is on or off, got {text.strip()!r}")
 
 
 def _positive(text: str, what: str, minimum: int = 1) -> int:
@@ -127,6 +163,28 @@ def validate(field: str, text: str, session: "Session | None" = None):
         return None if text.strip().lower() == "auto" else _positive(text, "the number of GPUs")
     if field == "gpu_layers":
         return None if text.strip().lower() == "auto" else _positive(text, "the GPU layers", 0)
+    if field in ("optimizer", "attention", "fsdp", "offload"):
+        if field == "fsdp" and text.strip().lower() in ("none", "off"):
+            return None
+        return _choice(text, choices(field), field)
+    if field == "grad_checkpointing":
+        return _on_off(text, "gradient checkpointing")
+    if field == "grad_accum":
+        return _positive(text, "the gradient accumulation")
+    if field == "lora_rank":
+        return _positive(text, "the LoRA rank")
+    if field == "lora_targets":
+        from fitcheck.estimate.lora import parse_targets
+
+        try:
+            parse_targets(text.strip())
+        except FitcheckError as exc:
+            raise Invalid(exc.one_line()) from None
+        return text.strip()
+    if field == "zero":
+        if text.strip().lower() in ("none", "off"):
+            return None
+        return int(_choice(text, choices("zero", ("0", "1", "2", "3")), "ZeRO stage"))
     if field == "machine":
         name = text.strip()
         if name.lower() in (THIS_MACHINE, "this machine", "here", "local"):
@@ -174,19 +232,36 @@ def parse_command(line: str, n_alternatives: int):
     return ("set", field, rest.strip())
 
 
+def _flag(value: str) -> bool:
+    return str(value).lower() in ("on", "true", "yes", "1")
+
+
 _ALT_FIELDS = {"precision": str, "context": int, "batch": int, "kv_dtype": str, "gpus": int, "engine": str,
-               "device": str, "gpu_layers": int}
+               "device": str, "gpu_layers": int,
+               # training alternatives (fitcheck.estimate.training_alternatives)
+               "mode": str, "grad_accum": int, "optimizer": str, "grad_checkpointing": _flag, "attention": str,
+               "lora_rank": int, "lora_targets": str, "lora_train_embeddings": _flag, "zero": int, "fsdp": str,
+               "offload": str, "master_weights": str}
+_ALT_ALIASES = {"seq_len": "context"}  # a training plan's sequence length is the `context` answer
 
 
 def apply_alternative(answers: Answers, alternative) -> Answers:
     """The answers with an alternative's changes applied (its plan's changed options)."""
     changes = {}
     for option, value in alternative.changes:
-        if option not in _ALT_FIELDS:
+        field = _ALT_ALIASES.get(option, option)
+        if field not in _ALT_FIELDS:
             raise Invalid(f"cannot apply the change {option}={value} here")
-        changes[option] = _ALT_FIELDS[option](value)
+        changes[field] = _ALT_FIELDS[field](value)
     if changes.get("device") == "cpu":
         changes.setdefault("gpu_layers", None)
+    plan = getattr(alternative, "plan", None)
+    if "mode" in changes and "precision" not in changes and getattr(plan, "precision", None):
+        changes["precision"] = plan.precision  # e.g. full (fp32) -> LoRA on a bf16 base
+    if changes.get("zero") is not None:
+        changes.setdefault("fsdp", None)
+    if changes.get("fsdp") is not None:
+        changes.setdefault("zero", None)
     return replace(answers, **changes)
 
 
@@ -271,35 +346,18 @@ def _questions(session: Session) -> None:
          a.machine)
 
 
-def _check_args(a: Answers) -> list[str]:
-    args = [a.model, "--mode", a.mode, length_option(a.mode), str(a.context), "--batch", str(a.batch)]
-    if a.precision != "auto":
-        args += ["--precision", a.precision]
-    if a.machine != THIS_MACHINE:
-        args += ["--profile", a.machine]
-    return args
-
-
 def _evaluate(session: Session) -> int:
     """Show the verdict for the current answers; returns how many alternatives can be picked."""
     a = session.answers
     click.echo("")
-    if a.mode != "inference":  # training modes: the check command renders them itself
-        from fitcheck.cli.check_cmd import check
-
-        session.result = None
-        try:
-            check.main(_check_args(a), prog_name="fitcheck check", standalone_mode=False)
-        except click.ClickException as exc:
-            click.echo(f"  cannot check: {exc.format_message()}")
-        except FitcheckError as exc:
-            click.echo(f"  cannot check: {exc.one_line()} — change an answer")
-        return 0
-    from fitcheck.check import check_inference
+    from fitcheck.check import check_inference, check_training
     from fitcheck.render.check import render_check_table
 
     try:
-        session.result = check_inference(session.model(), a.request(), session.machine())
+        if a.mode == "inference":
+            session.result = check_inference(session.model(), a.request(), session.machine())
+        else:  # full, lora, qlora: the same CheckResult, with a TrainingPlan and training alternatives
+            session.result = check_training(session.model(), a.training_request(), session.machine())
     except FitcheckError as exc:
         session.result = None
         click.echo(f"  cannot check: {exc.one_line()} — change an answer")
@@ -309,6 +367,8 @@ def _evaluate(session: Session) -> int:
 
 
 def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
     return "auto" if value is None else str(value)
 
 

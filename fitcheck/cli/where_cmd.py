@@ -4,31 +4,26 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.check_cmd import PRECISION_CHOICES
-from fitcheck.cli.options import json_option
+from fitcheck.cli.options import (batch_option, context_option, engine_option, gpus_option, headroom_option,
+                                  json_option, kv_dtype_option, params_option, precision_option)
 
 KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 
 
 @click.command("where")
 @click.argument("model")
-@click.option("--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
-              help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
-@click.option("--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Tokens per sequence, prompt plus generated.")
-@click.option("--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
-@click.option("--kv-dtype", type=click.Choice(["auto", "fp16", "bf16", "fp8", "q8_0", "q4_0"]), default="auto",
-              show_default=True, help="KV-cache element type.")
-@click.option("--engine", type=click.Choice(["transformers", "vllm", "llama.cpp"]), default=None,
-              help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
-@click.option("--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use on each machine.")
-@click.option("--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True,
-              help="Safety margin, percent of free memory kept unused.")
+@precision_option(help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
+@context_option(help="Tokens per sequence, prompt plus generated.")
+@batch_option
+@kv_dtype_option
+@engine_option(help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
+@gpus_option(help="GPUs to use on each machine. Default: all of each machine's GPUs (tensor parallel with "
+             "vLLM, layer split with transformers and llama.cpp).")
+@headroom_option
 @click.option("--max-price", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Only machines with a price of at most USD per hour.")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="Only profiles of this kind.")
-@click.option("--params", default=None, metavar="COUNT",
-              help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
+@params_option
 @json_option
 @click.pass_context
 def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,

@@ -28,6 +28,7 @@ MIN_USEFUL_CONTEXT = 512
 # CPU-only slower (45); giving up context or sequences costs in proportion to what is given up.
 COST_PER_QUALITY_STEP = 10
 COST_KV = {"fp8": 4, "q8_0": 4, "q4_0": 9}
+COST_PER_GPU = 2  # using more of the machine's own GPUs costs little
 
 _GPU_PRECISIONS = {
     "transformers": ("int8", "awq", "gptq-int4", "nf4"),
@@ -65,6 +66,22 @@ def _lower_precisions(plan: Plan) -> list[str]:
     return out
 
 
+def _usable_gpus(spec: ModelSpec, plan: Plan, machine: Machine) -> int:
+    """GPUs a plan can spread over: all of them (layer split), or for vLLM tensor parallel the
+    largest power of two that divides the attention heads."""
+    n = len(machine.gpus)
+    if plan.engine != "vllm":
+        return max(n, plan.gpus)
+    tp = 1
+    while tp * 2 <= n and spec.num_attention_heads % (tp * 2) == 0:
+        tp *= 2
+    return max(tp, plan.gpus)
+
+
+def _gpus_fit(verdict: Verdict) -> bool:
+    return not verdict.reasons and all(d.status == FITS for d in verdict.devices if d.kind == "gpu")
+
+
 def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: Evaluate) -> tuple[Alternative, ...]:
     """The best few re-estimated configurations that fit on `machine`."""
     found: list[Alternative] = []
@@ -88,11 +105,17 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
     def context_cost(ctx: int) -> float:
         return 10 + 40 * (1 - ctx / plan.context)
 
-    # 1. Lower-precision weights (alone, then with the context that fits).
+    all_gpus = _usable_gpus(spec, plan, machine)
+
+    # 1. Lower-precision weights (alone, on all the machine's GPUs, then with the context that fits).
     for p in _lower_precisions(plan):
         step = (_quality(p) - _quality(plan.precision)) * COST_PER_QUALITY_STEP
         cand = plan.with_changes(precision=p)
         v = consider(f"Quantize the weights to {weight_format(p).description}", cand, step, (("precision", p),))
+        if v.status not in (FITS, TIGHT) and all_gpus > plan.gpus:
+            cand = cand.with_changes(gpus=all_gpus)
+            v = consider(f"{weight_format(p).description} over {all_gpus} GPUs", cand, step + COST_PER_GPU * (all_gpus - plan.gpus),
+                         (("precision", p), ("gpus", str(all_gpus))))
         if v.status not in (FITS, TIGHT):
             ctx = max_context(cand)
             if ctx:
@@ -101,7 +124,8 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
                          step + context_cost(ctx), (("precision", p), ("context", str(ctx))))
 
     # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
-    if plan.engine == "transformers" and plan.device == "gpu" and plan.precision in _VLLM_SERVES:
+    if plan.engine == "transformers" and plan.device == "gpu" and plan.precision in _VLLM_SERVES \
+            and machine.gpus[0].vendor in ("nvidia", "amd"):
         consider("Serve with vLLM (paged KV cache, chunked prefill)", plan.with_changes(engine="vllm"), 3,
                  (("engine", "vllm"),))
 
@@ -125,32 +149,42 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
                      plan.with_changes(batch=b), 4 + 20 * (1 - b / plan.batch), (("batch", str(b)),))
 
     # 5. More GPUs (tensor parallel with vLLM, layer split otherwise).
-    if plan.device == "gpu" and len(machine.gpus) > plan.gpus:
-        n = plan.gpus * 2
-        while n <= len(machine.gpus):
-            consider(f"Spread over {n} GPUs" + (" (tensor parallel)" if plan.engine == "vllm" else ""),
-                     plan.with_changes(gpus=n), 5 * (n - plan.gpus), (("gpus", str(n)),))
-            n *= 2
+    if plan.device == "gpu" and all_gpus > plan.gpus:
+        consider(f"Spread over {all_gpus} GPUs" + (" (tensor parallel)" if plan.engine == "vllm" else ""),
+                 plan.with_changes(gpus=all_gpus), COST_PER_GPU * (all_gpus - plan.gpus), (("gpus", str(all_gpus)),))
 
-    # 6. Partial offload with llama.cpp, 7. CPU only.
-    gguf = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
-    gguf_step = max(_quality(gguf) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+    # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
+    #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
     kv = plan.kv_dtype if plan.kv_dtype in ("q8_0", "q4_0") else "fp16"
-    base = plan.with_changes(precision=gguf, engine="llama.cpp", kv_dtype=kv, gpus=min(max(plan.gpus, 1), len(machine.gpus)))
-    if machine.gpus and plan.device != "cpu":
-        on_gpu = consider(f"Run a GGUF {gguf} build fully on the GPU with llama.cpp", base.with_changes(device="gpu", gpu_layers=None),
-                          gguf_step + 5, (("engine", "llama.cpp"), ("precision", gguf)))
-
-        def offload_fits(n: int) -> bool:
-            return evaluate(base.with_changes(device="offload", gpu_layers=n))[1].status == FITS
-        n = None if on_gpu.status in (FITS, TIGHT) else largest_fitting(offload_fits, 1, spec.num_layers)
-        if n:
-            share = 1 - n / spec.num_layers
-            consider(f"Offload {spec.num_layers - n} of {spec.num_layers} layers to the CPU with llama.cpp ({gguf})",
-                     base.with_changes(device="offload", gpu_layers=n), gguf_step + 15 + 30 * share,
-                     (("engine", "llama.cpp"), ("precision", gguf), ("gpu_layers", str(n))))
-    if plan.device != "cpu" or plan.precision != gguf:
-        consider(f"Run on the CPU with llama.cpp ({gguf})", base.with_changes(device="cpu", gpus=0, gpu_layers=None),
-                 gguf_step + (45 if machine.gpus else 5), (("device", "cpu"), ("engine", "llama.cpp"), ("precision", gguf)))
+    start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
+    ggufs = [g for g in _GGUF_PRECISIONS if weight_format(g).linear_bits <= weight_format(start).linear_bits]
+    gpu_ok = bool(machine.gpus) and plan.device != "cpu" and machine.gpus[0].vendor != "intel"
+    for gguf in ggufs:
+        gguf_step = max(_quality(gguf) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+        base = plan.with_changes(precision=gguf, engine="llama.cpp", kv_dtype=kv, gpu_layers=None)
+        placed = False
+        if gpu_ok:
+            n_gpus = max(len(machine.gpus), 1)
+            where = f"{n_gpus} GPUs" if n_gpus > 1 else "the GPU"
+            on_gpu = consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp",
+                              base.with_changes(device="gpu", gpus=n_gpus), gguf_step + 5 + COST_PER_GPU * (n_gpus - plan.gpus),
+                              (("engine", "llama.cpp"), ("precision", gguf)) + ((("gpus", str(n_gpus)),) if n_gpus > 1 else ()))
+            placed = on_gpu.status in (FITS, TIGHT)
+            if not placed:
+                offload = base.with_changes(device="offload", gpus=n_gpus)
+                # RAM need falls and GPU need rises with -ngl: take the most layers the GPUs hold.
+                n = largest_fitting(lambda k: _gpus_fit(evaluate(offload.with_changes(gpu_layers=k))[1]), 1, spec.num_layers)
+                if n:
+                    share = 1 - n / spec.num_layers
+                    v = consider(f"Offload {spec.num_layers - n} of {spec.num_layers} layers to the CPU with llama.cpp ({gguf})",
+                                 offload.with_changes(gpu_layers=n), gguf_step + 15 + 30 * share,
+                                 (("engine", "llama.cpp"), ("precision", gguf), ("gpu_layers", str(n))))
+                    placed = v.status in (FITS, TIGHT)
+        if not placed and (plan.device != "cpu" or plan.precision != gguf):
+            v = consider(f"Run on the CPU with llama.cpp ({gguf})", base.with_changes(device="cpu", gpus=0),
+                         gguf_step + (45 if machine.gpus else 5), (("device", "cpu"), ("engine", "llama.cpp"), ("precision", gguf)))
+            placed = v.status in (FITS, TIGHT)
+        if placed:
+            break
     found.sort(key=lambda a: a.cost)
     return tuple(found[:MAX_ALTERNATIVES])

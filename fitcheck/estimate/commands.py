@@ -53,17 +53,23 @@ def _quantized_repo(model_id: str, precision: str, repos: dict[str, str]) -> tup
     return model_id, False
 
 
+def _needs_checkpoint(model_id: str, precision: str) -> str:
+    """A trailing shell comment when no pre-quantized repository of this model is known."""
+    return f"  # {model_id} as a pre-quantized {precision.upper()} checkpoint: none known to fitcheck, use one you trust"
+
+
 def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
     args = ["vllm", "serve", repo, "--max-model-len", str(plan.context)]
     if plan.batch > 1:
         args += ["--max-num-seqs", str(plan.batch)]
     fmt = weight_format(plan.precision)
+    comment = ""
     if plan.precision == "fp8" and not prequantized:
         args += ["--quantization", "fp8"]  # online dynamic FP8 quantization of a 16-bit checkpoint
     elif fmt.family in ("gptq", "awq") and not prequantized:
-        args[2] = f"{model_id}  # use a pre-quantized {plan.precision.upper()} checkpoint of this model"
-    elif plan.precision == "int8" or plan.precision == "nf4":
+        comment = _needs_checkpoint(model_id, plan.precision)
+    elif plan.precision in ("int8", "nf4"):
         args += ["--quantization", "bitsandbytes"]
     elif plan.precision in ("fp16", "fp32"):
         args += ["--dtype", {"fp16": "float16", "fp32": "float32"}[plan.precision]]
@@ -73,8 +79,7 @@ def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
         args += ["--tensor-parallel-size", str(plan.gpus)]
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
-    head, _, comment = " ".join(shlex.quote(a) if "#" not in a else a for a in args).partition("  #")
-    return head + (f"  #{comment}" if comment else "")
+    return shlex.join(args) + comment
 
 
 def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
@@ -99,7 +104,9 @@ def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
 
 
 def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
-    repo, _ = _quantized_repo(model_id, plan.precision, repos)
+    repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
+    comment = _needs_checkpoint(model_id, plan.precision) if (
+        weight_format(plan.precision).family in ("gptq", "awq") and not prequantized) else ""
     # GPTQ/AWQ kernels compute in float16.
     dtype = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
              "gptq-int8": "torch.float16", "int4": "torch.float16"}.get(plan.precision, "torch.bfloat16")
@@ -112,4 +119,4 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
     return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if extra else ''}; "
             f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
-            f"device_map={device_map}{extra})\"")
+            f"device_map={device_map}{extra})\"" + comment)

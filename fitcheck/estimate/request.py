@@ -20,6 +20,10 @@ DEVICES = ("auto", "gpu", "cpu")
 DEFAULT_CONTEXT = 4096
 DEFAULT_HEADROOM = 0.10
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# Bounds on what a request may ask, so absurd numbers are bad input, not overflows.
+MAX_CONTEXT = 2**30        # tokens per sequence (Llama 4 Scout advertises 10M)
+MAX_BATCH = 2**20          # concurrent sequences
+MAX_GPUS = 4096
 
 
 @dataclass(frozen=True)
@@ -38,12 +42,12 @@ class InferenceRequest:
     prompt_tokens: int | None = None        # prefill length (default: the whole context)
 
     def validate(self) -> None:
-        if self.context < 1:
-            raise FitcheckError(f"--context must be at least 1 token, got {self.context}")
-        if self.batch < 1:
-            raise FitcheckError(f"--batch must be at least 1, got {self.batch}")
-        if self.gpus is not None and self.gpus < 1:
-            raise FitcheckError(f"--gpus must be at least 1, got {self.gpus}")
+        if not 1 <= self.context <= MAX_CONTEXT:
+            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, got {self.context:.3g}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise FitcheckError(f"--batch must be between 1 and {MAX_BATCH:,}, got {self.batch:.3g}")
+        if self.gpus is not None and not 1 <= self.gpus <= MAX_GPUS:
+            raise FitcheckError(f"--gpus must be between 1 and {MAX_GPUS}, got {self.gpus:.3g}")
         if self.engine is not None and self.engine not in ENGINES:
             raise FitcheckError(f"unknown engine '{self.engine}'", "choose one of: " + ", ".join(ENGINES))
         if self.device not in DEVICES:
@@ -54,8 +58,8 @@ class InferenceRequest:
             raise FitcheckError(f"--gpu-memory-utilization must be between 0.05 and 1, got {self.gpu_memory_utilization}")
         if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
             raise FitcheckError("the prompt must be between 1 token and the context length")
-        if self.gpu_layers is not None and self.gpu_layers < 0:
-            raise FitcheckError(f"--gpu-layers must be >= 0, got {self.gpu_layers}")
+        if self.gpu_layers is not None and not 0 <= self.gpu_layers <= 100_000:
+            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, got {self.gpu_layers:.3g}")
 
 
 @dataclass(frozen=True)
@@ -90,10 +94,15 @@ def _cc(gpu: GPU) -> float | None:
     return None
 
 
-def default_precision(machine: Machine, device: str) -> tuple[str, str]:
-    """(precision, why) for a machine: bf16 where supported, fp16 on older GPUs, q4_k_m on CPU."""
-    if device == "cpu" or not machine.gpus:
-        return "q4_k_m", "CPU inference: the GGUF type llama.cpp users take"
+def default_precision(machine: Machine, device: str, engine: str | None = None) -> tuple[str, str]:
+    """(precision, why): bf16 where supported, fp16 on older GPUs, q4_k_m for llama.cpp/CPU."""
+    if engine == "llama.cpp" or ((device == "cpu" or not machine.gpus) and engine is None):
+        return "q4_k_m", "CPU inference: the GGUF type llama.cpp users take" if device == "cpu" or not machine.gpus \
+            else "the GGUF type llama.cpp users take"
+    if device == "cpu" or not machine.gpus:  # transformers on the CPU
+        if machine.cpu.features & CPU_BF16_FEATURES:
+            return "bf16", "the CPU has bf16 instructions"
+        return "fp32", "the CPU has no bf16 instructions"
     gpu = machine.gpus[0]
     if gpu.vendor == "apple":
         return "bf16", "Apple GPUs support bf16"
@@ -103,22 +112,48 @@ def default_precision(machine: Machine, device: str) -> tuple[str, str]:
     return "bf16", "the GPU supports bf16" if cc is not None or gpu.vendor != "nvidia" else "bf16 assumed (compute capability unknown)"
 
 
+# CPU feature flags (fitcheck.probe.cpu names) that run bf16 matmuls natively.
+CPU_BF16_FEATURES = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+# Formats whose kernels exist only for CUDA (and ROCm): bitsandbytes, GPTQ/AWQ kernels, FP8.
+_CUDA_ONLY_FAMILIES = frozenset({"bnb", "gptq", "awq", "fp8"})
+
+
 def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) -> Plan:
-    """Fill every default of `req` for `machine` and record how each was chosen."""
+    """Fill every default of `req` for `machine` and record how each was chosen.
+
+    Order matters: device, then the engine the user named (so its own default precision
+    applies), then the precision, then the engine default for that precision.
+    """
     req.validate()
     notes: list[Assumption] = []
     has_gpu = bool(machine.gpus)
+    visible = len(machine.gpus)
 
     # Device: auto -> GPU when there is one (or llama.cpp layer offload when asked), else CPU.
     if req.device == "gpu" and not has_gpu:
-        raise FitcheckError("--device gpu, but this machine has no GPU", machine.gpu_status or None)
+        raise FitcheckError(f"--device gpu, but {machine.name} has no GPU", machine.gpu_status or None)
+    if req.gpus and not has_gpu:
+        raise FitcheckError(f"--gpus {req.gpus}, but {machine.name} has no GPU", machine.gpu_status or None)
+    if req.gpus and req.gpus > visible:
+        raise FitcheckError(f"--gpus {req.gpus}, but {machine.name} has {visible} GPU{'s' if visible > 1 else ''}",
+                            f"use --gpus {visible} or less, or a profile with more GPUs")
+    if req.gpu_layers is not None and (not has_gpu or req.device == "cpu"):
+        raise FitcheckError("--gpu-layers offloads layers to a GPU, and this run has none",
+                            "drop --gpu-layers, or use a machine with a GPU")
     device = "gpu" if (req.device in ("auto", "gpu") and has_gpu) else "cpu"
+    if req.gpus and req.device == "cpu":
+        raise FitcheckError("--gpus with --device cpu: pick one")
+    if req.engine == "vllm" and device != "gpu":
+        raise FitcheckError("vLLM needs a GPU", "use --engine llama.cpp for CPU or partial offload")
     if req.gpu_layers is not None and device == "gpu":
         device = "offload"
     notes.append(Assumption("device", device, "from --device" if req.device != "auto" else
                             ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
+    vendor = machine.gpus[0].vendor if device != "cpu" else "cpu"
+    if req.engine == "vllm" and vendor not in ("nvidia", "amd"):
+        raise FitcheckError(f"vLLM needs an NVIDIA or AMD GPU (this one: {vendor})", "use --engine llama.cpp")
 
-    # Precision: what was typed, the checkpoint's stored format, or the machine's default.
+    # Precision: what was typed, the checkpoint's stored format, or the default for the engine.
     if req.precision:
         precision = weight_format(req.precision).name
         notes.append(Assumption("precision", precision, "from --precision", "--precision"))
@@ -126,7 +161,7 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         precision = weight_format(spec.stored_format).name
         notes.append(Assumption("precision", precision, "the checkpoint's stored format", "--precision"))
     else:
-        precision, why = default_precision(machine, device)
+        precision, why = default_precision(machine, device, req.engine or ("llama.cpp" if device == "offload" else None))
         notes.append(Assumption("precision", precision, why, "--precision"))
     fmt = weight_format(precision)
 
@@ -139,21 +174,21 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         notes.append(Assumption("engine", engine, "GGUF type or CPU" if engine == "llama.cpp" else "GPU with a non-GGUF precision", "--engine"))
     if fmt.gguf and engine != "llama.cpp":
         raise FitcheckError(f"precision {precision} is a GGUF type: only --engine llama.cpp runs it")
-    if engine == "vllm" and device != "gpu":
-        raise FitcheckError("vLLM needs a GPU", "use --engine llama.cpp for CPU or partial offload")
     if engine == "llama.cpp" and not fmt.gguf and fmt.family not in ("float",):
         raise FitcheckError(f"llama.cpp does not load {precision} checkpoints", "use a GGUF type such as q4_k_m")
     if device == "cpu" and engine == "transformers" and fmt.family not in ("float",):
         raise FitcheckError(f"{precision} needs a GPU with transformers", "on CPU use a GGUF type with llama.cpp, or bf16/fp32")
     if device == "offload" and engine != "llama.cpp":
         raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+    if vendor in ("apple", "intel") and fmt.family in _CUDA_ONLY_FAMILIES:
+        raise FitcheckError(f"{precision} kernels need CUDA (an NVIDIA GPU); this GPU is {vendor}",
+                            "use a GGUF type with llama.cpp, or bf16/fp16")
 
     cc = _cc(machine.gpus[0]) if has_gpu else None
-    if fmt.min_cc and device != "cpu" and (cc is None or cc < fmt.min_cc) and machine.gpus[0].vendor == "nvidia":
+    if fmt.min_cc and device != "cpu" and (cc is None or cc < fmt.min_cc) and vendor == "nvidia":
         raise FitcheckError(f"{precision} weights need compute capability >= {fmt.min_cc} (this GPU: {machine.gpus[0].compute_capability})")
 
     # GPUs
-    visible = len(machine.gpus)
     gpus = 0 if device == "cpu" else (req.gpus or 1)
     if device != "cpu":
         notes.append(Assumption("gpus", str(gpus), "from --gpus" if req.gpus else "one GPU", "--gpus"))

@@ -188,6 +188,16 @@ def resolve_training(req: TrainingRequest, spec: ModelSpec, machine: Machine) ->
                                 "defaults" if (req.lora_rank, req.lora_targets) == (DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS)
                                 else "from the options", "--lora-rank/--lora-targets"))
     gpus = req.gpus or 1
+    visible = len(machine.gpus)
+    if req.gpus and req.gpus > visible:
+        raise FitcheckError(f"--gpus {req.gpus}, but {machine.name} has {visible} GPU{'' if visible == 1 else 's'}",
+                            f"use --gpus {visible} or less, or a profile with more GPUs" if visible else None)
+    vendor = machine.gpus[0].vendor if machine.gpus else None
+    bnb_optimizer = req.optimizer in ("adamw-8bit", "paged-adamw-8bit")
+    if vendor in ("apple", "intel") and (weight_format(precision).family in ("bnb", "gptq", "awq") or bnb_optimizer):
+        what = f"--optimizer {req.optimizer}" if bnb_optimizer else f"a {precision} base"
+        raise FitcheckError(f"{what} needs CUDA kernels (bitsandbytes/GPTQ/AWQ); this GPU is {vendor}",
+                            "use --mode lora with a bf16 base and --optimizer adamw")
     notes.append(Assumption("gpus", str(gpus), "from --gpus" if req.gpus else "one GPU", "--gpus"))
     if req.zero is not None:
         notes.append(Assumption("sharding", f"DeepSpeed ZeRO-{req.zero}", "from --zero", "--zero"))

@@ -128,5 +128,5 @@ def _judge_device(device: str, kind: str, need: int, free: int | None, what: str
         status, reason = TIGHT, (f"{label} needs {format_gib(need)} of {format_gib(free)} {what}, "
                                  f"inside the {headroom:.0%} headroom")
     else:
-        status, reason = DOES_NOT_FIT, f"{label} needs {format_gib(need)} but only {format_gib(free)} is {what.split(' ')[0]}"
+        status, reason = DOES_NOT_FIT, f"{label} needs {format_gib(need)} but only {format_gib(free)} {what}"
     return DeviceVerdict(device, kind, need, free, usable, status, reason)

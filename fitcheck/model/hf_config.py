@@ -32,6 +32,15 @@ _MAX = {
 _DEFAULT_MAX = 10**8
 
 _REQUIRED = object()
+_SHOW_MAX = 40
+
+
+def _show(value: Any) -> str:
+    """A config value for an error message, never longer than ~40 characters (1e300 stays short)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 120:
+        return f"~{'-' if value < 0 else ''}1e{int(abs(value).bit_length() * 0.30103)}"
+    text = repr(value)
+    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
 
 _DTYPES = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -79,14 +88,15 @@ class _Reader:
         if key is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise FitcheckError(f"{self._where(key)} must be a whole number, not {value!r:.40}")
+            raise FitcheckError(f"{self._where(key)} must be a whole number, not {_show(value)}")
+        shown = _show(value)  # as written: 1e300 stays 1e+300, not a 300-digit number
         if isinstance(value, float):
             if not math.isfinite(value) or not value.is_integer():
-                raise FitcheckError(f"{self._where(key)} must be a whole number, not {value!r:.40}")
+                raise FitcheckError(f"{self._where(key)} must be a whole number, not {shown}")
             value = int(value)
         upper = maximum if maximum is not None else _MAX.get(field, _DEFAULT_MAX)
         if value < minimum or value > upper:
-            raise FitcheckError(f"{self._where(key)} = {value} is out of range ({minimum}..{upper})")
+            raise FitcheckError(f"{self._where(key)} = {shown} is out of range ({minimum}..{upper})")
         self.sources.append((field, self._where(key)))
         return value
 
@@ -95,7 +105,7 @@ class _Reader:
         if key is None:
             return default
         if not isinstance(value, bool):
-            raise FitcheckError(f"{self._where(key)} must be true or false, not {value!r:.40}")
+            raise FitcheckError(f"{self._where(key)} must be true or false, not {_show(value)}")
         if record:
             self.sources.append((field, self._where(key)))
         return value
@@ -721,7 +731,7 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
     fields: dict[str, Any] = {}
     if family_reader is None:
         known = ", ".join(SUPPORTED_ARCHITECTURES)
-        raise FitcheckError(f"{source}: model_type {model_type or '(none)'!r} is not an architecture fitcheck reads",
+        raise FitcheckError(f"{source}: model_type {_show(model_type) if model_type else '(none)'} is not an architecture fitcheck reads",
                             f"known: {known}; or give --params for a generic estimate")
     family_reader(reader, fields)
     _validate(fields, reader)

@@ -3,7 +3,8 @@
 Order, first match wins:
 
 1. ``--params`` given: a generic Llama-like shape (:mod:`fitcheck.model.generic`); nothing is looked up.
-2. An existing local path: :func:`fitcheck.model.local.spec_from_path`.
+2. An existing local path: :func:`fitcheck.model.local.spec_from_path`; something that is
+   clearly a path (``./x``, ``/x``, ``~/x``, ``x.gguf``) but does not exist: ``no such file or folder``.
 3. A full catalog id ``org/name`` (case-insensitive).
 4. A short name: ``qwen-7b``, ``llama3-8b``, ``mixtral-8x7b`` ... (separators and case do not
    matter).  Several models can answer to one short name; the newest release wins, then the
@@ -27,6 +28,8 @@ from fitcheck.model.spec import ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _MAX_OTHERS = 4
+_PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\", "\\")
+_FILE_SUFFIXES = (".json", ".gguf", ".safetensors")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,17 @@ def suggestions(text: str, n: int = 3) -> list[str]:
     return [names[c] for c in close]
 
 
+def looks_like_path(text: str) -> bool:
+    """True when ``text`` is clearly a file system path, not a name or an ``org/name`` Hub id.
+
+    Hub ids contain '/' too, so only a leading ``/``, ``./``, ``../``, ``~`` (or their Windows
+    spellings, or a drive letter) or a model-file suffix (.json, .gguf, .safetensors) counts.
+    """
+    if text.startswith(_PATH_PREFIXES) or re.match(r"^[A-Za-z]:[\\/]", text):
+        return True
+    return text.lower().endswith(_FILE_SUFFIXES)
+
+
 def _local(path: str) -> ResolvedModel:
     try:
         from fitcheck.model.local import spec_from_path
@@ -118,6 +132,9 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
 
     if os.path.exists(os.path.expanduser(text)):
         return _local(os.path.expanduser(text))
+    if looks_like_path(text):
+        raise FitcheckError(f"no such file or folder: {text}",
+                            "check the path, or give a model name: `fitcheck models` lists them")
 
     catalog = load_catalog()
     exact = catalog.get(text)

@@ -18,10 +18,11 @@ import click
 
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
-from fitcheck.preflight import github
-from fitcheck.preflight.lines import case_line, requirement_line, use_color
+from fitcheck.preflight.requirements import combine
 from fitcheck.preflight.requirements import exit_code as requirements_exit_code
-from fitcheck.preflight.run import combine
+
+# Each format's modules (github, lines, the plan runner) are imported where they are used, so a
+# plain `fitcheck MODEL --json` loads none of them.
 
 FORMATS = ("table", "json", "github")
 REQUIREMENTS_SCHEMA = "fitcheck.requirements/1"
@@ -64,6 +65,10 @@ def outcome_dict(o) -> dict:
 
 
 def _requirement_lines(outcomes, err: bool) -> None:
+    if not outcomes:
+        return
+    from fitcheck.preflight.lines import requirement_line, use_color
+
     color = use_color(sys.stderr if err else sys.stdout)
     for o in outcomes:
         click.echo(requirement_line(o, color), err=err)
@@ -86,9 +91,11 @@ def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(
             click.echo("")
             _requirement_lines(outcomes, err=False)
         if fmt == "github":
-            for line in github.check_annotations(result, strict) + github.requirement_annotations(outcomes):
+            from fitcheck.preflight import github
+
+            for line in github.check_annotations(result, strict, doc=doc) + github.requirement_annotations(outcomes):
                 click.echo(line)
-            append_summary(github.check_summary(result, outcomes, strict))
+            append_summary(github.check_summary(result, outcomes, strict, doc=doc))
     write_output(output, doc)
     code = result.exit_code
     if strict and result.verdict.status == TIGHT:
@@ -120,6 +127,8 @@ def emit_requirements(machine, outcomes, *, fmt: str, output: str | None) -> int
         click.echo(f"Machine:  {machine_line(machine)}")
         _requirement_lines(outcomes, err=False)
         if fmt == "github":
+            from fitcheck.preflight import github
+
             for line in github.requirement_annotations(outcomes):
                 click.echo(line)
             append_summary(github.requirements_summary(machine_line(machine), outcomes))
@@ -149,6 +158,8 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
         click.echo(_dumps(doc))
         _requirement_lines(outcomes, err=True)
     else:
+        from fitcheck.preflight.lines import case_line, use_color
+
         color = use_color(sys.stdout)
         for c in case_results:
             click.echo(case_line(c, color))
@@ -156,10 +167,12 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
         passed = sum(1 for c in case_results if c.exit_code == 0)
         click.echo(f"{passed} of {len(case_results)} cases pass ({path})")
         if fmt == "github":
-            for c in case_results:
+            from fitcheck.preflight import github
+
+            for c, case_doc in zip(case_results, doc["cases"]):
                 if c.exit_code != 0:
                     click.echo(github.check_annotations(c.result, strict or c.case.get("strict", False),
-                                                        name=c.case.name)[0])
+                                                        name=c.case.name, doc=case_doc["check"])[0])
             for line in github.requirement_annotations(outcomes):
                 click.echo(line)
             append_summary(github.plan_summary(path, case_results, outcomes))

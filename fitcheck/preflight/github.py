@@ -4,11 +4,14 @@ Pure string building.  Annotations are ``::error title=T::MESSAGE`` lines on std
 (docs.github.com/actions/reference/workflows-and-actions/workflow-commands); the message and
 the title are escaped the way the runner unescapes them (% CR LF, and : , in properties).
 The summary is Markdown the CLI appends to ``$GITHUB_STEP_SUMMARY``.
+
+The commands shown for the alternatives are read from the check's JSON document (``doc``, the
+one ``--json``/``--output`` print), so inference and training plans get the same commands there
+and here; without ``doc`` it is built.
 """
 
 from __future__ import annotations
 
-from fitcheck.estimate.commands import fitcheck_command
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
 from fitcheck.units import GiB
@@ -34,11 +37,16 @@ def _machine_name(result) -> str:
     return result.machine.name
 
 
-def _profile(result) -> str | None:
-    """--profile for the commands shown: a shipped profile's name, else its path (as the table shows)."""
-    from fitcheck.render.check import _profile_arg
+def alternative_commands(result, doc: dict | None = None) -> list[str]:
+    """The `fitcheck ...` command of each alternative, best first: the JSON document's
+    ``alternatives[].fitcheck_command`` (inference or training, with --profile)."""
+    if not result.alternatives:
+        return []
+    if doc is None:
+        from fitcheck.render.check import check_document
 
-    return _profile_arg(result)
+        doc = check_document(result)
+    return [a["fitcheck_command"] for a in doc["alternatives"]]
 
 
 def _level(status: str, strict: bool) -> str:
@@ -54,23 +62,27 @@ def check_title(result, name: str | None = None) -> str:
     return f"fitcheck: {label} {_WORD[result.verdict.status]} on {_machine_name(result)}"
 
 
-def check_message(result, strict: bool = False) -> str:
+def check_message(result, strict: bool = False, doc: dict | None = None) -> str:
     """One paragraph a developer understands from the log alone: why, and what fits instead."""
     plan = result.plan
-    msg = (f"{result.query} ({result.estimate.mode}, {plan.precision}, {plan.engine}, context {plan.context}, "
-           f"batch {plan.batch}): {result.verdict.summary()}.")
+    if hasattr(plan, "seq_len"):  # a TrainingPlan
+        how = f"{plan.mode}, {plan.precision}, sequence {plan.seq_len}, micro-batch {plan.batch}"
+    else:
+        how = f"{result.estimate.mode}, {plan.precision}, {plan.engine}, context {plan.context}, batch {plan.batch}"
+    msg = f"{result.query} ({how}): {result.verdict.summary()}."
     if result.verdict.status == TIGHT:
         msg += f" It fits only inside the {result.headroom:.0%} headroom" + (" (--strict)." if strict else ".")
     if result.alternatives:
         best = result.alternatives[0]
-        msg += f" Fits instead: {best.title} — {fitcheck_command(result.query, best.plan, profile=_profile(result))}"
+        msg += f" Fits instead: {best.title} — {alternative_commands(result, doc)[0]}"
     elif result.verdict.status == DOES_NOT_FIT:
         msg += " Nothing fits on this machine, even quantized or offloaded."
     return msg
 
 
-def check_annotations(result, strict: bool = False, name: str | None = None) -> list[str]:
-    return [annotation(_level(result.verdict.status, strict), check_title(result, name), check_message(result, strict))]
+def check_annotations(result, strict: bool = False, name: str | None = None, doc: dict | None = None) -> list[str]:
+    return [annotation(_level(result.verdict.status, strict), check_title(result, name),
+                       check_message(result, strict, doc))]
 
 
 def requirement_annotations(outcomes) -> list[str]:
@@ -97,10 +109,11 @@ def _requirements_md(outcomes) -> list[str]:
     return lines
 
 
-def check_summary(result, outcomes=(), strict: bool = False) -> str:
+def check_summary(result, outcomes=(), strict: bool = False, doc: dict | None = None) -> str:
     """Markdown for one check: verdict, memory per device, requirements, what fits instead."""
     status = result.verdict.status
-    lines = [f"### {_ICON[status]} {check_title(result)}", "", check_message(result, strict), "",
+    commands = alternative_commands(result, doc)
+    lines = [f"### {_ICON[status]} {check_title(result)}", "", check_message(result, strict, doc), "",
              "| Device | Needs | Free | Verdict |", "|---|---|---|---|"]
     for d in result.verdict.devices:
         label = d.device.upper() if d.kind == "gpu" else "RAM"
@@ -108,8 +121,8 @@ def check_summary(result, outcomes=(), strict: bool = False) -> str:
     lines += _requirements_md(outcomes)
     if result.alternatives:
         lines += ["", "**What fits instead (best first)**", ""]
-        for i, a in enumerate(result.alternatives, 1):
-            lines.append(f"{i}. {a.title}: `{fitcheck_command(result.query, a.plan, profile=_profile(result))}`")
+        for i, (a, command) in enumerate(zip(result.alternatives, commands), 1):
+            lines.append(f"{i}. {a.title}: `{command}`")
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fitcheck.errors import FitcheckError
+from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.machine import Machine, known
 from fitcheck.units import GB, GiB, parse_size
 
@@ -186,6 +186,15 @@ def evaluate(requirements, machine: Machine) -> tuple[Outcome, ...]:
         else:
             out.append(Outcome(req, OK if req.holds(value) else FAILED, value, shown))
     return tuple(out)
+
+
+def combine(codes) -> int:
+    """The exit code of several checks: 2 bad input, else 1 if any failed, else 3 if any unknown, else 0."""
+    codes = set(codes)
+    for code in (EXIT_BAD_INPUT, 1, 3):
+        if code in codes:
+            return code
+    return 0
 
 
 def exit_code(outcomes) -> int:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
+from fitcheck.errors import FitcheckError
 from fitcheck.estimate.verdict import TIGHT
 from fitcheck.machine import Machine
 from fitcheck.preflight.plan_file import Case, PlanFile
+from fitcheck.preflight.requirements import combine  # noqa: F401  (was defined here; emit imports it from requirements)
 
 PLAN_MODES = ("inference",)  # training cases need the training estimator's API
 
@@ -21,15 +22,6 @@ class CaseResult:
     case: Case
     result: object        # fitcheck.check.CheckResult
     exit_code: int        # 0 fits, 1 does not fit (or tight when strict), 3 unknown
-
-
-def combine(codes) -> int:
-    """The exit code of several checks: 2 bad input, else 1 if any failed, else 3 if any unknown, else 0."""
-    codes = set(codes)
-    for code in (EXIT_BAD_INPUT, 1, 3):
-        if code in codes:
-            return code
-    return 0
 
 
 def request_for(case: Case):

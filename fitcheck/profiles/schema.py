@@ -52,12 +52,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import CPU, GPU, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
-from fitcheck.units import GB, GiB, MiB, TB, parse_size
+from fitcheck.units import GB, GiB, MiB, TB, format_bytes, parse_size
 
 SCHEMA = "fitcheck.machine/1"
 KINDS = ("laptop", "desktop", "workstation", "cloud", "ci", "probed")
@@ -69,6 +71,15 @@ NOT_IN_PROFILE = "not in profile"
 OS_ALLOWANCE_MIN = 2 * GiB
 OS_ALLOWANCE_MAX = 16 * GiB
 OS_ALLOWANCE_FRACTION = 0.10
+
+# Bounds beyond which a number cannot describe a real machine (a typo, or a corrupt or hostile
+# file): sizes and bandwidths up to 1 EiB(/s), whole numbers (cores, watts) up to ten million,
+# other numbers (TFLOPS, USD per hour) up to a billion, and at most 1024 GPUs in one profile.
+MAX_BYTES = 2**60
+MAX_INT = 10**7
+MAX_FLOAT = 1e9
+MAX_GPUS = 1024
+_CC_RE = re.compile(r"^[0-9]+\.[0-9]+$")
 
 
 def os_allowance_bytes(total_bytes: int) -> int:
@@ -330,7 +341,12 @@ class _Reader:
         kind = spec.kind
         if kind in ("bytes", "bandwidth"):
             assert convert is not None
+            if isinstance(raw, float) and not math.isfinite(raw):
+                raise self.error(path, f"expected a finite number, got {_show(raw)}")
             result = convert(raw)
+            scaled_key = path.endswith(("_gib", "_mib", "_gb", "_gbps", "_tbps"))
+            if result is None and scaled_key and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                raise self.error(path, f"is too large, got {_show(raw)}", "at most 1 EiB")
             if result is None:
                 key = path.rsplit(".", 1)[-1]
                 if key.endswith(("_bytes", "_bytes_per_s")):
@@ -344,6 +360,8 @@ class _Reader:
                 raise self.error(path, f"expected {expected}, got {_show(raw)}")
             if result < 0:
                 raise self.error(path, f"must not be negative, got {_show(raw)}")
+            if result > MAX_BYTES:
+                raise self.error(path, f"is too large, got {_show(raw)}", "at most 1 EiB")
             if spec.positive and result == 0:
                 raise self.error(path, "must be more than 0 (leave it out, or list it under unknown, if not known)")
             return result
@@ -352,23 +370,28 @@ class _Reader:
                 raise self.error(path, f"expected a whole number, got {_show(raw)}")
             if raw < 0 or (spec.positive and raw == 0):
                 raise self.error(path, f"must be more than 0, got {_show(raw)}")
+            if raw > MAX_INT:
+                raise self.error(path, f"is too large, got {_show(raw)}", f"at most {MAX_INT}")
             return raw
         if kind == "float":
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 raise self.error(path, f"expected a number, got {_show(raw)}")
+            if isinstance(raw, float) and not math.isfinite(raw):
+                raise self.error(path, f"expected a finite number, got {_show(raw)}")
             if raw < 0:
                 raise self.error(path, f"must not be negative, got {_show(raw)}")
+            if raw > MAX_FLOAT:
+                raise self.error(path, f"is too large, got {_show(raw)}", f"at most {MAX_FLOAT:g}")
             return float(raw)
         if kind == "str":
             if not isinstance(raw, str):
                 raise self.error(path, f"expected a string, got {_show(raw)}")
             return raw
         if kind == "cc":
-            if isinstance(raw, float):  # compute_capability = 8.9 written as a number
-                return repr(raw)
-            if not isinstance(raw, str):
+            text = repr(raw) if isinstance(raw, float) else raw  # compute_capability = 8.9 as a number
+            if not isinstance(text, str) or not _CC_RE.match(text):
                 raise self.error(path, f"expected a compute capability like \"8.9\", got {_show(raw)}")
-            return raw
+            return text
         if kind == "kind":
             if raw not in KINDS:
                 raise self.error(path, f"expected one of {', '.join(KINDS)}, got {_show(raw)}")
@@ -418,6 +441,10 @@ class _Reader:
             values["available_bytes"] = (
                 max(total - os_allowance_bytes(total), 0) if isinstance(total, int) else Unknown(NOT_IN_PROFILE)
             )
+        available = values["available_bytes"]
+        if isinstance(total, int) and isinstance(available, int) and available > total:
+            raise self.error(path + "available", f"more than total ({format_bytes(available)} > {format_bytes(total)})",
+                             "available RAM cannot exceed total RAM")
         if values["bandwidth_source"] is None:
             values["bandwidth_source"] = "profile" if isinstance(values["bandwidth_bytes_per_s"], int) else ""
         return SystemMemory(**values)
@@ -441,9 +468,16 @@ class _Reader:
             count = item.get("count", 1)
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise self.error(item_path + ".count", f"expected a whole number of GPUs, got {_show(count)}")
+            if len(gpus) + count > MAX_GPUS:
+                raise self.error(item_path + ".count", f"too many GPUs, got {_show(count)}" + (f" after {len(gpus)} listed before" if gpus else ""),
+                                 f"a profile holds at most {MAX_GPUS} GPUs")
             if count > 1 and "index" in item:
                 raise self.error(item_path + ".index", "cannot be given with count (indexes are numbered in order)")
             values = self.table(item, GPU_FIELDS, item_path + ".", extra_keys={"count"})
+            total, free = values["memory_total_bytes"], values["memory_free_bytes"]
+            if isinstance(total, int) and isinstance(free, int) and free > total:
+                raise self.error(item_path + ".memory_free", f"more than memory_total ({format_bytes(free)} > {format_bytes(total)})",
+                                 "free GPU memory cannot exceed total GPU memory")
             for _ in range(count):
                 gpus.append(_finish_gpu(dict(values), len(gpus)))
         return tuple(gpus)
@@ -531,7 +565,10 @@ def _scaled(unit: int) -> Callable[[Any], int | None]:
     def convert(raw: Any) -> int | None:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return None
-        return int(round(raw * unit))
+        scaled = raw * unit
+        if isinstance(scaled, float) and not math.isfinite(scaled):
+            return None  # nan, inf, or a number too large to be a size
+        return int(round(scaled))
 
     return convert
 
@@ -543,7 +580,7 @@ def _size(raw: Any) -> int | None:
         return None
     try:
         return parse_size(raw)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
@@ -561,9 +598,10 @@ def _bandwidth(raw: Any) -> int | None:
     for unit in sorted(_BANDWIDTH_UNITS, key=len, reverse=True):
         if text.endswith(unit):
             try:
-                return int(round(float(text[: -len(unit)]) * _BANDWIDTH_UNITS[unit]))
+                number = float(text[: -len(unit)]) * _BANDWIDTH_UNITS[unit]
             except ValueError:
                 return None
+            return int(round(number)) if math.isfinite(number) else None
     return None
 
 

@@ -106,6 +106,10 @@ def read_profile_text(text: str, where: str, default_name: str = "") -> Machine:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FitcheckError(f"{where}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python will convert
+        raise FitcheckError(f"{where}: not a usable profile: {str(exc).splitlines()[0][:120]}") from None
+    except RecursionError:
+        raise FitcheckError(f"{where}: not a usable profile: values nested too deeply") from None
     return machine_from_dict(document, where=where, default_name=default_name)
 
 

@@ -230,7 +230,9 @@ def render_check_table(result) -> str:
     if est.fact("vllm_max_concurrency") is not None:
         lines.append(f"          vLLM KV pool: {est.fact('vllm_kv_pool_tokens'):,} tokens, maximum concurrency "
                      f"{est.fact('vllm_max_concurrency')}× at {plan.context:,} tokens")
-    if _is_training(plan):
+    if result.verdict.status == UNKNOWN:
+        lines.append("Largest that fits: unknown until the free memory above can be read")
+    elif _is_training(plan):
         seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
         mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
         lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
@@ -250,8 +252,7 @@ def render_check_table(result) -> str:
         repos = _quant_repos(result)
         profile = _profile_arg(result)
         for i, a in enumerate(result.alternatives, 1):
-            need = ", ".join(f"{d.device.upper() if d.kind == 'gpu' else 'RAM'} {_gib(d.total_bytes)} GiB"
-                             for d in a.estimate.devices if d.total_bytes)
+            need = _needs_line(a.estimate.devices)
             tight = " (tight)" if a.verdict.status == TIGHT else ""
             lines.append(f"  {i}. {a.title}{tight} — needs {need}")
             lines.append(f"     {_fitcheck_cmd(result, a.plan, profile)}")
@@ -265,6 +266,18 @@ def render_check_table(result) -> str:
     for note in est.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+def _needs_line(devices) -> str:
+    """'GPU0 9.22 GiB, RAM 0.40 GiB'; equal GPUs folded: '45.61 GiB on each of 8 GPUs, RAM 0.62 GiB'."""
+    gpus = [d for d in devices if d.kind == "gpu" and d.total_bytes]
+    parts = []
+    if len(gpus) > 1 and max(d.total_bytes for d in gpus) - min(d.total_bytes for d in gpus) < 2**30 // 10:
+        parts.append(f"{_gib(max(d.total_bytes for d in gpus))} GiB on each of {len(gpus)} GPUs")
+    else:
+        parts += [f"{d.device.upper()} {_gib(d.total_bytes)} GiB" for d in gpus]
+    parts += [f"RAM {_gib(d.total_bytes)} GiB" for d in devices if d.kind == "cpu" and d.total_bytes]
+    return ", ".join(parts)
 
 
 def _gib(n: int | None) -> str:

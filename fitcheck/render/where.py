@@ -22,7 +22,7 @@ without a price, fastest first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
@@ -176,12 +176,25 @@ def _speed(row: WhereRow) -> float:
     return row.speed.decode.mid if row.speed and row.speed.decode else 0.0
 
 
+def machine_request(request: InferenceRequest, machine: Machine) -> InferenceRequest:
+    """The request as asked of ``machine``: without --gpus, all of its GPUs (vLLM splits tensors across
+    them, transformers and llama.cpp split the layers), so 8x-h100 is judged as eight GPUs, not one."""
+    if request.gpus is not None or len(machine.gpus) < 2 or request.device == "cpu":
+        return request
+    return replace(request, gpus=len(machine.gpus))
+
+
 def evaluate_on(spec, request: InferenceRequest, machine: Machine, headroom: float) -> WhereRow:
-    """The request on one machine: plan (its defaults), estimate, verdict and speed."""
+    """The request on one machine: plan (its defaults, all its GPUs unless --gpus), estimate, verdict, speed."""
+    asked = machine_request(request, machine)
     try:
-        plan = resolve_inference(request, spec, machine)
+        plan = resolve_inference(asked, spec, machine)
     except FitcheckError as exc:
         return WhereRow(machine, None, None, None, None, exc.one_line())
+    if asked is not request and plan.gpus > 1:
+        why = f"all {plan.gpus} GPUs of this machine (no --gpus)"
+        plan = replace(plan, assumptions=tuple(replace(a, why=why) if a.name == "gpus" else a
+                                               for a in plan.assumptions))
     est = estimate_inference(spec, plan)
     verdict = judge(est, machine, headroom)
     return WhereRow(machine, plan, est, verdict, estimate_speed(spec, plan, machine),
@@ -307,4 +320,4 @@ def where_document(result: WhereResult) -> dict:
 
 
 __all__ = ["SCHEMA", "WhereResult", "WhereRow", "advice_document", "evaluate_on", "rate_text", "render_where_table",
-           "speed_document", "speed_line", "where_document", "where_result"]
+           "machine_request", "speed_document", "speed_line", "where_document", "where_result"]

@@ -58,7 +58,7 @@ def test_mode_choices_come_from_the_check_command():
     r = talk("qwen-7b", "lora", "", "2048", "", "h100-sxm", "q")
     assert "Mode (inference, full, lora, qlora) [inference]: " in r.output
     assert "Sequence length, tokens [4096]: " in r.output
-    assert "Request:  lora fine-tuning" in r.output  # rendered by `fitcheck check --mode lora ...` itself
+    assert "Request:  lora fine-tuning" in r.output  # the same table as `fitcheck check --mode lora ...`
     assert r.exit_code == 0
 
 
@@ -142,3 +142,46 @@ def test_in_a_pty_plain_fitcheck_starts_it_and_ctrl_c_exits_130():
     child.close()
     assert child.exitstatus == 130, child.before
     assert "Traceback" not in child.before
+
+
+def test_training_mode_alternatives_can_be_picked():
+    r = talk("qwen-7b", "qlora", "", "2048", "", "rtx-4090", "1", "q")
+    assert r.exit_code == 0, r.output
+    first, rest = r.output.split("Taking 1. Turn on gradient checkpointing", 1)
+    assert "DOES NOT FIT" in first and "What fits instead" in first and "no alternatives" not in first
+    assert "Changed: grad_checkpointing off → on" in rest and "checkpointing on" in rest
+    assert "Verdict:  FITS" in rest and "Traceback" not in r.output
+
+
+def test_training_answers_and_alternatives():
+    from fitcheck.check import check_training
+    from fitcheck.profiles import load_profile
+
+    a = Answers(mode="qlora", context=2048)
+    req = a.training_request()
+    assert (req.mode, req.seq_len, req.precision, req.grad_checkpointing) == ("qlora", 2048, None, False)
+    result = check_training("qwen-7b", req, load_profile("rtx-4090"))
+    assert result.alternatives
+    for alt in result.alternatives:  # every training alternative applies, and reproduces its plan
+        b = apply_alternative(a, alt)
+        plan = check_training("qwen-7b", b.training_request(), load_profile("rtx-4090")).plan
+        assert plan.with_changes(assumptions=()) == alt.plan.with_changes(assumptions=()), alt.title
+
+    class Full:
+        changes = (("mode", "lora"),)
+
+        class plan:
+            precision = "bf16"
+
+    assert apply_alternative(Answers(mode="full", precision="fp32"), Full()).precision == "bf16"
+
+    class Shorter:
+        changes = (("seq_len", "1585"), ("grad_checkpointing", "on"), ("zero", "2"))
+
+    b = apply_alternative(Answers(mode="lora", fsdp="full-shard"), Shorter())
+    assert (b.context, b.grad_checkpointing, b.zero, b.fsdp) == (1585, True, 2, None)
+    assert validate("grad_checkpointing", "on") is True and validate("zero", "3") == 3
+    assert validate("optimizer", "ADAMW-8bit") == "adamw-8bit"
+    with pytest.raises(Invalid, match="on or off"):
+        validate("grad_checkpointing", "maybe")
+    assert parse_command("checkpointing on", 0) == ("set", "grad_checkpointing", "on")

@@ -62,7 +62,7 @@ def test_github_format_annotations_summary_and_output_file(tmp_path):
     lines = r.output.splitlines()
     assert "DOES NOT FIT" in r.output  # the table, for the log
     errors = [line for line in lines if line.startswith("::error title=fitcheck%3A meta-llama/Llama-3.1-70B-Instruct does not fit")]
-    assert len(errors) == 1 and "but only 23.99 GiB is free" in errors[0] and "Fits instead" in errors[0]
+    assert len(errors) == 1 and "but only 23.99 GiB" in errors[0] and "Fits instead" in errors[0]
     text = summary.read_text()
     assert text.startswith("earlier step\n### ❌ fitcheck: meta-llama/Llama-3.1-70B-Instruct does not fit on rtx-4090")
     assert "| `ram>=1GiB` |" in text
@@ -208,3 +208,28 @@ def test_action_run_step_builds_the_command(tmp_path):
     assert "gpus>=1: met" in p.stdout and "vram>=20GiB: met" in p.stdout
     assert "::error title=fitcheck%3A meta-llama/Llama-3.1-70B-Instruct does not fit on rtx-4090" in p.stdout
     assert summary.read_text().startswith("### ❌") and json.loads((tmp_path / "o.json").read_text())
+
+
+def test_github_format_in_training_mode_shows_training_commands(tmp_path):
+    summary, out = tmp_path / "summary.md", tmp_path / "fitcheck.json"
+    r = run("qwen-7b", "--mode", "qlora", "--profile", "rtx-4090", "--format", "github", "--output", str(out),
+            env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert r.exit_code == 1, r.output
+    doc = json.loads(out.read_text())
+    commands = [a["fitcheck_command"] for a in doc["alternatives"]]
+    assert commands and all("--mode qlora" in c for c in commands)
+    (error,) = [line for line in r.output.splitlines() if line.startswith("::error ")]
+    assert commands[0] in error and "--context" not in error and "--engine" not in error
+    text = summary.read_text()
+    assert all(f"`{c}`" in text for c in commands) and "--context" not in text
+
+
+def test_plain_json_loads_no_github_or_plan_modules():
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom fitcheck.cli import cli\n"
+            "r = CliRunner().invoke(cli, ['qwen-7b', '--profile', 'rtx-4090', '--json'])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in sys.modules if m.startswith('fitcheck.preflight')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    loaded = set(eval(out))
+    assert loaded.isdisjoint({"fitcheck.preflight.github", "fitcheck.preflight.lines", "fitcheck.preflight.run",
+                              "fitcheck.preflight.plan_file"}), loaded

@@ -65,3 +65,39 @@ def test_table_shows_speed_and_price():
 def test_bad_input_is_exit_2():
     r = run("qwen-7b", "--kind", "spaceship")
     assert r.exit_code == 2
+
+
+def test_multi_gpu_profiles_use_all_their_gpus_unless_gpus_is_given():
+    _, doc = doc_of("llama3-70b", "--kind", "cloud")
+    by_name = {m["name"]: m for m in doc["machines"]}
+    assert by_name["8x-h100"]["gpus"] == 8 and doc["request"]["gpus"] is None
+    _, one = doc_of("llama3-70b", "--kind", "cloud", "--gpus", "1")
+    assert "8x-h100" not in {m["name"] for m in one["machines"]}  # 140 GiB of bf16 on one 80 GiB GPU
+    code, ds = doc_of("deepseek-v3", "-p", "q4_k_m")  # ~380 GiB: only eight GPUs hold it
+    assert code == 0 and [m["name"] for m in ds["machines"]] == ["8x-h100"] and ds["machines"][0]["gpus"] == 8
+    _, two = doc_of("qwen-14b", "--kind", "desktop", "--precision", "bf16")
+    assert {m["name"]: m["gpus"] for m in two["machines"]}.get("2x-rtx-3090") == 2
+
+
+def test_machine_request_keeps_explicit_gpus_and_cpu():
+    from fitcheck.estimate.request import InferenceRequest
+    from fitcheck.profiles import load_profile
+    from fitcheck.render.where import machine_request
+
+    eight = load_profile("8x-h100")
+    assert machine_request(InferenceRequest(), eight).gpus == 8
+    assert machine_request(InferenceRequest(gpus=2), eight).gpus == 2
+    assert machine_request(InferenceRequest(device="cpu"), eight).gpus is None
+    assert machine_request(InferenceRequest(), load_profile("rtx-4090")).gpus is None
+
+
+def test_shared_option_decorators_define_where_options():
+    from fitcheck.cli.options import PRECISION_CHOICES
+    from fitcheck.cli.where_cmd import where
+
+    params = {p.name: p for p in where.params}
+    assert tuple(params["precision"].type.choices) == PRECISION_CHOICES
+    assert params["kv_dtype"].default == "auto" and params["headroom"].default == 10.0
+    assert "each machine" in params["engine"].help and params["params"].metavar == "COUNT"
+    assert run("qwen-7b", "--headroom", "150").exit_code == 2
+    assert run("qwen-7b", "--kv-dtype", "fp4").exit_code == 2

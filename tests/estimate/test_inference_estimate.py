@@ -121,10 +121,21 @@ def test_tight_and_unknown_verdicts():
     assert judge(e2, mystery, 0.1).status == UNKNOWN
 
 
-def test_more_gpus_than_the_machine_has_does_not_fit():
-    e = est(QWEN25_7B, RTX4090, gpus=2)
-    v = judge(e, RTX4090, 0.1)
+def test_more_gpus_than_the_machine_has_is_bad_input():
+    with pytest.raises(FitcheckError, match="--gpus 2, but test has 1 GPU"):
+        resolve_inference(InferenceRequest(gpus=2), QWEN25_7B, RTX4090)
+
+
+def test_verdict_still_catches_a_plan_with_more_gpus_than_the_machine():
+    # Plans built by hand (API users, searches) bypass resolve_inference's check.
+    plan = resolve_inference(InferenceRequest(), QWEN25_7B, RTX4090).with_changes(gpus=2)
+    v = judge(estimate_inference(QWEN25_7B, plan), RTX4090, 0.1)
     assert v.status == DOES_NOT_FIT and "2 GPUs" in v.reasons[0]
+
+
+def test_default_precision_follows_a_named_engine():
+    assert resolve_inference(InferenceRequest(engine="transformers"), QWEN25_7B, CPU_ONLY).precision in ("bf16", "fp32")
+    assert resolve_inference(InferenceRequest(engine="llama.cpp"), QWEN25_7B, RTX4090).precision == "q4_k_m"
 
 
 def test_check_reports_largest_context_and_batch_and_alternatives():

@@ -10,16 +10,19 @@ from fitcheck.estimate.result import ACTIVATIONS, GRADIENTS, LOGITS, MASTER_WEIG
 from fitcheck.estimate.training import estimate_training, model_state_bytes
 from fitcheck.estimate.training_request import TrainingRequest, resolve_training
 from fitcheck.model.spec import ModelSpec
-from tests.estimate.estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
-from tests.estimate.machines import machine, nvidia
+from estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
+from machines import machine, nvidia
 
 A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
 # Qwen/Qwen-7B config.json (Qwen1: fused c_attn, MHA, FFN width = intermediate_size / 2)
 QWEN1_7B = ModelSpec("Qwen/Qwen-7B", 32, 4096, 11008, 32, 32, 151936, head_dim=128, qkv_bias=True, architecture="qwen")
 
 
+A100X8 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")] * 8)
+
+
 def plan(spec=QWEN25_7B, **kw):
-    return resolve_training(TrainingRequest(**kw), spec, A100)
+    return resolve_training(TrainingRequest(**kw), spec, A100X8 if (kw.get("gpus") or 1) > 1 else A100)
 
 
 def est(spec=QWEN25_7B, **kw):

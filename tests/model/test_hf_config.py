@@ -198,3 +198,21 @@ def test_random_dicts_raise_only_fitcheck_error(cfg):
         spec_from_config(cfg, "x")
     except FitcheckError:
         pass
+
+
+@pytest.mark.parametrize("value, shown", [
+    (1e300, "num_hidden_layers = 1e+300 is out of range"),
+    (10**300, "num_hidden_layers = ~1e300 is out of range"),
+    (-(10**300), "num_hidden_layers = ~-1e300 is out of range"),
+    ("x" * 500, "num_hidden_layers must be a whole number, not 'xxxx"),
+])
+def test_absurd_values_are_shown_short(value, shown):
+    with pytest.raises(FitcheckError) as err:
+        spec_from_config(dict(BASE, num_hidden_layers=value), "x")
+    assert shown in err.value.message and len(err.value.message) < 120, err.value.message
+
+
+def test_long_model_type_is_shown_short():
+    with pytest.raises(FitcheckError) as err:
+        spec_from_config(dict(BASE, model_type="m" * 1000), "x")
+    assert len(err.value.message) < 200

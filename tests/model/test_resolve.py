@@ -99,3 +99,22 @@ def test_unknown_repo_id_goes_to_the_hub(monkeypatch):
 def test_empty_name():
     with pytest.raises(FitcheckError):
         resolve_model("  ")
+
+
+@pytest.mark.parametrize("text", [
+    "/tmp/fitcheck-no-such-dir/nonexist/config.json", "./no-such-model-dir", "../no-such-model-dir",
+    "~/no-such-fitcheck-model.gguf", "no-such-model.safetensors", "some/dir/model.gguf",
+])
+def test_missing_path_says_no_such_file_not_unknown_model(text):
+    with pytest.raises(FitcheckError) as err:
+        resolve_model(text)
+    assert err.value.message == f"no such file or folder: {text}"
+    assert "did you mean" not in err.value.one_line()
+
+
+def test_hub_ids_with_a_slash_are_not_taken_for_paths(monkeypatch):
+    import fitcheck.model.resolve as resolve
+
+    seen = []
+    monkeypatch.setattr(resolve, "_hub", lambda repo_id: seen.append(repo_id) or "hub")
+    assert resolve_model("some-org/Some-Model-7B") == "hub" and seen == ["some-org/Some-Model-7B"]

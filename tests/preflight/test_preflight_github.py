@@ -37,3 +37,32 @@ def test_tight_is_a_warning_or_an_error_when_strict():
 def test_fits_is_a_notice():
     result = check_inference("qwen-7b", InferenceRequest(), load_profile("h100-sxm"))
     assert github.check_annotations(result)[0].startswith("::notice title=fitcheck%3A qwen-7b fits on h100-sxm::")
+
+
+def test_training_alternatives_show_training_commands_from_the_json_document():
+    from fitcheck.check import check_training
+    from fitcheck.estimate.training_request import TrainingRequest
+    from fitcheck.render.check import check_document
+
+    result = check_training("qwen-7b", TrainingRequest(mode="qlora"), load_profile("rtx-4090"))
+    assert result.verdict.status == "does_not_fit" and result.alternatives
+    doc = check_document(result)
+    expected = [a["fitcheck_command"] for a in doc["alternatives"]]
+    assert github.alternative_commands(result) == expected == github.alternative_commands(result, doc)
+    (line,) = github.check_annotations(result, doc=doc)
+    assert f"Fits instead: {result.alternatives[0].title} — {expected[0]}" in line
+    assert "--mode qlora" in line and "--context" not in line and "--engine" not in line
+    assert "sequence 2048, micro-batch 1" in line
+    md = github.check_summary(result, doc=doc)
+    for i, (a, cmd) in enumerate(zip(result.alternatives, expected), 1):
+        assert f"{i}. {a.title}: `{cmd}`" in md
+    assert "--mode qlora" in md and "--context" not in md
+
+
+def test_inference_commands_match_the_json_document():
+    from fitcheck.render.check import check_document
+
+    result = check_inference("llama-3.1-70b", InferenceRequest(), load_profile("rtx-4090"))
+    expected = [a["fitcheck_command"] for a in check_document(result)["alternatives"]]
+    assert expected and github.alternative_commands(result) == expected
+    assert expected[0] in github.check_annotations(result)[0]

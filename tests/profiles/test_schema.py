@@ -39,14 +39,26 @@ gpus = st.builds(
     fp8=fact(st.booleans()), mig_mode=fact(st.booleans()), mig_instances=st.lists(migs, max_size=2).map(tuple),
     notes=st.lists(texts, max_size=2).map(tuple),
 )
+
+
+def _free_at_most_total(total, free):
+    return min(free, total) if isinstance(total, int) and isinstance(free, int) else free
+
+
+# A profile never has more free than total (the schema rejects it), so neither do these machines.
+gpus = gpus.map(lambda g: dataclasses.replace(
+    g, memory_free_bytes=_free_at_most_total(g.memory_total_bytes, g.memory_free_bytes)))
+memories = st.builds(SystemMemory, total_bytes=fact(positive_sizes), available_bytes=fact(sizes),
+                     cgroup_limit_bytes=st.one_of(st.none(), sizes, reasons), swap_total_bytes=fact(sizes),
+                     swap_free_bytes=fact(sizes), bandwidth_bytes_per_s=fact(sizes), bandwidth_source=texts,
+                     ).map(lambda m: dataclasses.replace(
+                         m, available_bytes=_free_at_most_total(m.total_bytes, m.available_bytes)))
 machines = st.builds(
     Machine,
     name=texts, kind=st.sampled_from(KINDS),
     host=st.builds(Host, os=st.sampled_from(["linux", "darwin", "windows"]), os_version=fact(texts),
                    architecture=texts, container=fact(st.booleans()), wsl=fact(st.booleans()), hostname=texts),
-    memory=st.builds(SystemMemory, total_bytes=fact(positive_sizes), available_bytes=fact(sizes),
-                     cgroup_limit_bytes=st.one_of(st.none(), sizes, reasons), swap_total_bytes=fact(sizes),
-                     swap_free_bytes=fact(sizes), bandwidth_bytes_per_s=fact(sizes), bandwidth_source=texts),
+    memory=memories,
     cpu=st.builds(CPU, model=fact(texts), architecture=texts, logical_cores=fact(counts),
                   physical_cores=fact(counts), usable_cores=fact(counts),
                   features=st.frozensets(texts, max_size=4), features_source=texts,
@@ -192,3 +204,66 @@ def _minimal(**changes) -> Machine:
                    memory=SystemMemory(total_bytes=8 * GiB, available_bytes=6 * GiB),
                    cpu=CPU(model="x", architecture="x86_64", logical_cores=4, physical_cores=2, usable_cores=4))
     return dataclasses.replace(base, **changes)
+
+
+# -- hostile numbers: one line naming the field, never a traceback or an out-of-memory kill ------
+
+GPU_TEXT = MINIMAL + '[[gpus]]\nvendor = "nvidia"\nname = "x"\nmemory_gib = 24\n'
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("total_gib = 64", "total_gib = nan", "x.toml: memory.total_gib: expected a finite number, got NaN"),
+    ("total_gib = 64", "total_gib = inf", "x.toml: memory.total_gib: expected a finite number, got Infinity"),
+    ("total_gib = 64", "total_gib = -inf", "x.toml: memory.total_gib: expected a finite number, got -Infinity"),
+    ("total_gib = 64", "total_gib = 1e300", "x.toml: memory.total_gib: is too large, got 1e+300"),
+    ("total_gib = 64", "total_gib = 2e9", "x.toml: memory.total_gib: is too large"),
+    ("total_gib = 64", "total_bytes = 1e300", "x.toml: memory.total_bytes: expected a whole number of bytes"),
+    ("total_gib = 64", 'total = "nan GiB"', "x.toml: memory.total: expected a size"),
+    ("total_gib = 64", 'total = "' + "9" * 400 + ' GiB"', "x.toml: memory.total: expected a size"),
+    ("total_gib = 64", "total_gib = 64\nbandwidth_gbps = nan", "x.toml: memory.bandwidth_gbps: expected a finite number"),
+    ("total_gib = 64", 'total_gib = 64\nbandwidth = "nan GB/s"', "x.toml: memory.bandwidth: expected a bandwidth"),
+    ("total_gib = 64", 'total_gib = 64\nbandwidth = "1e400 GB/s"', "x.toml: memory.bandwidth: expected a bandwidth"),
+    ("logical_cores = 16", "logical_cores = nan", "x.toml: cpu.logical_cores: expected a whole number, got NaN"),
+    ("logical_cores = 16", "logical_cores = 9223372036854775807", "x.toml: cpu.logical_cores: is too large"),
+    ("memory_gib = 24", "memory_gib = 24\nbf16_tflops = nan", "x.toml: gpus[0].bf16_tflops: expected a finite number"),
+    ("memory_gib = 24", "memory_gib = 24\nbf16_tflops = inf", "x.toml: gpus[0].bf16_tflops: expected a finite number"),
+    ("memory_gib = 24", "memory_gib = 24\nbf16_tflops = 1e30", "x.toml: gpus[0].bf16_tflops: is too large"),
+    ("memory_gib = 24", "memory_gib = 24\ncount = 100000000", "x.toml: gpus[0].count: too many GPUs"),
+    ("memory_gib = 24", "memory_gib = 24\ncount = 1025", "x.toml: gpus[0].count: too many GPUs"),
+    ("memory_gib = 24", "memory_gib = 24\ncount = 0", "x.toml: gpus[0].count: expected a whole number of GPUs"),
+    ("memory_gib = 24", 'memory_gib = 24\ncompute_capability = "abc"',
+     'x.toml: gpus[0].compute_capability: expected a compute capability like "8.9", got "abc"'),
+    ("memory_gib = 24", 'memory_gib = 24\ncompute_capability = "8"', "x.toml: gpus[0].compute_capability: expected"),
+    ("memory_gib = 24", 'memory_gib = 24\ncompute_capability = "8.9.1"', "x.toml: gpus[0].compute_capability: expected"),
+    ("memory_gib = 24", "memory_gib = 24\ncompute_capability = nan", "x.toml: gpus[0].compute_capability: expected"),
+    ("memory_gib = 24", "memory_gib = 24\nmemory_free_gib = 30",
+     "x.toml: gpus[0].memory_free: more than memory_total (30.0 GiB > 24.0 GiB)"),
+    ("total_gib = 64", "total_gib = 64\navailable_gib = 65", "x.toml: memory.available: more than total"),
+])
+def test_hostile_numbers_are_one_line_errors_naming_the_field(old, new, message):
+    assert old in GPU_TEXT
+    with pytest.raises(FitcheckError) as info:
+        read_profile_text(GPU_TEXT.replace(old, new, 1), "x.toml")
+    line = info.value.one_line()
+    assert line.startswith(message), line
+    assert "\n" not in line and len(line) < 300
+
+
+def test_gpu_count_cap_counts_every_gpus_table():
+    table = '[[gpus]]\ncount = 1000\nvendor = "nvidia"\nname = "x"\nmemory_gib = 24\n'
+    assert len(read_profile_text(MINIMAL + table, "p.toml").gpus) == 1000
+    with pytest.raises(FitcheckError, match=r"^p.toml: gpus\[1\].count: too many GPUs"):
+        read_profile_text(MINIMAL + table + table, "p.toml")
+
+
+def test_compute_capability_and_free_memory_that_are_fine_still_load():
+    text = GPU_TEXT.replace("memory_gib = 24", "memory_gib = 24\nmemory_free_gib = 24\ncompute_capability = 12.0", 1)
+    gpu = read_profile_text(text.replace("total_gib = 64", "total_gib = 64\navailable_gib = 64"), "p.toml").gpus[0]
+    assert gpu.compute_capability == "12.0" and gpu.memory_free_bytes == gpu.memory_total_bytes == 24 * GiB
+
+
+def test_json_nan_from_probe_json_is_rejected_too():
+    doc = json.loads('{"kind": "desktop", "memory": {"total_bytes": 1, "available_bytes": NaN},'
+                     ' "cpu": {"architecture": "x86_64", "logical_cores": 1}}')
+    with pytest.raises(FitcheckError, match=r"^j.json: memory.available_bytes: expected a finite number"):
+        machine_from_dict(doc, "j.json")

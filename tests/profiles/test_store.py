@@ -93,3 +93,20 @@ def test_path_loads_and_missing_path_is_an_error(tmp_path):
     assert machine.name == "box" and machine.source == str(path)
     with pytest.raises(FitcheckError, match="profile file not found"):
         load_profile(str(tmp_path / "nope.toml"))
+
+
+def test_unconvertible_or_deeply_nested_toml_is_one_line(tmp_path):
+    from fitcheck.profiles import read_profile_text
+
+    with pytest.raises(FitcheckError, match=r"^p.toml: not a usable profile: ") as info:
+        read_profile_text('kind = "desktop"\n[memory]\ntotal_bytes = 1' + "0" * 5000 + "\n", "p.toml")
+    assert "\n" not in info.value.one_line()
+    with pytest.raises(FitcheckError, match=r"^p.toml: not a usable profile: values nested too deeply"):
+        read_profile_text("x = " + "[" * 5000 + "]" * 5000 + "\n", "p.toml")
+
+
+def test_nan_profile_file_is_one_line(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('kind="desktop"\n[memory]\ntotal_gib=nan\n[cpu]\narchitecture="x86_64"\nlogical_cores=8\n')
+    with pytest.raises(FitcheckError, match=r"p.toml: memory.total_gib: expected a finite number, got NaN$"):
+        load_profile(str(path))
