@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import json_option, load_machine, profile_option
-
-PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
-                     "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
+from fitcheck.cli.options import (
+    PRECISION_CHOICES,  # noqa: F401  (re-exported: interactive mode reads the choices from here)
+    batch_option,
+    context_option,
+    engine_option,
+    gpus_option,
+    headroom_option,
+    json_option,
+    kv_dtype_option,
+    load_machine,
+    params_option,
+    precision_option,
+    profile_option,
+)
 
 
 def training_options(func):
@@ -47,27 +57,20 @@ def training_options(func):
 @click.option("--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
               help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
                    "micro-batch per GPU).")
-@click.option("--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
-              help="Weights format. Default: bf16 on GPUs with compute capability >= 8.0 and Apple, fp16 on "
-                   "older GPUs, q4_k_m on CPU-only machines; a checkpoint read from files keeps its format.")
-@click.option("--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Tokens per sequence, prompt plus generated (not the model's maximum).")
-@click.option("--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
-@click.option("--kv-dtype", type=click.Choice(["auto", "fp16", "bf16", "fp8", "q8_0", "q4_0"]), default="auto",
-              show_default=True, help="KV-cache element type.")
-@click.option("--engine", type=click.Choice(["transformers", "vllm", "llama.cpp"]), default=None,
-              help="Default: llama.cpp for GGUF types and CPU-only machines, transformers otherwise.")
+@precision_option
+@context_option
+@batch_option
+@kv_dtype_option
+@engine_option
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 1.0), default=0.9, show_default=True,
               help="vLLM's reservation, a fraction of total GPU memory.")
-@click.option("--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use (tensor parallel with vLLM).")
+@gpus_option
 @click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True)
 @click.option("--gpu-layers", "-ngl", type=click.IntRange(min=0), default=None,
               help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM.")
-@click.option("--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True,
-              help="Safety margin, percent of free memory kept unused.")
+@headroom_option
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
-@click.option("--params", default=None, metavar="COUNT",
-              help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
+@params_option
 @profile_option
 @json_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default=None,
