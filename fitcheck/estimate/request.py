@@ -80,6 +80,7 @@ class Plan:
     compute_capability: float | None
     unified_memory: bool = False
     assumptions: tuple[Assumption, ...] = ()
+    decodes: bool = True        # tokens are generated after the prompt (False: a prefill-only pass)
 
     def with_changes(self, **changes) -> "Plan":
         return replace(self, **changes)

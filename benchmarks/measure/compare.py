@@ -1,0 +1,201 @@
+"""Predicted vs measured, per case and per component, for the runs `python -m benchmarks.measure` wrote.
+
+    python -m benchmarks.measure.compare [benchmarks/results/cpu-2026-11-30.csv ...] [--rows]
+
+For each measured case the estimator is asked the same question (the same ModelSpec at the built
+depth, dtype, prompt, batch, training setup) and its answer is compared with what was measured:
+
+- weights        load: RSS after building (CPU) or allocated bytes (CUDA) vs weight bytes
+- kv_cache       prefill: bytes held by the returned KV cache (counted) vs the KV-cache formula
+- inference peak prefill/generate: the phase's peak above the baseline vs the estimate's peak
+                 (CPU: allocated + heap retention; CUDA: max_memory_allocated vs peak allocated)
+- gradients, optimizer_states: counted after backward / the optimizer step vs the formulas
+- training peak  the second step's peak (steady state) vs the training estimate
+
+Then the median |error| and the worst under-prediction per group.  Cases the estimator does not
+model on the CPU (full-vocabulary logits, eager attention's s² matrix, autocast) are listed with
+their reason instead of being silently dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.inference import estimate_inference
+from fitcheck.estimate.kv_cache import kv_cache_bytes
+from fitcheck.estimate.request import Plan
+from fitcheck.estimate.weights import weight_bytes
+
+from .hf_config import scaled_spec
+from .models import spec_for
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Comparison:
+    case_id: str
+    component: str
+    predicted: int
+    measured: int
+
+    @property
+    def error_pct(self) -> float:
+        return (self.predicted - self.measured) / self.measured * 100 if self.measured else 0.0
+
+
+def _int(row: dict, key: str) -> int | None:
+    value = row.get(key, "")
+    return int(float(value)) if value not in ("", None) else None
+
+
+def _spec(row: dict):
+    spec, _ = spec_for(row["model"])
+    return scaled_spec(spec, _int(row, "layers_used"))
+
+
+def _inference_plan(row: dict, device: str) -> Plan:
+    precision = _PRECISION[row["dtype"]]
+    prompt = _int(row, "seq_len") or 1
+    new = _int(row, "new_tokens") or 0
+    return Plan(precision=precision, engine="transformers", device="cpu" if device == "cpu" else "gpu",
+                gpus=0 if device == "cpu" else 1, context=prompt + new, batch=_int(row, "batch") or 1,
+                prompt_tokens=prompt, kv_dtype=precision, gpu_layers=None, gpu_memory_utilization=0.9,
+                gpu_total_bytes=None, compute_capability=None)
+
+
+def _peak_prediction(est, device: str) -> int:
+    d = est.devices[0]
+    return d.peak_reserved_bytes if device == "cpu" else d.peak_allocated_bytes
+
+
+def _training_prediction(row: dict, spec, device: str):
+    from fitcheck.estimate.training import estimate_training
+    from fitcheck.estimate.training_request import TrainingPlan
+
+    lora = row["mode"] == "train_lora"
+    dtype = _PRECISION[row["dtype"]]
+    plan = TrainingPlan(
+        mode="lora" if lora else "full", precision=dtype, compute_dtype=dtype, seq_len=_int(row, "seq_len"),
+        batch=_int(row, "batch") or 1, grad_accum=1, optimizer="adamw", master_weights="fp32" if lora else "none",
+        grad_checkpointing=row["grad_checkpointing"] in ("True", "true", "1"),
+        attention="sdpa" if row["attn_impl_used"] != "eager" else "eager",
+        lora_rank=_int(row, "lora_rank") or 16,
+        # peft >= 0.12 keeps adapters in fp32 on a 16-bit base (autocast_adapter_dtype=True)
+        lora_targets="q_proj,k_proj,v_proj,o_proj" if row["lora_targets"] == "attn" else "all-linear",
+        lora_dropout=0.0, lora_train_embeddings=False, gpus=1, zero=None, fsdp=None, offload="none",
+        ds_bucket_elements=None)
+    return estimate_training(spec, plan)
+
+
+def compare_rows(rows: list[dict]) -> tuple[list[Comparison], list[str]]:
+    """Comparisons for every measured phase the estimator models, and the skipped cases with why."""
+    out: list[Comparison] = []
+    skipped: list[str] = []
+    by_case: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r["phase"]:
+            by_case.setdefault(r["case_id"], []).append(r)
+    for case_id, phases in by_case.items():
+        first = phases[0]
+        device = first["device"] or "cpu"
+        mode = first["mode"]
+        try:
+            spec = _spec(first)
+        except Exception as exc:  # noqa: BLE001 - report, never hide a case
+            skipped.append(f"{case_id}: no spec ({exc})")
+            continue
+        phase = {r["phase"]: r for r in phases}
+        build = phase.get("build")
+        if build and _PRECISION.get(first["dtype"]):
+            wb = weight_bytes(spec, weight_format(_PRECISION[first["dtype"]])).total
+            measured = _int(build, "steady_bytes") if device == "cpu" else _int(build, "steady_bytes")
+            if mode == "load" and measured:
+                out.append(Comparison(case_id, "weights", wb, measured))
+        if first["autocast"]:
+            skipped.append(f"{case_id}: autocast training (fp32 weights, bf16 compute) is not an estimator setting")
+            continue
+        if mode in ("prefill", "generate"):
+            if first["logits_to_keep"] not in ("1", ""):
+                skipped.append(f"{case_id}: full-vocabulary logits for every position (transformers < 4.45 behaviour)")
+                continue
+            if first["attn_impl_used"] == "eager":
+                skipped.append(f"{case_id}: eager attention (the estimator models SDPA/flash, no s² matrix)")
+                continue
+            plan = _inference_plan(first, device)
+            pre = phase.get("prefill")
+            if pre and _int(pre, "kv_cache_bytes"):
+                kv = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
+                                    engine="transformers")
+                out.append(Comparison(case_id, "kv_cache", kv, _int(pre, "kv_cache_bytes")))
+            target = phase.get("generate") if mode == "generate" else pre
+            if target and _int(target, "peak_bytes"):
+                if mode == "prefill":
+                    plan = plan.with_changes(context=plan.prompt_tokens, decodes=False)
+                out.append(Comparison(case_id, f"{mode} peak", _peak_prediction(estimate_inference(spec, plan), device),
+                                      _int(target, "peak_bytes")))
+        elif mode in ("train_full", "train_lora"):
+            est = _training_prediction(first, spec, device)
+            gpu = est.devices[0]
+            back = phase.get("backward")
+            if back and _int(back, "grad_bytes"):
+                out.append(Comparison(case_id, "gradients", gpu.component("gradients"), _int(back, "grad_bytes")))
+            opt = phase.get("optimizer")
+            if opt and _int(opt, "optimizer_state_bytes"):
+                out.append(Comparison(case_id, "optimizer_states", gpu.component("optimizer_states"),
+                                      _int(opt, "optimizer_state_bytes")))
+            steady = phase.get("step2") or phase.get("optimizer")
+            if steady and _int(steady, "peak_bytes"):
+                predicted = gpu.peak_allocated_bytes
+                out.append(Comparison(case_id, "training peak", predicted, _int(steady, "peak_bytes")))
+    return out, skipped
+
+
+def summary(comparisons: list[Comparison]) -> list[str]:
+    lines = []
+    groups: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        key = c.component.split()[-1] if c.component.endswith("peak") else c.component
+        groups.setdefault("peak" if c.component.endswith("peak") else key, []).append(c)
+    for name, items in groups.items():
+        errs = [c.error_pct for c in items]
+        worst = min(items, key=lambda c: c.error_pct)
+        lines.append(f"{name:18s} {len(items):3d} rows  median |error| {statistics.median(abs(e) for e in errs):5.2f} %  "
+                     f"worst under-prediction {worst.error_pct:+6.2f} % ({worst.case_id})  "
+                     f"worst over {max(errs):+6.2f} %")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="estimator vs measured memory")
+    ap.add_argument("csv", nargs="*", type=Path)
+    ap.add_argument("--rows", action="store_true", help="print every comparison")
+    args = ap.parse_args(argv)
+    paths = args.csv or sorted(RESULTS.glob("*.csv"))
+    rows: list[dict] = []
+    for path in paths:
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f))
+    comparisons, skipped = compare_rows(rows)
+    if args.rows:
+        print(f"{'case':40s} {'component':18s} {'pred MiB':>9s} {'meas MiB':>9s} {'error':>8s}")
+        for c in comparisons:
+            print(f"{c.case_id:40s} {c.component:18s} {c.predicted / MiB:9.0f} {c.measured / MiB:9.0f} {c.error_pct:+7.1f}%")
+    print(f"from {', '.join(str(p) for p in paths)}")
+    for line in summary(comparisons):
+        print(line)
+    for line in skipped:
+        print(f"skipped {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
