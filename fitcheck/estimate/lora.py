@@ -105,6 +105,48 @@ def lora_params(spec: ModelSpec, rank: int, targets: LoraTargets) -> int:
     return sum(rank * (m.rows_in + m.cols_out) * m.per_layer * m.layers for m in adapted_matrices(spec, targets))
 
 
+def adapter_saved_bytes_per_token(spec: ModelSpec, targets: LoraTargets, rank: int, *, adapter_bytes: int,
+                                  compute_bytes: int, dropout: float) -> int:
+    """Bytes one token leaves saved for backward by the adapter branches of one decoder layer.
+
+    peft's `lora.Linear.forward` (tuners/lora/layer.py; bnb's `Linear4bit`/`Linear8bitLt` the same):
+
+        result = self.base_layer(x)
+        x = self._cast_input_dtype(x, lora_A.weight.dtype)
+        result = result + lora_B(lora_A(dropout(x))) * scaling
+        result = result.to(torch_result_dtype)
+
+    Per adapted module (its own input features `d_in`, rank r):
+      - adapters in another dtype than the compute dtype (peft >= 0.12 keeps them in fp32 on a
+        16-bit base, `autocast_adapter_dtype=True`): `_cast_input_dtype` makes a new fp32 copy of
+        x that lora_A saves (d_in × 4 B), and lora_B saves lora_A's fp32 output (r × 4 B); the
+        fp32 lora_B output and the fp32 sum with the 16-bit base output are transient (not saved);
+      - adapters in the compute dtype (older peft, DeepSpeed): lora_A saves x itself, already
+        counted as the module's input; r is negligible and not counted;
+      - `lora_dropout` > 0: lora_A saves the dropped-out copy instead (d_in × adapter bytes) and
+        dropout its bool mask (d_in × 1 B).
+    Each adapted module casts (and drops out) its own copy, so q/k/v reading the same input keep
+    three.  MoE experts see only routed tokens (experts_per_token of num_experts).  The matrix
+    shapes come from `model_matrices` (fused where the checkpoint fuses).
+    """
+    cast = adapter_bytes != compute_bytes
+    if not cast and dropout <= 0:
+        return 0
+    total = 0.0
+    for m in adapted_matrices(spec, targets):
+        share = m.layers / max(spec.num_layers, 1)
+        copies = spec.experts_per_token if (m.role.endswith("_exps") and spec.num_experts) else m.per_layer
+        per = 0
+        if dropout > 0:
+            per += m.rows_in * (adapter_bytes + 1)
+        elif cast:
+            per += m.rows_in * adapter_bytes
+        if cast:
+            per += rank * adapter_bytes
+        total += per * copies * share
+    return int(total)
+
+
 def adapter_input_elements_per_token(spec: ModelSpec, targets: LoraTargets, layer_count: int = 1) -> int:
     """Input features of the adapted matrices of `layer_count` layers (what lora_dropout copies).
 

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
-from fitcheck.estimate.lora import adapted_matrices, adapter_input_elements_per_token, parse_targets
+from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, parse_targets
 from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
 from fitcheck.estimate.result import (
     ACTIVATIONS,
@@ -217,12 +217,15 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
 
     # ---- activations ---------------------------------------------------------------------------
     targets = parse_targets(plan.lora_targets) if plan.mode != "full" else None
-    dropout_inputs = adapter_input_elements_per_token(spec, targets) if targets and plan.lora_dropout > 0 else 0
+    # Adapter branches: fp32 input copies when the adapters are fp32 on a 16-bit base (param_b is
+    # the adapters' dtype), dropout copies and masks.
+    lora_saved = adapter_saved_bytes_per_token(spec, targets, plan.lora_rank, adapter_bytes=param_b, compute_bytes=act_b,
+                                               dropout=plan.lora_dropout) if targets else 0
     upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
     shifts = spec.architecture in _LOSS_IN_COMPUTE_DTYPE
     acts = training_activations(spec, tokens_per_gpu=plan.batch * plan.seq_len, seq_len=plan.seq_len,
                                 attention=plan.attention, act_bytes=act_b, checkpointing=plan.grad_checkpointing,
-                                upcast_loss=upcast, shifts_logits=shifts, lora_dropout_inputs=dropout_inputs)
+                                upcast_loss=upcast, shifts_logits=shifts, lora_saved_bytes=lora_saved)
     scratch, scratch_why = _quant_scratch(spec, plan) if plan.mode != "full" else (0, "")
     # The loss's tensors die in lm_head's backward, before the first layer is recomputed: the
     # backward peak is the saved tensors plus the larger of the two.

@@ -10,7 +10,8 @@ shapes replace the GPT ones).  Saved per token, in the compute dtype:
   attention output (also o_proj's input) ......................................... q
   MLP: gate output (SiLU's input), SiLU output, up output, their product
        (down_proj's input); a plain MLP keeps up output and activation ........... 4·I (3·I)
-  LoRA with dropout > 0: each adapted module's dropped-out input copy + a 1-byte mask
+  LoRA: what the adapter branches save beyond the base (lora.adapter_saved_bytes_per_token:
+       fp32 input copies when the adapters are fp32 on a 16-bit base, dropout copies + masks)
 
 Attention: flash-attention 2 and PyTorch SDPA (flash / memory-efficient kernels) keep only the
 output and a per-head fp32 logsumexp, no s×s matrix (Dao 2023).  Eager attention keeps the
@@ -44,7 +45,7 @@ class ActivationBytes:
 
 
 def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_bytes: int,
-                          lora_dropout_inputs: int = 0) -> int:
+                          lora_saved_bytes: int = 0) -> int:
     """Bytes one token leaves saved in one decoder layer (forward, for backward)."""
     h = spec.hidden_size
     q, kv = _attn_dims(spec)
@@ -58,8 +59,8 @@ def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_
         b += spec.num_attention_heads * seq_len * (4 + 2)
     else:
         b += spec.num_attention_heads * 4  # fp32 logsumexp per head
-    # peft lora_dropout: a dropped-out copy of each adapted module's input + its bool mask.
-    b += lora_dropout_inputs * (act_bytes + 1)
+    # peft's adapter branches (fp32 input casts, dropout copies): lora.adapter_saved_bytes_per_token.
+    b += lora_saved_bytes
     return int(b)
 
 
@@ -80,17 +81,21 @@ def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shi
     if shifts_logits:
         b += v * act_bytes
     b += v * 8 if upcast else v * act_bytes
+    if upcast and not shifts_logits:
+        # Backward of the fp32 loss: the saved log-softmax output, nll_loss's full-size gradient
+        # and log_softmax_backward's output, 3 × 4 B, once the 16-bit logits are gone.
+        b = max(b, v * 12)
     return b
 
 
 def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, attention: str, act_bytes: int,
                          checkpointing: bool, upcast_loss: bool, shifts_logits: bool,
-                         lora_dropout_inputs: int = 0) -> ActivationBytes:
+                         lora_saved_bytes: int = 0) -> ActivationBytes:
     """Activation bytes on one GPU for a micro-batch of `tokens_per_gpu` tokens (batch × seq_len)."""
     h = spec.hidden_size
     L = spec.num_layers
     per_layer = layer_bytes_per_token(spec, attention=attention, seq_len=seq_len, act_bytes=act_bytes,
-                                      lora_dropout_inputs=lora_dropout_inputs)
+                                      lora_saved_bytes=lora_saved_bytes)
     # Outside the layers: the embedding output and the final norm's input and output.
     outside = 3 * h * act_bytes
     if checkpointing:

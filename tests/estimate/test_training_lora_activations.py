@@ -1,0 +1,90 @@
+"""LoRA adapter branches' saved tensors (peft lora.Linear.forward) and the fp32 loss backward."""
+
+import pytest
+
+from fitcheck.estimate.lora import adapter_saved_bytes_per_token, parse_targets
+from fitcheck.estimate.result import ACTIVATIONS, LOGITS
+from fitcheck.estimate.training import estimate_training
+from fitcheck.estimate.training_activations import logits_bytes_per_token
+from fitcheck.estimate.training_request import TrainingRequest, resolve_training
+from estimate_specs import QWEN25_7B
+from machines import machine, nvidia
+
+A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
+
+
+def gpu(**kw):
+    kw.setdefault("mode", "lora")
+    kw.setdefault("precision", "bf16")
+    plan = resolve_training(TrainingRequest(seq_len=kw.pop("seq_len", 1024), **kw), QWEN25_7B, A100)
+    return estimate_training(QWEN25_7B, plan).gpu_devices[0]
+
+
+def acts(**kw):
+    return gpu(**kw).component(ACTIVATIONS)
+
+
+def test_fp32_input_copy_per_adapted_module_from_real_shapes():
+    # Qwen2.5-7B: q/k/v/o all read 3584 features; r=8; each module its own fp32 copy + rank.
+    got = adapter_saved_bytes_per_token(QWEN25_7B, parse_targets("q_proj,k_proj,v_proj,o_proj"), 8,
+                                        adapter_bytes=4, compute_bytes=2, dropout=0.0)
+    assert got == 4 * (3584 * 4 + 8 * 4)
+    # all-linear adds gate/up (3584 in) and down_proj (intermediate 18944 in).
+    got = adapter_saved_bytes_per_token(QWEN25_7B, parse_targets("all-linear"), 8,
+                                        adapter_bytes=4, compute_bytes=2, dropout=0.0)
+    assert got == (6 * 3584 + 18944) * 4 + 7 * 8 * 4
+
+
+def test_same_dtype_adapters_save_nothing_extra_without_dropout():
+    assert adapter_saved_bytes_per_token(QWEN25_7B, parse_targets("all-linear"), 64,
+                                         adapter_bytes=2, compute_bytes=2, dropout=0.0) == 0
+    # dropout: a dropped-out copy (adapter dtype) and a 1-byte mask per module input.
+    assert adapter_saved_bytes_per_token(QWEN25_7B, parse_targets("q_proj"), 8,
+                                         adapter_bytes=2, compute_bytes=2, dropout=0.1) == 3584 * 3
+
+
+def test_fp32_adapters_on_bf16_base_save_more_than_bf16_adapters():
+    fp32 = acts(master_weights="fp32")   # peft >= 0.12: adapters kept in fp32
+    bf16 = acts(master_weights="none")   # adapters in the base dtype (older peft)
+    assert fp32 > bf16
+
+
+def test_extra_grows_with_rank_and_targets():
+    def extra(**kw):
+        return acts(master_weights="fp32", **kw) - acts(master_weights="none", **kw)
+    attn8 = extra(lora_rank=8, lora_targets="attention")
+    attn64 = extra(lora_rank=64, lora_targets="attention")
+    all64 = extra(lora_rank=64, lora_targets="all-linear")
+    assert 0 < attn8 < attn64 < all64
+    assert attn8 == 1024 * QWEN25_7B.num_layers * adapter_saved_bytes_per_token(
+        QWEN25_7B, parse_targets("attention"), 8, adapter_bytes=4, compute_bytes=2, dropout=0.0)
+
+
+def test_qlora_fp32_adapters_also_save_the_cast():
+    assert acts(mode="qlora", precision="nf4", master_weights="fp32") > \
+        acts(mode="qlora", precision="nf4", master_weights="none")
+
+
+def test_fp32_compute_has_no_cast():
+    assert adapter_saved_bytes_per_token(QWEN25_7B, parse_targets("all-linear"), 64,
+                                         adapter_bytes=4, compute_bytes=4, dropout=0.0) == 0
+
+
+def test_checkpointing_bounds_the_extra_to_one_layer():
+    kw = dict(lora_rank=64, lora_targets="all-linear", grad_checkpointing=True, seq_len=8192)
+    full = dict(kw, grad_checkpointing=False)
+    per_layer = 8192 * adapter_saved_bytes_per_token(QWEN25_7B, parse_targets("all-linear"), 64,
+                                                      adapter_bytes=4, compute_bytes=2, dropout=0.0)
+    no_ckpt = gpu(master_weights="fp32", **full).component(ACTIVATIONS) - \
+        gpu(master_weights="none", **full).component(ACTIVATIONS)
+    assert no_ckpt == QWEN25_7B.num_layers * per_layer
+    on, off = gpu(master_weights="fp32", **kw), gpu(master_weights="none", **kw)
+    # One recomputed layer's worth at most (it shows only where that layer outweighs the logits).
+    assert 0 <= (on.component(ACTIVATIONS) + on.component(LOGITS)) - \
+        (off.component(ACTIVATIONS) + off.component(LOGITS)) <= per_layer
+
+
+@pytest.mark.parametrize("act_bytes", [2, 4])
+def test_fp32_loss_backward_holds_three_fp32_vocab_tensors(act_bytes):
+    v = QWEN25_7B.vocab_size
+    assert logits_bytes_per_token(QWEN25_7B, act_bytes=act_bytes, upcast=True, shifts_logits=False) == 12 * v
