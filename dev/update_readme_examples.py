@@ -3,7 +3,7 @@
     python dev/update_readme_examples.py          # rewrite README.md in place
     python dev/update_readme_examples.py --check  # exit 1 if README is stale (tests do the same)
 
-Only examples that name a hardware profile are regenerated: they do not depend on this machine.
+Only examples that do not depend on this machine (a --profile, `where`, `models`, `profiles`) are regenerated.
 """
 
 from __future__ import annotations
@@ -21,6 +21,13 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"(```console\n)(.*?)(```)", re.S)
 
 
+def machine_independent(command: str) -> bool:
+    """True for examples whose output does not depend on this machine (a profile, or a command
+    that reads no machine): those are regenerated and compared exactly."""
+    words = shlex.split(command)
+    return "--profile" in words or (len(words) > 1 and words[1] in ("where", "models", "profiles"))
+
+
 def _regenerate(block: str) -> str:
     out: list[str] = []
     lines = block.splitlines()
@@ -30,7 +37,7 @@ def _regenerate(block: str) -> str:
         j = i + 1
         while j < len(lines) and not lines[j].startswith("$ "):
             j += 1
-        if line.startswith("$ fitcheck") and "--profile" in line:
+        if line.startswith("$ fitcheck") and machine_independent(line[2:]):
             result = CliRunner().invoke(cli, shlex.split(line[2:])[1:], prog_name="fitcheck")
             out += [line, *result.output.rstrip().splitlines()]
         else:

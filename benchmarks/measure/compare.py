@@ -154,7 +154,8 @@ def compare_rows(rows: list[dict]) -> tuple[list[Comparison], list[str]]:
                                       _int(opt, "optimizer_state_bytes")))
             steady = phase.get("step2") or phase.get("optimizer")
             if steady and _int(steady, "peak_bytes"):
-                predicted = gpu.peak_allocated_bytes
+                # CPU: resident memory includes the allocator's retention, as the reserved figure does on CUDA.
+                predicted = gpu.peak_reserved_bytes if device == "cpu" else gpu.peak_allocated_bytes
                 out.append(Comparison(case_id, "training peak", predicted, _int(steady, "peak_bytes")))
     return out, skipped
 
