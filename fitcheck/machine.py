@@ -11,7 +11,7 @@ writes the same structure as TOML (``probe --save`` writes exactly what ``--prof
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar, Union
+from typing import TypeVar, Union
 
 T = TypeVar("T")
 

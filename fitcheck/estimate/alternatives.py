@@ -173,7 +173,7 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
             if not placed:
                 offload = base.with_changes(device="offload", gpus=n_gpus)
                 # RAM need falls and GPU need rises with -ngl: take the most layers the GPUs hold.
-                n = largest_fitting(lambda k: _gpus_fit(evaluate(offload.with_changes(gpu_layers=k))[1]), 1, spec.num_layers)
+                n = largest_fitting(lambda k, o=offload: _gpus_fit(evaluate(o.with_changes(gpu_layers=k))[1]), 1, spec.num_layers)
                 if n:
                     share = 1 - n / spec.num_layers
                     v = consider(f"Offload {spec.num_layers - n} of {spec.num_layers} layers to the CPU with llama.cpp ({gguf})",

@@ -9,7 +9,6 @@ import os
 import sys
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 

@@ -11,7 +11,6 @@ from fitcheck.errors import FitcheckError
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.request import InferenceRequest, resolve_inference
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, judge
-from fitcheck.units import GiB
 
 
 class Resolved:  # what fitcheck.model.resolve returns, minimally
