@@ -164,8 +164,10 @@ def summary(comparisons: list[Comparison]) -> list[str]:
     lines = []
     groups: dict[str, list[Comparison]] = {}
     for c in comparisons:
-        key = c.component.split()[-1] if c.component.endswith("peak") else c.component
-        groups.setdefault("peak" if c.component.endswith("peak") else key, []).append(c)
+        key = c.component
+        if c.component in ("prefill peak", "generate peak"):
+            key = "inference peak"
+        groups.setdefault(key, []).append(c)
     for name, items in groups.items():
         errs = [c.error_pct for c in items]
         worst = min(items, key=lambda c: c.error_pct)
