@@ -314,19 +314,23 @@ def _read(prompt: str) -> str:
     return line
 
 
+def _set_answer(session: Session, field: str, text: str) -> bool:
+    """Validate and store one answer; on a bad one say why and return False."""
+    try:
+        value = validate(field, text, session)
+    except Invalid as exc:
+        click.echo(f"  {exc}")
+        return False
+    session.answers = replace(session.answers, **{field: value})
+    return True
+
+
 def _ask(session: Session, field: str, label: str, default) -> None:
     """Ask until the answer is valid; Enter takes the default."""
     while True:
         text = _read(f"{label} [{default}]: ")
-        if not text.strip():
-            text = str(default)
-        try:
-            value = validate(field, text, session)
-        except Invalid as exc:
-            click.echo(f"  {exc}")
-            continue
-        session.answers = replace(session.answers, **{field: value})
-        return
+        if _set_answer(session, field, text if text.strip() else str(default)):
+            return
 
 
 def _length_label(mode: str) -> str:
@@ -401,12 +405,8 @@ def _loop(session: Session) -> None:
             click.echo(f"Taking {command[1] + 1}. {alt.title}")
         else:
             _, field, text = command
-            try:
-                value = validate(field, text, session)
-            except Invalid as exc:
-                click.echo(f"  {exc}")
+            if not _set_answer(session, field, text):
                 continue
-            session.answers = replace(session.answers, **{field: value})
         changed = [f"{k} {_shown(getattr(before, k))} → {_shown(getattr(session.answers, k))}"
                    for k in Answers.__dataclass_fields__ if getattr(before, k) != getattr(session.answers, k)]
         click.echo("Changed: " + ("; ".join(changed) if changed else "nothing (same answers)"))
