@@ -50,10 +50,6 @@ def parse_count(text: str) -> int:
     return int(round(float(m.group(1)) * _COUNT_UNITS[m.group(2).lower()]))
 
 
-def gib(n_bytes: int | float) -> float:
-    return n_bytes / GiB
-
-
 def format_gib(n_bytes: int | float | None, digits: int = 2) -> str:
     """'14.38 GiB'; None -> 'unknown'."""
     if n_bytes is None:

@@ -70,9 +70,6 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("q2_k", "gguf", 2.625, 32, "GGUF Q2_K (Q2_K, some Q3_K/Q4_K)", 6, gguf=True),
     )
 }
-# Stored formats read from checkpoints that are not user-selectable precisions.
-STORED_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "mxfp4": "mxfp4"}
-
 # MXFP4 (gpt-oss experts): 32-value blocks of 4-bit E2M1 with an 8-bit shared exponent = 4.25 bits
 # (OCP Microscaling spec v1.0).
 MXFP4_BITS = 4 + 8 / 32
@@ -88,6 +85,15 @@ def weight_format(name: str) -> WeightFormat:
     if key not in WEIGHT_FORMATS:
         raise FitcheckError(f"unknown precision '{name}'", "choose one of: " + ", ".join(PRECISIONS))
     return WEIGHT_FORMATS[key]
+
+
+def weight_format_or_none(name: str) -> WeightFormat | None:
+    """The format a stored checkpoint name stands for, or None when it is not a selectable precision
+    (e.g. 'mxfp4', which only gpt-oss experts use)."""
+    try:
+        return weight_format(name)
+    except FitcheckError:
+        return None
 
 
 # KV-cache element sizes in bytes.  q8_0/q4_0 are llama.cpp block types (8.5 / 4.5 bits).

@@ -14,7 +14,7 @@ Engines differ in what they hold:
 from __future__ import annotations
 
 from fitcheck.estimate import activations as A
-from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.request import Plan
 from fitcheck.estimate.result import (
@@ -64,23 +64,16 @@ def _act_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-def _weights(spec: ModelSpec, precision: str, engine: str) -> WeightBytes:
-    fmt = weight_format(precision)
-    return weight_bytes(spec, fmt)
+def _weights(spec: ModelSpec, precision: str) -> WeightBytes:
+    return weight_bytes(spec, weight_format(precision))
 
 
 def _stored_weight_total(spec: ModelSpec, precision: str, computed: int) -> tuple[int, str]:
     """Exact stored bytes when the checkpoint's own format is what will be loaded."""
-    if spec.stored_weight_bytes and spec.stored_format and weight_format_or_none(spec.stored_format) == precision:
+    stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+    if spec.stored_weight_bytes and stored and stored.name == precision:
         return spec.stored_weight_bytes, "exact, from the checkpoint header"
     return computed, ""
-
-
-def weight_format_or_none(name: str) -> str | None:
-    try:
-        return weight_format(name).name
-    except Exception:
-        return None
 
 
 def _weights_component(spec: ModelSpec, plan: Plan, wb: WeightBytes, share: float = 1.0) -> Component:
@@ -141,7 +134,7 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
 
 # ---- transformers ------------------------------------------------------------------------------
 def _transformers(spec: ModelSpec, plan: Plan):
-    wb = _weights(spec, plan.precision, "transformers")
+    wb = _weights(spec, plan.precision)
     on_gpu = plan.device == "gpu"
     n = max(plan.gpus, 1) if on_gpu else 1
     act_b = _act_bytes(plan.precision)
@@ -193,7 +186,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
 # ---- vLLM --------------------------------------------------------------------------------------
 def _vllm(spec: ModelSpec, plan: Plan):
     tp = max(plan.gpus, 1)
-    wb = _weights(spec, plan.precision, "vllm")
+    wb = _weights(spec, plan.precision)
     act_b = 2
     kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm")
     if spec.is_mla:
@@ -232,7 +225,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
 
 # ---- llama.cpp ---------------------------------------------------------------------------------
 def _llama_cpp(spec: ModelSpec, plan: Plan):
-    wb = _weights(spec, plan.precision, "llama.cpp")
+    wb = _weights(spec, plan.precision)
     weights_total, exact = _stored_weight_total(spec, plan.precision, wb.total)
     scale = weights_total / wb.total if wb.total else 1.0
     L = spec.num_layers

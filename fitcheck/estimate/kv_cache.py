@@ -51,9 +51,3 @@ def kv_cache_bytes(spec: ModelSpec, *, tokens: int, sequences: int, kv_dtype: st
         lin = spec.num_linear_layers if layers is None else spec.num_linear_layers * min(layers, spec.num_layers) / spec.num_layers
         total += lin * spec.linear_state_elements * 4 * sequences
     return int(total)
-
-
-def kv_bytes_per_token(spec: ModelSpec, *, kv_dtype: str, engine: str) -> float:
-    """Bytes one more token of one sequence adds (full-attention layers only)."""
-    full = spec.num_attention_layers - (spec.num_sliding_layers if spec.sliding_window else 0)
-    return full * kv_elements_per_token(spec, engine) * KV_DTYPE_BYTES[kv_dtype]

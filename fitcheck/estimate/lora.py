@@ -145,20 +145,3 @@ def adapter_saved_bytes_per_token(spec: ModelSpec, targets: LoraTargets, rank: i
             per += rank * adapter_bytes
         total += per * copies * share
     return int(total)
-
-
-def adapter_input_elements_per_token(spec: ModelSpec, targets: LoraTargets, layer_count: int = 1) -> int:
-    """Input features of the adapted matrices of `layer_count` layers (what lora_dropout copies).
-
-    peft applies `lora_dropout` to each adapted module's input separately, so with dropout > 0
-    every adapted matrix keeps its own dropped-out copy of its input (and the mask) for backward.
-    For MoE experts only the routed tokens pass, counted as experts_per_token of num_experts.
-    """
-    total = 0.0
-    for m in adapted_matrices(spec, targets):
-        share = m.layers / max(spec.num_layers, 1)
-        copies = m.per_layer
-        if m.role.endswith("_exps") and spec.num_experts:
-            copies = spec.experts_per_token
-        total += m.rows_in * copies * share
-    return int(total * layer_count)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.formats import KV_DTYPES, weight_format
+from fitcheck.estimate.formats import KV_DTYPES, weight_format, weight_format_or_none
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import GPU, Machine, known
 from fitcheck.model.spec import ModelSpec
@@ -158,7 +158,7 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
     if req.precision:
         precision = weight_format(req.precision).name
         notes.append(Assumption("precision", precision, "from --precision", "--precision"))
-    elif spec.stored_format and _selectable(spec.stored_format):
+    elif spec.stored_format and weight_format_or_none(spec.stored_format):
         precision = weight_format(spec.stored_format).name
         notes.append(Assumption("precision", precision, "the checkpoint's stored format", "--precision"))
     else:
@@ -228,11 +228,3 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
         compute_capability=cc, unified_memory=unified, assumptions=tuple(notes),
     )
-
-
-def _selectable(stored: str) -> bool:
-    try:
-        weight_format(stored)
-        return True
-    except FitcheckError:
-        return False

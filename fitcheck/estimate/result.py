@@ -18,9 +18,6 @@ MASTER_WEIGHTS = "master_weights"
 ADAPTERS = "adapters"
 LOGITS = "logits"
 
-# Which components torch.cuda.max_memory_allocated sees (tensors) vs runtime-only memory.
-RUNTIME_ONLY = frozenset({"cuda_context", "runtime"})
-
 
 @dataclass(frozen=True)
 class Component:

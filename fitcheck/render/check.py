@@ -285,11 +285,6 @@ def _gib(n: int | None) -> str:
 
 
 # ---- training plans (--mode full|lora|qlora) -------------------------------------------------
-TRAINING_REQUEST_KEYS = ("seq_len", "grad_accum", "effective_batch", "compute_dtype", "optimizer", "master_weights",
-                         "grad_checkpointing", "attention", "lora_rank", "lora_targets", "lora_train_embeddings",
-                         "zero", "fsdp", "offload")
-
-
 def _is_training(plan) -> bool:
     return hasattr(plan, "seq_len")
 
