@@ -10,7 +10,10 @@ depth, dtype, prompt, batch, training setup) and its answer is compared with wha
 - inference peak prefill/generate: the phase's peak above the baseline vs the estimate's peak
                  (CPU: allocated + heap retention; CUDA: max_memory_allocated vs peak allocated)
 - gradients, optimizer_states: counted after backward / the optimizer step vs the formulas
-- training peak  the second step's peak (steady state) vs the training estimate
+- training peak  the second step's resident peak (steady state) vs the training estimate
+                 (CPU: allocated + glibc heap retention; CUDA: max_memory_allocated vs allocated)
+- training tensors  the second step's live-tensor peak (tensor_peak.py, profiler) vs the
+                 estimate's allocated bytes: the tensor model alone, without the allocator
 
 Then the median |error| and the worst under-prediction per group.  Cases the estimator does not
 model on the CPU (full-vocabulary logits, eager attention's s² matrix, autocast) are listed with
@@ -38,6 +41,7 @@ from .models import spec_for
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 _PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 MiB = 2**20
+TENSOR_PEAKS = "cpu-tensor-peaks-"  # tensor_peak.py's files: live tensors, not resident memory
 
 
 @dataclass(frozen=True)
@@ -92,12 +96,16 @@ def _training_prediction(row: dict, spec, device: str):
         # peft >= 0.12 keeps adapters in fp32 on a 16-bit base (autocast_adapter_dtype=True)
         lora_targets="q_proj,k_proj,v_proj,o_proj" if row["lora_targets"] == "attn" else "all-linear",
         lora_dropout=0.0, lora_train_embeddings=False, gpus=1, zero=None, fsdp=None, offload="none",
-        ds_bucket_elements=None)
+        ds_bucket_elements=None, device="cpu" if device == "cpu" else "gpu")
     return estimate_training(spec, plan)
 
 
-def compare_rows(rows: list[dict]) -> tuple[list[Comparison], list[str]]:
-    """Comparisons for every measured phase the estimator models, and the skipped cases with why."""
+def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -> tuple[list[Comparison], list[str]]:
+    """Comparisons for every measured phase the estimator models, and the skipped cases with why.
+
+    `tensor_peaks`: case id → live-tensor peak of a training step (tensor_peak.py's CSV).
+    """
+    tensor_peaks = tensor_peaks or {}
     out: list[Comparison] = []
     skipped: list[str] = []
     by_case: dict[str, list[dict]] = {}
@@ -144,18 +152,21 @@ def compare_rows(rows: list[dict]) -> tuple[list[Comparison], list[str]]:
                                       _int(target, "peak_bytes")))
         elif mode in ("train_full", "train_lora"):
             est = _training_prediction(first, spec, device)
-            gpu = est.devices[0]
+            need = est.devices[0]
             back = phase.get("backward")
             if back and _int(back, "grad_bytes"):
-                out.append(Comparison(case_id, "gradients", gpu.component("gradients"), _int(back, "grad_bytes")))
+                out.append(Comparison(case_id, "gradients", dict(est.facts)["gradient_bytes"], _int(back, "grad_bytes")))
             opt = phase.get("optimizer")
             if opt and _int(opt, "optimizer_state_bytes"):
-                out.append(Comparison(case_id, "optimizer_states", gpu.component("optimizer_states"),
+                out.append(Comparison(case_id, "optimizer_states", need.component("optimizer_states"),
                                       _int(opt, "optimizer_state_bytes")))
+            if case_id in tensor_peaks:
+                # Live tensors at the step's peak (tensor_peak.py, profiler): the allocated model alone.
+                out.append(Comparison(case_id, "training tensors", need.peak_allocated_bytes, tensor_peaks[case_id]))
             steady = phase.get("step2") or phase.get("optimizer")
             if steady and _int(steady, "peak_bytes"):
-                # CPU: resident memory includes the allocator's retention, as the reserved figure does on CUDA.
-                predicted = gpu.peak_reserved_bytes if device == "cpu" else gpu.peak_allocated_bytes
+                # CPU: resident memory includes glibc's retention, which the CPU estimate counts as reserved.
+                predicted = need.peak_reserved_bytes if device == "cpu" else need.peak_allocated_bytes
                 out.append(Comparison(case_id, "training peak", predicted, _int(steady, "peak_bytes")))
     return out, skipped
 
@@ -182,12 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("csv", nargs="*", type=Path)
     ap.add_argument("--rows", action="store_true", help="print every comparison")
     args = ap.parse_args(argv)
-    paths = args.csv or sorted(RESULTS.glob("*.csv"))
+    paths = args.csv or sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith(TENSOR_PEAKS))
     rows: list[dict] = []
     for path in paths:
         with path.open(newline="") as f:
             rows += list(csv.DictReader(f))
-    comparisons, skipped = compare_rows(rows)
+    peaks: dict[str, int] = {}
+    for path in sorted(RESULTS.glob(TENSOR_PEAKS + "*.csv")):
+        with path.open(newline="") as f:
+            peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
+    comparisons, skipped = compare_rows(rows, peaks)
     if args.rows:
         print(f"{'case':40s} {'component':18s} {'pred MiB':>9s} {'meas MiB':>9s} {'error':>8s}")
         for c in comparisons:

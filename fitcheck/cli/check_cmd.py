@@ -65,7 +65,8 @@ def training_options(func):
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 1.0), default=0.9, show_default=True,
               help="vLLM's reservation, a fraction of total GPU memory.")
 @gpus_option
-@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
+              help="Where to run or train: auto (the GPU when there is one), gpu, or cpu.")
 @click.option("--gpu-layers", "-ngl", type=click.IntRange(min=0), default=None,
               help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM.")
 @headroom_option
@@ -133,7 +134,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         from fitcheck.check import check_training
 
         machine = load_machine(profile)
-        result = check_training(resolved, _training_request(mode, precision, batch, gpus, training), machine,
+        result = check_training(resolved, _training_request(mode, precision, batch, gpus, device, training), machine,
                                 headroom=headroom / 100)
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                                  outcomes=evaluate(requirements, machine)))
@@ -146,7 +147,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                              outcomes=evaluate(requirements, machine)))
 
 
-_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "device", "gpu_layers")
+_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers")
 _TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
                   "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
 
@@ -165,7 +166,7 @@ def _check_mode_options(ctx: click.Context, mode: str) -> None:
         raise click.UsageError(f"{flags} applies to inference, not --mode {mode}{hint}")
 
 
-def _training_request(mode: str, precision: str | None, batch: int, gpus: int | None, opts: dict):
+def _training_request(mode: str, precision: str | None, batch: int, gpus: int | None, device: str, opts: dict):
     from fitcheck.estimate.training_request import TrainingRequest
 
     return TrainingRequest(
@@ -175,4 +176,5 @@ def _training_request(mode: str, precision: str | None, batch: int, gpus: int | 
         attention=opts["attention"], lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
         lora_train_embeddings=opts["lora_train_embeddings"], gpus=gpus,
         zero=int(opts["zero"]) if opts["zero"] is not None else None, fsdp=opts["fsdp"], offload=opts["offload"],
+        device=device,
     )

@@ -90,7 +90,7 @@ class Answers:
             master_weights=self.master_weights, grad_checkpointing=self.grad_checkpointing,
             attention=self.attention, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
             lora_train_embeddings=self.lora_train_embeddings, gpus=self.gpus, zero=self.zero, fsdp=self.fsdp,
-            offload=self.offload)
+            offload=self.offload, device=self.device)
 
 
 # --- choices read from the check command, so options another command adds appear here too ------

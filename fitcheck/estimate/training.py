@@ -44,7 +44,7 @@ from fitcheck.estimate.result import (
     DeviceNeed,
     Estimate,
 )
-from fitcheck.estimate.training_activations import training_activations
+from fitcheck.estimate.training_activations import ALL_INPUT_SITES, input_sites, training_activations
 from fitcheck.estimate.training_request import TrainingPlan
 from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, weight_bytes
 from fitcheck.model.spec import ModelSpec
@@ -187,9 +187,12 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     # ---- step temporaries ----------------------------------------------------------------------
     largest_trainable = max((s.rows * s.cols for s in all_trainable), default=0)
     fused = ds  # DeepSpeed builds FusedAdam / its CPU Adam: no foreach temporaries
+    on_cpu = plan.device == "cpu"
     step_temp = 0 if offload_opt else _shard(
-        step_temp_bytes(plan.optimizer, trainable_all, largest_trainable, state_b, fused=fused), opt_sharded, N)
-    step_why = "optimizer.step() temporaries (foreach AdamW: one state-sized buffer)" if step_temp else ""
+        step_temp_bytes(plan.optimizer, trainable_all, largest_trainable, state_b, fused=fused, foreach=not on_cpu),
+        opt_sharded, N)
+    step_why = ("" if not step_temp else "optimizer.step() temporaries (AdamW on the CPU: two of the largest parameter)"
+                if on_cpu else "optimizer.step() temporaries (foreach AdamW: one state-sized buffer)")
     if ds and master_on and not offload_opt:
         fp32_grads = 4 * (min(trainable_all // N, DS_SUB_GROUP_SIZE) if stage == 3 else trainable_all // N)
         step_temp += fp32_grads
@@ -221,17 +224,42 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     # the adapters' dtype), dropout copies and masks.
     lora_saved = adapter_saved_bytes_per_token(spec, targets, plan.lora_rank, adapter_bytes=param_b, compute_bytes=act_b,
                                                dropout=plan.lora_dropout) if targets else 0
+    # A frozen base keeps no linear inputs; LoRA branches in the compute dtype without dropout
+    # read the input tensor itself and keep it (fp32 casts and dropout copies are in lora_saved).
+    full = plan.mode == "full"
+    if full:
+        saved_inputs = ALL_INPUT_SITES
+    elif param_b == act_b and plan.lora_dropout <= 0:
+        saved_inputs = input_sites(m.role for m in adapted_matrices(spec, targets))
+    else:
+        saved_inputs = frozenset()
     upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
     shifts = spec.architecture in _LOSS_IN_COMPUTE_DTYPE
     acts = training_activations(spec, tokens_per_gpu=plan.batch * plan.seq_len, seq_len=plan.seq_len,
                                 attention=plan.attention, act_bytes=act_b, checkpointing=plan.grad_checkpointing,
-                                upcast_loss=upcast, shifts_logits=shifts, lora_saved_bytes=lora_saved)
+                                upcast_loss=upcast, shifts_logits=shifts, trainable_base=full,
+                                saved_inputs=saved_inputs, lm_head_trains=full or emb is not None,
+                                lora_saved_bytes=lora_saved)
     scratch, scratch_why = _quant_scratch(spec, plan) if plan.mode != "full" else (0, "")
     # The loss's tensors die in lm_head's backward, before the first layer is recomputed: the
     # backward peak is the saved tensors plus the larger of the two.
     fwd_bwd = acts.saved + max(acts.recompute, acts.logits) + scratch
+    # Without gradient accumulation a plain PyTorch loop (and the Trainer) sets gradients to None
+    # after each step (zero_grad(set_to_none=True)): they are created during backward as the
+    # activations are freed, so the step's peak is either the loss's backward (no gradients yet)
+    # or the optimizer step (gradients, no activations).  DeepSpeed and FSDP keep flat gradient
+    # buffers, and accumulation keeps gradients across micro-batches: there they add.
+    late_grads = plan.grad_accum == 1 and not ds and not plan.fsdp and not offload_opt
+    grads_at_step = gpu_grads + max(step_temp, acts.recompute)
+    peak_at_step = late_grads and grads_at_step > fwd_bwd
+    grads_shown = 0 if (late_grads and not peak_at_step) else gpu_grads
+    grads_why = f"{trainable_all:,} trainable params × {param_b} B" + (
+        f"; 1/{N} per GPU" if grads_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")
+    if late_grads and not peak_at_step:
+        grads_why += (f" = {gpu_grads / GiB:.2f} GiB, created during backward as activations are freed: "
+                      "not yet there at the peak (the loss's backward)")
 
-    # ---- assemble the GPU -----------------------------------------------------------------------
+    # ---- assemble the device --------------------------------------------------------------------
     comps: list[Component] = [
         Component(WEIGHTS, gpu_weights, base_why + (f"; 1/{N} per GPU (sharded)" if weights_sharded and N > 1 else "")
                   + ("; offloaded to RAM" if offload_params else "")),
@@ -242,8 +270,7 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
             what += f"; trainable copies of embeddings/lm_head {emb.params:,} × {emb_param_b} B"
         comps.append(Component(ADAPTERS, adapters_bytes, what))
     comps += [
-        Component(GRADIENTS, gpu_grads, f"{trainable_all:,} trainable params × {param_b} B"
-                  + (f"; 1/{N} per GPU" if grads_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
+        Component(GRADIENTS, grads_shown, grads_why),
         Component(OPTIMIZER, gpu_opt, describe(plan.optimizer, state_b)
                   + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
         Component(MASTER_WEIGHTS, gpu_master, ("fp32 copy of the trainable params" if master_b or emb_master_b else
@@ -251,21 +278,40 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                   + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
     ]
     comps += buffers
-    comps += [
-        Component(ACTIVATIONS, acts.saved + max(acts.recompute - acts.logits, 0),
-                  acts.detail + ("" if acts.recompute <= acts.logits else
-                                 "; the recomputed layer outweighs the logits (freed by then)")),
-        Component(LOGITS, acts.logits, f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies "
-                  + ("(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")),
-    ]
-    if scratch:
-        comps.append(Component(TEMP_BUFFERS, scratch, scratch_why))
-    if step_temp > fwd_bwd:
-        # The step runs after backward freed the activations: only its excess over them adds.
-        comps.append(Component(TEMP_BUFFERS, step_temp - fwd_bwd,
-                               f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward has freed"))
+    logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
+        "(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")
+    if peak_at_step:
+        # The optimizer step is the peak: activations and logits are gone by then.
+        comps += [
+            Component(ACTIVATIONS, 0, acts.detail + f" = {fwd_bwd / GiB:.2f} GiB with the logits, freed before "
+                      "the optimizer step, which is the peak (gradients + step temporaries)"),
+            Component(LOGITS, 0, logits_why + "; freed before the peak"),
+        ]
+        if grads_at_step > gpu_grads:
+            comps.append(Component(TEMP_BUFFERS, grads_at_step - gpu_grads,
+                                   step_why if step_temp >= acts.recompute else "the last layer recomputed in backward"))
+    else:
+        comps += [
+            Component(ACTIVATIONS, acts.saved + max(acts.recompute - acts.logits, 0),
+                      acts.detail + ("" if acts.recompute <= acts.logits else
+                                     "; the recomputed layer outweighs the logits (freed by then)")),
+            Component(LOGITS, acts.logits, logits_why),
+        ]
+        if scratch:
+            comps.append(Component(TEMP_BUFFERS, scratch, scratch_why))
+        if not late_grads and step_temp > fwd_bwd:
+            # The step runs after backward freed the activations: only its excess over them adds.
+            comps.append(Component(TEMP_BUFFERS, step_temp - fwd_bwd,
+                                   f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward has freed"))
     allocated = sum(c.bytes for c in comps)
     slack = max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
+    if on_cpu:
+        comps.append(Component(OVERHEAD, slack, f"glibc heap: freed blocks stay resident ({TRAINING_ALLOCATOR_SLACK:.0%}; "
+                                                "measured 4–24 % on 15 CPU training runs)", counted_in="reserved"))
+        comps.append(Component(OVERHEAD, TORCH_CPU_RUNTIME, "torch + transformers resident libraries",
+                               counted_in="runtime"))
+        return Estimate(spec.name, plan.mode, (DeviceNeed("cpu", "cpu", tuple(comps)),), plan.assumptions,
+                        tuple(_notes(plan, fmt, gpu_grads - grads_shown)), _facts(plan, trainable_all, gpu_grads))
     comps.append(Component(OVERHEAD, slack, f"PyTorch caching-allocator slack in training ({TRAINING_ALLOCATOR_SLACK:.0%})",
                            counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
@@ -291,16 +337,31 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                              counted_in="runtime"))
         devices.append(DeviceNeed("cpu", "cpu", tuple(cpu)))
         notes.append("offloaded optimizer steps run on the CPU: expect a much slower step")
+    notes += _notes(plan, fmt, gpu_grads - grads_shown)
+    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), _facts(plan, trainable_all, gpu_grads))
+
+
+def _notes(plan: TrainingPlan, fmt, deferred_gradients: int) -> list[str]:
+    notes = []
+    if deferred_gradients:
+        notes.append(f"gradients ({deferred_gradients / GiB:.2f} GiB) are created during backward as the activations "
+                     "are freed: the peak, the loss's backward, comes before them")
     if plan.grad_accum > 1:
-        notes.append(f"gradient accumulation {plan.grad_accum}: effective batch {plan.effective_batch} "
-                     f"(no effect on memory)")
+        notes.append(f"gradient accumulation {plan.grad_accum}: effective batch {plan.effective_batch}; "
+                     "gradients stay allocated between micro-batches (counted)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer states can spill to RAM under pressure (slower, but avoids OOM)")
     if plan.mode == "qlora" and fmt.family in ("gptq", "awq"):
         notes.append(f"QLoRA on a {plan.precision} base: LoRA over a pre-quantized checkpoint (auto-gptq/AutoAWQ)")
-    facts = (("trainable_params", trainable_all), ("tokens_per_step", plan.effective_batch * plan.seq_len),
-             ("effective_batch", plan.effective_batch))
-    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), facts)
+    if plan.device == "cpu":
+        notes.append("training on the CPU: expect steps many times slower than on a GPU")
+    return notes
+
+
+def _facts(plan: TrainingPlan, trainable: int, gradient_bytes: int) -> tuple:
+    # gradient_bytes: per device, also where the breakdown shows none (created after its peak).
+    return (("trainable_params", trainable), ("tokens_per_step", plan.effective_batch * plan.seq_len),
+            ("effective_batch", plan.effective_batch), ("gradient_bytes", gradient_bytes))
 
 
 def model_state_bytes(estimate: Estimate, device: str = "gpu0") -> int:

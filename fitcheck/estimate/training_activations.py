@@ -3,20 +3,25 @@
 Per decoder layer, counted from the real block (after Korthikanti et al. 2022, "Reducing
 Activation Recomputation in Large Transformer Models", section 4.1, which gives
 s·b·h·(34 + 5·a·s/h) bytes for a GPT block with a 4h GeLU MLP and dropout; here the block's own
-shapes replace the GPT ones).  Saved per token, in the compute dtype:
+shapes and what autograd really keeps replace the GPT ones).  Saved per token (b = bytes of the
+compute dtype), checked tensor by tensor with torch.autograd.graph.saved_tensors_hooks:
 
-  the two norms' inputs and outputs (input norm, post-attention norm) ............ 4 × h
-  q (after rotary), k, v (GQA: kv_heads × head_dim each) ......................... q + 2·kv
-  attention output (also o_proj's input) ......................................... q
-  MLP: gate output (SiLU's input), SiLU output, up output, their product
-       (down_proj's input); a plain MLP keeps up output and activation ........... 4·I (3·I)
-  LoRA: what the adapter branches save beyond the base (lora.adapter_saved_bytes_per_token:
-       fp32 input copies when the adapters are fp32 on a 16-bit base, dropout copies + masks)
+  each RMSNorm: its input upcast to fp32 (4·h B, whatever b) and, if its weight trains, the
+       normalised tensor (h·b) ................................................... per norm
+  q and k after rotary, v (GQA: kv_heads × head_dim), the attention output ........ (2·q + 2·kv)·b
+  MLP: SiLU's input and the product's two factors (gated); a plain MLP's
+       activation input .......................................................... 3·I·b (I·b)
+  linear inputs, only for linears whose weight trains (a frozen LoRA base keeps none):
+       the attention input h, the MLP input h, down_proj's input I ............... (2·h + I)·b
+  LoRA: what the adapter branches save (lora.adapter_saved_bytes_per_token: fp32 input copies
+       when the adapters are fp32 on a 16-bit base, dropout copies + masks; adapters in the
+       compute dtype without dropout read the input itself: counted as a linear input above)
 
 Attention: flash-attention 2 and PyTorch SDPA (flash / memory-efficient kernels) keep only the
 output and a per-head fp32 logsumexp, no s×s matrix (Dao 2023).  Eager attention keeps the
 softmax probabilities: transformers computes softmax in fp32 and casts back (modeling_llama.py
-eager_attention_forward), so heads × s × (4 + 2) bytes per token.
+eager_attention_forward), so heads × s × (4 + b) bytes per token (4 in fp32), and the k/v
+copies repeat_kv makes for GQA.
 
 Gradient checkpointing (transformers `gradient_checkpointing_enable`, one checkpoint per decoder
 layer): each layer keeps only its input (h per token); backward recomputes one layer at a time,
@@ -44,24 +49,66 @@ class ActivationBytes:
     detail: str
 
 
+# Which tensor each linear role reads (linears reading one tensor save it once), and its width.
+_INPUT_SITE = {
+    "attn_q": "attn_in", "attn_k": "attn_in", "attn_v": "attn_in", "attn_qkv": "attn_in", "attn_q_a": "attn_in",
+    "attn_kv_a_mqa": "attn_in", "attn_q_b": "q_latent", "attn_kv_b": "kv_latent",
+    "attn_output": "attn_out",  # the attention output, which the attention kernel saves anyway
+    "ffn_gate": "mlp_in", "ffn_up": "mlp_in", "ffn_gate_up": "mlp_in", "ffn_gate_exps": "mlp_in",
+    "ffn_up_exps": "mlp_in", "ffn_gate_shexp": "mlp_in", "ffn_up_shexp": "mlp_in",
+    "ffn_down": "mlp_mid", "ffn_down_exps": "mlp_mid", "ffn_down_shexp": "mlp_mid",
+}
+ALL_INPUT_SITES = frozenset(_INPUT_SITE.values())
+
+
+def input_sites(roles) -> frozenset[str]:
+    """The input tensors that linears of these roles keep for backward."""
+    return frozenset(_INPUT_SITE[r] for r in roles if r in _INPUT_SITE)
+
+
 def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_bytes: int,
+                          trainable_base: bool = True, saved_inputs: frozenset[str] = ALL_INPUT_SITES,
                           lora_saved_bytes: int = 0) -> int:
-    """Bytes one token leaves saved in one decoder layer (forward, for backward)."""
+    """Bytes one token leaves saved in one decoder layer (forward, for backward).
+
+    Autograd keeps a tensor only for a gradient someone needs: a linear keeps its input only when
+    its weight trains (`saved_inputs`: the input tensors of trainable linears, or of LoRA branches
+    that read the input as it is), and a norm keeps its normalised input only when its own weight
+    trains (`trainable_base`).  Measured per op with torch.autograd.graph.saved_tensors_hooks on
+    Qwen2.5-0.5B and SmolLM2-135M (transformers 5.24, fp32 and bf16, full and LoRA): exact.
+    """
     h = spec.hidden_size
+    b = act_bytes
     q, kv = _attn_dims(spec)
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
-    mlp = (4 if spec.gated_mlp else 3) * ffn
-    elements = 4 * h + 2 * q + 2 * kv + mlp
-    b = elements * act_bytes
-    if spec.is_moe:
-        b += spec.num_experts * 4 * 2  # router logits and softmax in fp32
+    # RMSNorm (modeling_llama.py LlamaRMSNorm): x.to(fp32) is kept for the variance's backward
+    # (4 B per element whatever the compute dtype) plus the fp32 rsqrt; the normalised 16-bit
+    # tensor only when the norm's weight trains.
+    norm = 4 * h + 4 + (h * b if trainable_base else 0)
+    total = spec.norms_per_layer * norm
+    if spec.qk_norm:
+        total += 4 * (q + kv) + ((q + kv) * b if trainable_base else 0)  # per-head q/k norms, same rule
+    # Attention: q and k after rotary, v and the output (o_proj reads that same tensor).  Eager
+    # attention matmuls k and v after repeat_kv (GQA copies at q width) and keeps the fp32
+    # softmax, plus its cast to the compute dtype when that is 16-bit (modeling_llama.py
+    # eager_attention_forward).
     if attention == "eager":
-        b += spec.num_attention_heads * seq_len * (4 + 2)
+        total += 4 * q * b + spec.num_attention_heads * seq_len * (4 + (b if b < 4 else 0))
     else:
-        b += spec.num_attention_heads * 4  # fp32 logsumexp per head
+        total += (2 * q + 2 * kv) * b + spec.num_attention_heads * 4  # fp32 logsumexp per head
+    # MLP: the activation keeps its input; the product keeps both factors (gate·up), or the
+    # plain MLP's activation keeps the up projection.
+    total += (3 if spec.gated_mlp else 1) * ffn * b
+    width = {"attn_in": h, "mlp_in": h, "mlp_mid": ffn, "attn_out": 0,
+             "q_latent": spec.q_lora_rank or 0, "kv_latent": spec.kv_lora_rank}
+    if not spec.gated_mlp:
+        width["mlp_mid"] = ffn  # the activation's output, fc2's input
+    total += sum(width[site] for site in saved_inputs) * b
+    if spec.is_moe:
+        total += spec.num_experts * 4 * 2  # router logits and softmax in fp32
     # peft's adapter branches (fp32 input casts, dropout copies): lora.adapter_saved_bytes_per_token.
-    b += lora_saved_bytes
-    return int(b)
+    total += lora_saved_bytes
+    return int(total)
 
 
 def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shifts_logits: bool) -> int:
@@ -89,15 +136,21 @@ def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shi
 
 
 def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, attention: str, act_bytes: int,
-                         checkpointing: bool, upcast_loss: bool, shifts_logits: bool,
+                         checkpointing: bool, upcast_loss: bool, shifts_logits: bool, trainable_base: bool = True,
+                         saved_inputs: frozenset[str] = ALL_INPUT_SITES, lm_head_trains: bool = True,
                          lora_saved_bytes: int = 0) -> ActivationBytes:
-    """Activation bytes on one GPU for a micro-batch of `tokens_per_gpu` tokens (batch × seq_len)."""
+    """Activation bytes on one GPU for a micro-batch of `tokens_per_gpu` tokens (batch × seq_len).
+
+    `trainable_base`: the base's weights train (full fine-tuning); else only the linears whose
+    inputs `saved_inputs` names keep them (LoRA branches reading the input as it is).
+    """
     h = spec.hidden_size
     L = spec.num_layers
     per_layer = layer_bytes_per_token(spec, attention=attention, seq_len=seq_len, act_bytes=act_bytes,
+                                      trainable_base=trainable_base, saved_inputs=saved_inputs,
                                       lora_saved_bytes=lora_saved_bytes)
-    # Outside the layers: the embedding output and the final norm's input and output.
-    outside = 3 * h * act_bytes
+    # Outside the layers: the final norm (as in a layer) and lm_head's input when lm_head trains.
+    outside = 4 * h + 4 + (h * act_bytes if trainable_base else 0) + (h * act_bytes if lm_head_trains else 0)
     if checkpointing:
         saved = tokens_per_gpu * (L * h * act_bytes + outside)
         # One layer recomputed, plus the gradient w.r.t. its output and input.

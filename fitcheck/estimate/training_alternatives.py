@@ -5,6 +5,10 @@ fully re-estimated and judged on the same machine, and is kept only if it fits. 
 better): what is lost in speed (checkpointing ≈ one extra forward, offload much more), in the
 update (8-bit states, fewer trainable parameters, a quantized base) or in the request (a shorter
 sequence).  Keeping the effective batch by gradient accumulation is nearly free.
+
+On the CPU (a plan with device "cpu": one process, RAM is the memory) only what runs there is
+offered: checkpointing, a smaller micro-batch, LoRA and smaller adapters, a shorter sequence.
+Never more GPUs, ZeRO, FSDP, offload, QLoRA or a bitsandbytes 8-bit optimizer (GPU kernels).
 """
 
 from __future__ import annotations
@@ -89,8 +93,10 @@ def find_training_alternatives(spec: ModelSpec, plan: TrainingPlan, machine: Mac
                      plan.with_changes(batch=b, grad_accum=accum), COST_ACCUMULATION,
                      (("batch", str(b)), ("grad_accum", str(accum))), False)
 
-    # 3. An 8-bit optimizer.
-    if plan.optimizer in ("adamw", "sgd"):
+    on_gpu = plan.device != "cpu"
+
+    # 3. An 8-bit optimizer (bitsandbytes: GPU kernels).
+    if on_gpu and plan.optimizer in ("adamw", "sgd"):
         consider("Use 8-bit AdamW (bitsandbytes)", plan.with_changes(optimizer="adamw-8bit"), COST_8BIT_OPTIMIZER,
                  (("optimizer", "adamw-8bit"),))
 
@@ -100,7 +106,7 @@ def find_training_alternatives(spec: ModelSpec, plan: TrainingPlan, machine: Mac
         lora = plan.with_changes(mode="lora", precision=half, lora_targets="all-linear", lora_train_embeddings=False)
         consider(f"LoRA (r={plan.lora_rank}, all linear layers) instead of full fine-tuning", lora, COST_LORA,
                  (("mode", "lora"),))
-    if plan.mode in ("full", "lora"):
+    if on_gpu and plan.mode in ("full", "lora"):
         base = 0 if plan.mode == "lora" else COST_LORA
         consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})",
                  plan.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False),
@@ -118,7 +124,7 @@ def find_training_alternatives(spec: ModelSpec, plan: TrainingPlan, machine: Mac
                      (("lora_train_embeddings", "off"),))
 
     # 5. Shard across the machine's GPUs.
-    n = len(machine.gpus)
+    n = len(machine.gpus) if on_gpu else 0
     if n > 1 and (plan.gpus < n or (plan.zero is None and plan.fsdp is None)):
         for zero in (2, 3):
             consider(f"DeepSpeed ZeRO-{zero} across {n} GPUs", plan.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"),
@@ -127,7 +133,7 @@ def find_training_alternatives(spec: ModelSpec, plan: TrainingPlan, machine: Mac
                  COST_SHARDING + 2, (("gpus", str(n)), ("fsdp", "full-shard")))
 
     # 6. Offload to RAM (ZeRO-Offload).
-    if plan.offload == "none":
+    if on_gpu and plan.offload == "none":
         gpus = max(plan.gpus, min(n, plan.gpus)) if n else plan.gpus
         consider("Offload the optimizer to the CPU (DeepSpeed ZeRO-Offload)",
                  plan.with_changes(zero=max(plan.zero or 2, 2), fsdp=None, offload="optimizer", gpus=gpus),

@@ -38,6 +38,8 @@ def training_fitcheck_command(model: str, plan: TrainingPlan, *, profile: str | 
             args += ["--lora-targets", plan.lora_targets]
         if plan.lora_train_embeddings:
             args.append("--lora-train-embeddings")
+    if plan.device == "cpu":
+        args += ["--device", "cpu"]
     if plan.gpus > 1:
         args += ["--gpus", str(plan.gpus)]
     if plan.zero is not None:
@@ -81,12 +83,16 @@ def training_arguments(plan: TrainingPlan) -> str:
         args.append("gradient_checkpointing=True")
     if plan.compute_dtype in ("bf16", "fp16"):
         args.append(f"{plan.compute_dtype}=True")
+    if plan.device == "cpu":
+        args.append("use_cpu=True")
     return "TrainingArguments(" + ", ".join(args) + ")"
 
 
 def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
-    """`accelerate launch` flags plus the Python-side settings (peft, transformers, DeepSpeed)."""
-    args = ["accelerate", "launch", "--num_processes", str(plan.gpus)]
+    """`accelerate launch` flags plus the Python-side settings (peft, transformers, DeepSpeed).
+
+    On the CPU: `accelerate launch --cpu` with one process, and TrainingArguments(use_cpu=True)."""
+    args = ["accelerate", "launch"] + (["--cpu"] if plan.device == "cpu" else []) + ["--num_processes", str(plan.gpus)]
     if plan.compute_dtype in ("bf16", "fp16"):
         args += ["--mixed_precision", plan.compute_dtype]
     if plan.zero is not None:

@@ -12,7 +12,7 @@ from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.optimizers import OPTIMIZERS
-from fitcheck.estimate.request import default_precision
+from fitcheck.estimate.request import DEVICES, default_precision
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
 from fitcheck.model.spec import ModelSpec
@@ -39,7 +39,7 @@ class TrainingRequest:
     mode: str = "lora"
     seq_len: int = DEFAULT_SEQ_LEN
     batch: int = 1                       # micro-batch per GPU
-    grad_accum: int = 1                  # reported only: accumulation does not change the peak
+    grad_accum: int = 1                  # > 1 keeps gradients allocated between micro-batches
     precision: str | None = None         # the base weights' format
     optimizer: str = "adamw"
     master_weights: str | None = None    # fp32 | none (None: fp32)
@@ -54,6 +54,7 @@ class TrainingRequest:
     fsdp: str | None = None              # PyTorch FSDP sharding strategy
     offload: str = "none"
     ds_bucket_elements: int | None = None  # DeepSpeed reduce_bucket_size (None: HF "auto" = hidden²)
+    device: str = "auto"                 # auto | gpu | cpu (auto: the GPU when the machine has one)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -63,6 +64,8 @@ class TrainingRequest:
                 raise FitcheckError(f"{name} must be at least 1, got {value}")
         if self.gpus is not None and self.gpus < 1:
             raise FitcheckError(f"--gpus must be at least 1, got {self.gpus}")
+        if self.device not in DEVICES:
+            raise FitcheckError(f"unknown device '{self.device}'", "choose one of: " + ", ".join(DEVICES))
         if self.optimizer not in OPTIMIZERS:
             raise FitcheckError(f"unknown optimizer '{self.optimizer}'", "choose one of: " + ", ".join(OPTIMIZERS))
         if self.master_weights is not None and self.master_weights not in MASTER_WEIGHTS:
@@ -125,6 +128,7 @@ class TrainingPlan:
     ds_bucket_elements: int | None
     compute_capability: float | None = None
     assumptions: tuple[Assumption, ...] = ()
+    device: str = "gpu"          # gpu | cpu: where the step runs (cpu: one process, RAM is the memory)
 
     def with_changes(self, **changes) -> "TrainingPlan":
         return replace(self, **changes)
@@ -152,12 +156,66 @@ def _compute_capability(machine: Machine) -> float | None:
     return None
 
 
+_BNB_OPTIMIZERS = ("adamw-8bit", "paged-adamw-8bit")
+CPU_PRECISION_WHY = "CPU training: bf16 assumed"
+
+
+def _check_cpu_request(req: TrainingRequest, machine: Machine) -> None:
+    """What a training run on the CPU cannot do: several processes, sharding, offload, CUDA-only kernels.
+
+    Called once the device is known to be the CPU (before the option combinations are checked, so
+    the CPU is named as the reason); each problem is one line with what to do instead.
+    """
+    why = "this run is on the CPU (--device cpu)" if req.device == "cpu" else f"{machine.name} has no GPU"
+    one = "CPU training runs one process"
+    if req.gpus is not None:
+        raise FitcheckError(f"--gpus {req.gpus} needs GPUs, but {why}: {one}", "drop --gpus")
+    if req.zero is not None:
+        raise FitcheckError(f"--zero {req.zero} (DeepSpeed ZeRO) needs GPUs, but {why}: {one}", "drop --zero")
+    if req.fsdp is not None:
+        raise FitcheckError(f"--fsdp {req.fsdp} needs GPUs, but {why}: {one}", "drop --fsdp")
+    if req.offload != "none":
+        raise FitcheckError(f"--offload {req.offload} moves GPU memory to RAM, but {why}: CPU training runs from RAM already",
+                            "drop --offload")
+    if req.mode == "qlora":
+        raise FitcheckError(f"QLoRA's 4-bit bases (bitsandbytes NF4, GPTQ, AWQ) need GPU kernels, but {why}",
+                            "use --mode lora: a bf16 base trains on the CPU")
+    if req.precision is not None and req.mode in PRECISIONS_BY_MODE:
+        fmt = weight_format(req.precision)
+        if fmt.name in PRECISIONS_BY_MODE[req.mode] and fmt.family != "float":
+            raise FitcheckError(f"--precision {fmt.name} (a bitsandbytes base) needs GPU kernels, but {why}",
+                                "use --precision bf16")
+    if req.optimizer in _BNB_OPTIMIZERS:
+        raise FitcheckError(f"--optimizer {req.optimizer} needs bitsandbytes' GPU kernels, but {why}",
+                            "use --optimizer adamw, adafactor or sgd")
+    if req.attention == "flash":
+        raise FitcheckError(f"--attention flash (flash-attention 2) runs on CUDA GPUs only, but {why}",
+                            "use --attention sdpa")
+
+
 def resolve_training(req: TrainingRequest, spec: ModelSpec, machine: Machine) -> TrainingPlan:
-    """Fill every default of `req` for `machine` and record how each was chosen."""
+    """Fill every default of `req` for `machine` and record how each was chosen.
+
+    The device comes first: on the CPU (no GPU here, or --device cpu) a training run is one
+    process in RAM, so the GPU-only options are refused with the CPU as the reason.
+    """
+    if req.device not in DEVICES:
+        raise FitcheckError(f"unknown device '{req.device}'", "choose one of: " + ", ".join(DEVICES))
+    has_gpu = bool(machine.gpus)
+    if req.device == "gpu" and not has_gpu:
+        raise FitcheckError(f"--device gpu, but {machine.name} has no GPU", machine.gpu_status or None)
+    device = "gpu" if (req.device in ("auto", "gpu") and has_gpu) else "cpu"
+    if device == "cpu":
+        _check_cpu_request(req, machine)
     req.validate()
     notes: list[Assumption] = [Assumption("mode", req.mode, "from --mode", "--mode")]
-    cc = _compute_capability(machine)
-    half, half_why = default_precision(machine, "gpu") if machine.gpus else ("bf16", "no GPU here: bf16 assumed")
+    notes.append(Assumption("device", device, "from --device" if req.device != "auto" else
+                            ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
+    cc = _compute_capability(machine) if device == "gpu" else None
+    if device == "gpu":
+        half, half_why = default_precision(machine, "gpu")
+    else:
+        half, half_why = "bf16", CPU_PRECISION_WHY
     if half not in ("bf16", "fp16"):
         half = "bf16"
     if req.precision:
@@ -176,7 +234,8 @@ def resolve_training(req: TrainingRequest, spec: ModelSpec, machine: Machine) ->
                             "--master-weights"))
     notes.append(Assumption("optimizer", req.optimizer, "from --optimizer" if req.optimizer != "adamw" else "default", "--optimizer"))
     notes.append(Assumption("seq_len", str(req.seq_len), "from --seq-len" if req.seq_len != DEFAULT_SEQ_LEN else "default", "--seq-len"))
-    notes.append(Assumption("batch", str(req.batch), "micro-batch per GPU", "--batch"))
+    notes.append(Assumption("batch", str(req.batch), "micro-batch per GPU" if device == "gpu" else "micro-batch of the one CPU process",
+                            "--batch"))
     notes.append(Assumption("grad_checkpointing", "on" if req.grad_checkpointing else "off",
                             "from the option" if req.grad_checkpointing else "Trainer default (off)", "--grad-checkpointing"))
     notes.append(Assumption("attention", req.attention, "transformers default (sdpa)" if req.attention == "sdpa" else "from --attention",
@@ -187,18 +246,19 @@ def resolve_training(req: TrainingRequest, spec: ModelSpec, machine: Machine) ->
                                 + (", embeddings trained" if req.lora_train_embeddings else ""),
                                 "defaults" if (req.lora_rank, req.lora_targets) == (DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS)
                                 else "from the options", "--lora-rank/--lora-targets"))
-    gpus = req.gpus or 1
+    gpus = req.gpus or 1  # on the CPU: one process (the CPU checks above refuse --gpus)
     visible = len(machine.gpus)
     if req.gpus and req.gpus > visible:
         raise FitcheckError(f"--gpus {req.gpus}, but {machine.name} has {visible} GPU{'' if visible == 1 else 's'}",
                             f"use --gpus {visible} or less, or a profile with more GPUs" if visible else None)
-    vendor = machine.gpus[0].vendor if machine.gpus else None
-    bnb_optimizer = req.optimizer in ("adamw-8bit", "paged-adamw-8bit")
+    vendor = machine.gpus[0].vendor if device == "gpu" else None
+    bnb_optimizer = req.optimizer in _BNB_OPTIMIZERS
     if vendor in ("apple", "intel") and (weight_format(precision).family in ("bnb", "gptq", "awq") or bnb_optimizer):
         what = f"--optimizer {req.optimizer}" if bnb_optimizer else f"a {precision} base"
         raise FitcheckError(f"{what} needs CUDA kernels (bitsandbytes/GPTQ/AWQ); this GPU is {vendor}",
                             "use --mode lora with a bf16 base and --optimizer adamw")
-    notes.append(Assumption("gpus", str(gpus), "from --gpus" if req.gpus else "one GPU", "--gpus"))
+    if device == "gpu":
+        notes.append(Assumption("gpus", str(gpus), "from --gpus" if req.gpus else "one GPU", "--gpus"))
     if req.zero is not None:
         notes.append(Assumption("sharding", f"DeepSpeed ZeRO-{req.zero}", "from --zero", "--zero"))
     elif req.fsdp is not None:
@@ -212,7 +272,7 @@ def resolve_training(req: TrainingRequest, spec: ModelSpec, machine: Machine) ->
         lora_targets=parse_targets(req.lora_targets).text if req.mode != "full" else req.lora_targets,
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
-        compute_capability=cc, assumptions=tuple(notes),
+        compute_capability=cc, assumptions=tuple(notes), device=device,
     )
 
 
@@ -225,6 +285,5 @@ TrainingPlan.context = property(lambda self: self.seq_len)            # tokens p
 TrainingPlan.prompt_tokens = property(lambda self: self.seq_len)
 TrainingPlan.kv_dtype = property(lambda self: "none")                # no KV cache in training
 TrainingPlan.engine = property(_engine)
-TrainingPlan.device = property(lambda self: "gpu")
 TrainingPlan.gpu_layers = property(lambda self: None)
 TrainingPlan.gpu_memory_utilization = property(lambda self: None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
+from fitcheck.render.check import nothing_fits
 from fitcheck.units import GiB
 
 _WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", UNKNOWN: "cannot be judged"}
@@ -76,7 +77,7 @@ def check_message(result, strict: bool = False, doc: dict | None = None) -> str:
         best = result.alternatives[0]
         msg += f" Fits instead: {best.title} — {alternative_commands(result, doc)[0]}"
     elif result.verdict.status == DOES_NOT_FIT:
-        msg += " Nothing fits on this machine, even quantized or offloaded."
+        msg += f" {nothing_fits(result.plan)}."
     return msg
 
 

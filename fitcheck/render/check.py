@@ -105,7 +105,7 @@ def check_document(result) -> dict:
             "kv_dtype": plan.kv_dtype,
             "engine": plan.engine,
             "device": plan.device,
-            "gpus": plan.gpus,
+            "gpus": 0 if plan.device == "cpu" else plan.gpus,  # a CPU training plan is one process, no GPU
             "gpu_layers": plan.gpu_layers,
             "gpu_memory_utilization": plan.gpu_memory_utilization,
             "headroom_pct": round(result.headroom * 100, 3),
@@ -259,13 +259,22 @@ def render_check_table(result) -> str:
             lines.append(f"     {_engine_cmd(result, a.plan, _model_id(result), repos)}")
     elif result.verdict.status in (DOES_NOT_FIT,):
         lines.append("")
-        lines.append("Nothing fits on this machine, even quantized or offloaded; `fitcheck profiles` lists machines to try with --profile NAME.")
+        lines.append(f"{nothing_fits(plan)}; `fitcheck profiles` lists machines to try with --profile NAME.")
     lines.append("")
     lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
                                             for a in est.assumptions))
     for note in est.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+def nothing_fits(plan) -> str:
+    """What was tried before saying nothing fits: the levers of inference, of GPU or of CPU training."""
+    if not _is_training(plan):
+        return "Nothing fits on this machine, even quantized or offloaded"
+    if plan.device == "cpu":
+        return "Nothing fits on this machine, even with LoRA, gradient checkpointing or a shorter sequence"
+    return "Nothing fits on this machine, even with LoRA or QLoRA, gradient checkpointing, offload or a shorter sequence"
 
 
 def _needs_line(devices) -> str:
@@ -305,6 +314,8 @@ def _training_request(plan) -> dict:
 
 
 def _training_line(plan, where: str) -> str:
+    if plan.device == "cpu":
+        where = "on the CPU"
     parts = [f"{plan.mode} fine-tuning, {plan.precision} base, {where}", f"sequence {plan.seq_len:,} tokens",
              f"micro-batch {plan.batch} × accumulation {plan.grad_accum}", plan.optimizer,
              "checkpointing on" if plan.grad_checkpointing else "checkpointing off", f"{plan.attention} attention"]

@@ -150,3 +150,68 @@ def test_monotone_in_seq_len_and_batch(seq, extra, batch, mode, ckpt):
 def test_bad_requests_raise(kw):
     with pytest.raises(FitcheckError):
         plan(**kw)
+
+
+# ---- when gradients exist: set_to_none without accumulation, persistent under DeepSpeed/accumulation
+def test_without_accumulation_gradients_are_not_there_at_the_loss_peak():
+    # Full fine-tuning, no checkpointing: the loss's backward (all activations, no gradients yet)
+    # is the peak; gradients appear as activations are freed (zero_grad(set_to_none=True)).
+    one = est(mode="full", seq_len=16384).gpu_devices[0]
+    assert one.component(GRADIENTS) == 0
+    assert one.component(ACTIVATIONS) > 0
+    # Accumulating keeps the previous micro-batch's gradients through the next forward/backward.
+    two = est(mode="full", seq_len=16384, grad_accum=2).gpu_devices[0]
+    assert two.component(GRADIENTS) == QWEN25_7B.total_params * 2
+    assert two.peak_allocated_bytes - one.peak_allocated_bytes == QWEN25_7B.total_params * 2
+
+
+def test_with_checkpointing_the_optimizer_step_is_the_peak():
+    # Full fine-tuning with checkpointing: the step (gradients + foreach AdamW's state-sized
+    # temporary) outweighs the checkpointed activations, which are freed by then.
+    d = est(mode="full", seq_len=1024, grad_checkpointing=True).gpu_devices[0]
+    assert d.component(GRADIENTS) == QWEN25_7B.total_params * 2
+    assert d.component(ACTIVATIONS) == 0 and d.component(LOGITS) == 0
+    assert d.component("temp_buffers") == QWEN25_7B.total_params * 4  # fp32 states: one buffer
+
+
+def test_gradient_bytes_fact_is_the_full_size_either_way():
+    for accum in (1, 4):
+        e = est(mode="full", seq_len=4096, grad_accum=accum)
+        assert dict(e.facts)["gradient_bytes"] == QWEN25_7B.total_params * 2
+
+
+def test_deepspeed_keeps_its_gradient_buffers():
+    d = est(mode="full", seq_len=4096, zero=2, gpus=8).gpu_devices[0]
+    assert d.component(GRADIENTS) == QWEN25_7B.total_params * 2 // 8
+
+
+@settings(max_examples=25, deadline=None)
+@given(seq=st.integers(1, 8192), accum=st.integers(2, 64), mode=st.sampled_from(["full", "lora", "qlora"]),
+       ckpt=st.booleans())
+def test_accumulation_never_lowers_the_peak(seq, accum, mode, ckpt):
+    one = est(mode=mode, seq_len=seq, grad_checkpointing=ckpt).total_bytes
+    assert est(mode=mode, seq_len=seq, grad_accum=accum, grad_checkpointing=ckpt).total_bytes >= one
+
+
+# ---- the CPU: one process, RAM, no CUDA context -------------------------------------------------
+def cpu_est(spec=QWEN25_7B, **kw):
+    from dataclasses import replace
+    return estimate_training(spec, replace(plan(spec, **kw), device="cpu", compute_capability=None))
+
+
+def test_cpu_training_is_one_ram_device_without_cuda_context():
+    e = cpu_est(mode="lora", seq_len=1024)
+    assert [(d.device, d.kind) for d in e.devices] == [("cpu", "cpu")]
+    details = " ".join(c.detail for c in e.devices[0].components)
+    assert "CUDA" not in details and "glibc" in details
+    gpu = est(mode="lora", seq_len=1024).gpu_devices[0]
+    # the same tensors: only the allocator's and the runtime's share differ
+    assert e.devices[0].peak_allocated_bytes == gpu.peak_allocated_bytes
+
+
+def test_cpu_adamw_loops_over_parameters():
+    # torch's single-tensor AdamW on the CPU: two temporaries of the largest parameter (bf16 full
+    # fine-tuning keeps bf16 states without a master copy: 2 B), not one state-sized buffer.
+    d = cpu_est(mode="full", seq_len=256, grad_checkpointing=True, master_weights="none").devices[0]
+    largest = QWEN25_7B.vocab_size * QWEN25_7B.hidden_size
+    assert d.component("temp_buffers") == 2 * 2 * largest

@@ -56,8 +56,10 @@ def test_extra_grows_with_rank_and_targets():
     attn64 = extra(lora_rank=64, lora_targets="attention")
     all64 = extra(lora_rank=64, lora_targets="all-linear")
     assert 0 < attn8 < attn64 < all64
-    assert attn8 == 1024 * QWEN25_7B.num_layers * adapter_saved_bytes_per_token(
-        QWEN25_7B, parse_targets("attention"), 8, adapter_bytes=4, compute_bytes=2, dropout=0.0)
+    # fp32 adapters save their own fp32 input copies; bf16 adapters (no dropout) read the input
+    # tensor itself, which the frozen base would not keep: the attention input, 3584 × 2 B.
+    assert attn8 == 1024 * QWEN25_7B.num_layers * (adapter_saved_bytes_per_token(
+        QWEN25_7B, parse_targets("attention"), 8, adapter_bytes=4, compute_bytes=2, dropout=0.0) - 3584 * 2)
 
 
 def test_qlora_fp32_adapters_also_save_the_cast():
@@ -77,7 +79,8 @@ def test_checkpointing_bounds_the_extra_to_one_layer():
                                                       adapter_bytes=4, compute_bytes=2, dropout=0.0)
     no_ckpt = gpu(master_weights="fp32", **full).component(ACTIVATIONS) - \
         gpu(master_weights="none", **full).component(ACTIVATIONS)
-    assert no_ckpt == QWEN25_7B.num_layers * per_layer
+    # bf16 adapters keep the attention input, the MLP input and down_proj's input (h, h, I).
+    assert no_ckpt == QWEN25_7B.num_layers * (per_layer - 8192 * (3584 + 3584 + 18944) * 2)
     on, off = gpu(master_weights="fp32", **kw), gpu(master_weights="none", **kw)
     # One recomputed layer's worth at most (it shows only where that layer outweighs the logits).
     assert 0 <= (on.component(ACTIVATIONS) + on.component(LOGITS)) - \
@@ -88,3 +91,51 @@ def test_checkpointing_bounds_the_extra_to_one_layer():
 def test_fp32_loss_backward_holds_three_fp32_vocab_tensors(act_bytes):
     v = QWEN25_7B.vocab_size
     assert logits_bytes_per_token(QWEN25_7B, act_bytes=act_bytes, upcast=True, shifts_logits=False) == 12 * v
+
+
+# Bytes per token of one decoder layer saved for backward, measured tensor by tensor with
+# torch.autograd.graph.saved_tensors_hooks on transformers 5.24 / torch 2.13 / peft 0.21 (CPU,
+# 2-layer models built from config; layer 1, whose input already requires grad).
+def _smol():
+    from fitcheck.model.spec import ModelSpec
+    return ModelSpec("HuggingFaceTB/SmolLM2-135M", 30, 576, 1536, 9, 3, 49152, architecture="llama",
+                     tie_word_embeddings=True)
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("qwen05 bf16 full sdpa", 57408),
+    ("smol135 fp32 full sdpa", 44588),
+    ("smol135 fp32 full eager", 52232),
+    ("smol135 bf16 full eager", 33032),
+])
+def test_full_fine_tuning_layer_matches_measured_saved_tensors(case, expected):
+    from estimate_specs import QWEN25_05B
+    from fitcheck.estimate.training_activations import layer_bytes_per_token
+    spec = QWEN25_05B if case.startswith("qwen05") else _smol()
+    got = layer_bytes_per_token(spec, attention=case.split()[-1], seq_len=128,
+                                act_bytes=2 if " bf16 " in case else 4)
+    assert got == expected
+
+
+@pytest.mark.parametrize("rank, targets, expected", [(8, "q_proj,k_proj,v_proj,o_proj", 54976),
+                                                      (64, "all-linear", 83264)])
+def test_lora_layer_on_frozen_bf16_base_matches_measured_saved_tensors(rank, targets, expected):
+    # Frozen linears keep no inputs and frozen norms no normalised copy; peft's fp32 adapters
+    # keep their own fp32 input copies.
+    from estimate_specs import QWEN25_05B
+    from fitcheck.estimate.training_activations import layer_bytes_per_token
+    lora = adapter_saved_bytes_per_token(QWEN25_05B, parse_targets(targets), rank, adapter_bytes=4,
+                                         compute_bytes=2, dropout=0.0)
+    got = layer_bytes_per_token(QWEN25_05B, attention="sdpa", seq_len=128, act_bytes=2, trainable_base=False,
+                                saved_inputs=frozenset(), lora_saved_bytes=lora)
+    assert got == expected
+
+
+def test_frozen_base_keeps_less_than_full_fine_tuning():
+    from fitcheck.estimate.training_activations import layer_bytes_per_token
+    full = layer_bytes_per_token(QWEN25_7B, attention="sdpa", seq_len=1, act_bytes=2)
+    frozen = layer_bytes_per_token(QWEN25_7B, attention="sdpa", seq_len=1, act_bytes=2, trainable_base=False,
+                                   saved_inputs=frozenset())
+    h, inter = 3584, 18944
+    # two norms' normalised copies, the two linear inputs (h) and down_proj's input (I), in bf16
+    assert full - frozen == (2 * h + 2 * h + inter) * 2

@@ -1,0 +1,55 @@
+"""The estimator against the committed measurements: the accuracy README reports must hold.
+
+Reads benchmarks/results/*.csv (our CPU runs and the profiler's live-tensor peaks); no torch
+needed.  A formula change that breaks a
+target fails here, not only in a benchmark nobody reruns.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.measure.compare import RESULTS, TENSOR_PEAKS, compare_rows  # noqa: E402
+
+
+def _groups():
+    rows, peaks = [], {}
+    for path in sorted(RESULTS.glob("*.csv")):
+        with path.open(newline="") as f:
+            if path.name.startswith(TENSOR_PEAKS):
+                peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
+            else:
+                rows += list(csv.DictReader(f))
+    comparisons, _ = compare_rows(rows, peaks)
+    groups: dict[str, list[float]] = {}
+    for c in comparisons:
+        key = "inference peak" if c.component in ("prefill peak", "generate peak") else c.component
+        groups.setdefault(key, []).append(c.error_pct)
+    return groups
+
+
+GROUPS = _groups()
+
+
+@pytest.mark.parametrize("group, median_max, worst_under", [
+    ("weights", 1.0, -3.0),
+    ("kv_cache", 0.1, -0.1),
+    ("gradients", 0.1, -0.1),
+    ("optimizer_states", 0.1, -0.1),
+    ("inference peak", 5.0, -10.0),
+    ("training tensors", 1.0, -1.0),
+    ("training peak", 5.0, -10.0),
+])
+def test_cpu_runs_meet_the_targets(group, median_max, worst_under):
+    errors = GROUPS[group]
+    assert len(errors) >= 10
+    assert statistics.median(abs(e) for e in errors) <= median_max
+    assert min(errors) >= worst_under
