@@ -365,7 +365,12 @@ def _facts(plan: TrainingPlan, trainable: int, gradient_bytes: int) -> tuple:
 
 
 def model_state_bytes(estimate: Estimate, device: str = "gpu0") -> int:
-    """Weights + adapters + gradients + optimizer states + master weights on one device."""
+    """Weights + adapters + gradients + optimizer states + master weights on one device.
+
+    Gradients count at full size also where the breakdown shows none at its peak (created later
+    in backward): the `gradient_bytes` fact.
+    """
     d = next(x for x in estimate.devices if x.device == device)
-    return sum(d.component(n) for n in (WEIGHTS, ADAPTERS, GRADIENTS, OPTIMIZER, MASTER_WEIGHTS))
+    grads = d.component(GRADIENTS) or dict(estimate.facts).get("gradient_bytes", 0)
+    return grads + sum(d.component(n) for n in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS))
 

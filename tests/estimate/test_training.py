@@ -215,3 +215,11 @@ def test_cpu_adamw_loops_over_parameters():
     d = cpu_est(mode="full", seq_len=256, grad_checkpointing=True, master_weights="none").devices[0]
     largest = QWEN25_7B.vocab_size * QWEN25_7B.hidden_size
     assert d.component("temp_buffers") == 2 * 2 * largest
+
+
+def test_model_states_count_gradients_created_after_the_peak():
+    e = est(mode="full", seq_len=16384)
+    d = e.gpu_devices[0]
+    assert d.component(GRADIENTS) == 0
+    assert model_state_bytes(e) == sum(d.component(n) for n in (WEIGHTS, OPTIMIZER, MASTER_WEIGHTS)) + \
+        QWEN25_7B.total_params * 2
