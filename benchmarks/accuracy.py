@@ -1,13 +1,18 @@
 """Estimator vs published measurements: per-row error and the summary.
 
-    python benchmarks/accuracy.py [--csv PATH] [--mode inference|training|all] [--rows]
+    python benchmarks/accuracy.py [--csv PATH] [--configs PATH] [--mode inference|training|all] [--rows]
 
-Reads the calibration set (../shared/reference/calibration/measured.csv by default): the Qwen2.5
-speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
-torch.cuda.max_memory_allocated, GiB) and, when the training estimator exists, the Qwen
-fine-tuning table.  Prints each row's predicted and measured GiB and the error, then the median
-|error| and the worst under-prediction (an under-prediction is an out-of-memory crash).
-Models come from fitcheck's catalog, exactly as a user would get them.
+Reads a calibration set in the schema of ../shared/reference/calibration/measured.csv (the
+default): the Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
+torch.cuda.max_memory_allocated, GiB) and the Qwen fine-tuning table.  Any other table in that
+schema is read too: each row's model comes from fitcheck's catalog (checked against the shapes
+in model-configs.json, built from them when the catalog has no such model), its setup from the
+precision, framework, batch, lengths, checkpointing, flash-attention, GPU and notes columns, and
+the figure compared from the metric column (max_memory_allocated → the estimate's peak
+allocated bytes, max_memory_reserved → peak reserved, nvidia-smi or unspecified → total).
+A row that cannot be mapped is listed with the reason, never guessed silently.
+Prints each row's predicted and measured GiB and the error, then the median |error| and the
+worst under-prediction (an under-prediction is an out-of-memory crash).
 """
 
 from __future__ import annotations
@@ -22,14 +27,31 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import json  # noqa: E402
+import re  # noqa: E402
+
+from fitcheck.errors import FitcheckError  # noqa: E402
+from fitcheck.estimate.formats import weight_format  # noqa: E402
 from fitcheck.estimate.inference import estimate_inference  # noqa: E402
 from fitcheck.estimate.request import Plan  # noqa: E402
+from fitcheck.model.hf_config import spec_from_config  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
+from fitcheck.model.spec import ModelSpec  # noqa: E402
 from fitcheck.units import GiB  # noqa: E402
 
 DEFAULT_CSV = REPO.parent / "shared" / "reference" / "calibration" / "measured.csv"
 A100_80GB = 81920 * 1024**2
-_PRECISION = {"BF16": "bf16", "GPTQ-Int8": "gptq-int8", "GPTQ-Int4": "gptq-int4", "AWQ": "awq"}
+# Precision column → fitcheck format, where weight_format() does not read it as it is.
+_PRECISION = {"int4 (bnb)": "nf4", "int8 (bnb)": "int8", "int4 (gptq)": "gptq-int4", "int8 (gptq)": "gptq-int8",
+              "int4 (awq)": "awq", "nf4": "nf4", "qlora": "nf4"}
+# Config keys whose short name fitcheck's catalog gives to a newer family member (it resolves
+# "qwen-7b" to Qwen2.5): the calibration set's "Qwen-7B" is the original Qwen.
+_EXPLICIT = {"Qwen-7B": "Qwen/Qwen-7B-Chat", "Qwen-14B": "Qwen/Qwen-14B-Chat", "Qwen-72B": "Qwen/Qwen-72B-Chat",
+             "Qwen-1.8B": "Qwen/Qwen-1_8B-Chat"}
+
+
+class Skip(Exception):
+    """A row this script cannot map to an estimate; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -48,23 +70,121 @@ def _qwen_id(model: str) -> str:
     return model if "/" in model else f"Qwen/{model}"
 
 
-def inference_row(r: dict) -> Row:
-    spec = resolve_model(_qwen_id(r["model"])).spec
-    prompt, new = int(r["input_len"]), int(r["output_len"])
-    gpus = int(r["num_gpus"] or 1)
-    plan = Plan(precision=_PRECISION[r["precision"]], engine="transformers", device="gpu", gpus=gpus,
-                context=prompt + new, batch=int(r["batch"] or 1), prompt_tokens=prompt, kv_dtype="bf16",
-                gpu_layers=None, gpu_memory_utilization=0.9, gpu_total_bytes=A100_80GB, compute_capability=8.0)
+def _same_shape(spec: ModelSpec, cfg: dict | None) -> bool:
+    if not cfg:
+        return True
+    return (spec.num_layers, spec.hidden_size, spec.vocab_size) == (
+        cfg.get("num_hidden_layers"), cfg.get("hidden_size"), cfg.get("vocab_size"))
+
+
+def row_spec(r: dict, configs: dict) -> ModelSpec:
+    """The row's model: the catalog entry with the shapes model-configs.json gives, else one built from them."""
+    key = r.get("config_key") or r["model"]
+    cfg = configs.get(key)
+    tried = []
+    for name in (_EXPLICIT.get(key), r["model"], key, _qwen_id(r["model"])):
+        if not name or name in tried:
+            continue
+        tried.append(name)
+        try:
+            spec = resolve_model(name).spec
+        except FitcheckError:
+            continue
+        if _same_shape(spec, cfg):
+            return spec
+    if cfg:
+        config = {k: v for k, v in cfg.items() if not isinstance(v, (list, dict))}
+        config["model_type"] = str(cfg.get("arch", "")).split()[0]
+        try:
+            return spec_from_config(config, key, source="model-configs.json")
+        except FitcheckError as exc:
+            raise Skip(f"model {key}: {exc}") from None
+    raise Skip(f"model {key}: not in the catalog and no config in model-configs.json")
+
+
+def _int(value: str, default: int | None = None) -> int | None:
+    m = re.match(r"\s*(\d+)", value or "")
+    return int(m.group(1)) if m else default
+
+
+def _yes(value: str) -> bool:
+    return (value or "").strip().lower().startswith(("yes", "true", "y", "1", "on", "✔"))
+
+
+def _precision(text: str) -> str:
+    t = (text or "").strip()
+    for key, fmt in _PRECISION.items():
+        if t.lower().startswith(key):
+            return fmt
+    try:
+        return weight_format(t.split()[0] if t else "").name
+    except (FitcheckError, IndexError):
+        raise Skip(f"precision {text!r} is not a format fitcheck knows") from None
+
+
+def _engine(framework: str) -> str:
+    f = (framework or "").lower()
+    if "vllm" in f:
+        return "vllm"
+    if "llama.cpp" in f or "llama-cpp" in f or "gguf" in f:
+        return "llama.cpp"
+    return "transformers"
+
+
+def _gpu_bytes(gpu: str) -> int:
+    """Total memory of the row's GPU ('A100 80GB', 'RTX 4090 24GB'); an A100 80GB when not given."""
+    m = re.search(r"(\d+)\s*G", gpu or "")
+    return int(m.group(1)) * 1024**3 if m else A100_80GB
+
+
+def _measured_gib(r: dict) -> float:
+    """The measured figure in GiB per GPU: 'GiB' bases as they are, printed 'GB'/'G' as 10⁹ bytes."""
+    value = float(r["measured_gb"])
+    basis = (r.get("unit_basis") or "").strip()
+    if not basis.startswith("GiB") and "MiB" not in basis:
+        value = value * 1e9 / GiB
+    if (r.get("memory_scope") or "") == "total_all_gpus":
+        value /= max(_int(r.get("num_gpus"), 1), 1)
+    return value
+
+
+def _figure(device, metric: str) -> int:
+    """The estimate's number that the table's counter corresponds to."""
+    m = (metric or "").lower()
+    if "allocated" in m and "reserved" not in m:
+        return device.peak_allocated_bytes
+    if "reserved" in m and "allocated" not in m:
+        return device.peak_reserved_bytes
+    return device.total_bytes
+
+
+def inference_row(r: dict, configs: dict | None = None) -> Row:
+    spec = row_spec(r, configs or {})
+    prompt, new = _int(r["input_len"], 1), _int(r["output_len"], 0)
+    gpus = _int(r["num_gpus"], 1)
+    precision = _precision(r["precision"])
+    engine = _engine(r.get("framework", ""))
+    kv = "bf16" if precision == "bf16" else "fp16"
+    plan = Plan(precision=precision, engine=engine, device="gpu", gpus=gpus,
+                context=prompt + new, batch=_int(r["batch"], 1), prompt_tokens=prompt, kv_dtype=kv,
+                gpu_layers=None, gpu_memory_utilization=0.9, gpu_total_bytes=_gpu_bytes(r.get("gpu", "")),
+                compute_capability=8.0)
     est = estimate_inference(spec, plan)
-    # The benchmark sums max_memory_allocated over the GPUs of a device_map="auto" split.
-    predicted = est.peak_allocated_bytes / GiB
+    metric = r.get("metric", "")
+    if (r.get("memory_scope") or "") == "total_all_gpus" and "allocated" in metric.lower():
+        # The Qwen2.5 benchmark sums max_memory_allocated over the GPUs of a device_map="auto" split.
+        predicted = est.peak_allocated_bytes / GiB
+        measured = float(r["measured_gb"]) * (1 if (r.get("unit_basis") or "GiB").startswith("GiB") else 1e9 / GiB)
+    else:
+        predicted = _figure(est.devices[0], metric) / GiB
+        measured = _measured_gib(r)
     label = f"{r['model']} {r['precision']} in={prompt} out={new} gpus={gpus}"
-    return Row(label, "inference", predicted, float(r["measured_gb"]))
+    return Row(label, "inference", predicted, measured)
 
 
 # ---- training rows: the Qwen(1) fine-tuning table (QwenLM/Qwen README @2df8e8a) -----------------
 # What each row's setup implies (QwenLM/Qwen finetune.py and finetune/*.sh):
-# - all rows: batch 1, gradient accumulation 8 (no memory effect), --gradient_checkpointing,
+# - all rows: batch 1, gradient accumulation 8 (gradients stay allocated), --gradient_checkpointing,
 #   flash-attention 2, LoraArguments defaults r=64, alpha 16, dropout 0.05, target_modules
 #   c_attn (fused qkv), c_proj (attention *and* MLP output: both modules carry that name), w1, w2.
 # - "LoRA" / "LoRA (emb)": finetune_lora_single_gpu.sh: bf16 via the Trainer (PyTorch autocast,
@@ -113,19 +233,63 @@ def training_plan(r: dict):
                         ds_bucket_elements=None, **common)
 
 
-def training_row(r: dict) -> Row | None:
+def _search(pattern: str, text: str, default=None):
+    m = re.search(pattern, text or "", re.IGNORECASE)
+    return m.group(1) if m else default
+
+
+def generic_training_plan(r: dict, spec: ModelSpec):
+    """A TrainingPlan from the columns and the notes of a row from any other table."""
+    from fitcheck.estimate.training_request import PRECISIONS_BY_MODE, TrainingPlan
+
+    mode = r["mode"]
+    if mode not in PRECISIONS_BY_MODE:
+        raise Skip(f"mode {mode!r} is not full, lora or qlora")
+    notes = f"{r.get('notes', '')} {r.get('framework', '')} {r.get('precision', '')}"
+    precision = _precision(r["precision"])
+    if precision not in PRECISIONS_BY_MODE[mode]:
+        raise Skip(f"{precision} is not a {mode} base fitcheck models")
+    compute = "fp32" if precision == "fp32" else "fp16" if (precision == "fp16" or "fp16" in notes.lower()) else "bf16"
+    inp, out = _int(r.get("input_len")), _int(r.get("output_len"))
+    seq = (inp or 0) + (out or 0)
+    if not seq:
+        raise Skip("no sequence length")
+    stage = _search(r"zero[-_ ]?(?:stage[-_ ]?)?([0-3])\b", notes)
+    fsdp = "full-shard" if "fsdp" in notes.lower() else None
+    offload = "optimizer" if re.search(r"offload", notes, re.IGNORECASE) else "none"
+    if offload != "none" and stage is None:
+        raise Skip("offload without a ZeRO stage")
+    named = _search(r"target_modules\s*[=:]\s*([\w,]+)", notes)
+    targets = named or ("all-linear" if re.search(r"all[- _]?linear|\bALL\b", notes) else "attention")
+    master = "none" if (compute == "fp32" or re.search(r"no fp32 master|pure bf16", notes, re.IGNORECASE)) else "fp32"
+    return TrainingPlan(
+        mode=mode, precision=precision, compute_dtype=compute, seq_len=seq, batch=_int(r.get("batch"), 1),
+        grad_accum=int(_search(r"grad(?:ient)?[ _-]*accum\w*(?:[ _-]*steps)?\s*[=:]?\s*(\d+)", notes, 1)),
+        optimizer="adamw", master_weights=master,
+        grad_checkpointing=_yes(r.get("grad_checkpointing", "")),
+        attention="flash" if _yes(r.get("flash_attn", "")) else "sdpa",
+        lora_rank=int(_search(r"\b(?:lora[ _-]?)?(?:r|rank)\s*[=:]?\s*(\d+)", notes, 8)),
+        lora_targets=targets, lora_dropout=float(_search(r"dropout\s*[=:]?\s*(0?\.\d+)", notes, 0.0)),
+        lora_train_embeddings=bool(re.search(r"modules_to_save|\(emb\)", notes)), gpus=_int(r.get("num_gpus"), 1),
+        zero=int(stage) if stage is not None and not fsdp else None, fsdp=fsdp, offload=offload,
+        ds_bucket_elements=None, compute_capability=8.0)
+
+
+def training_row(r: dict, configs: dict | None = None) -> Row:
     from fitcheck.estimate.training import estimate_training
 
-    if r["model"] not in _QWEN1:
-        return None
-    spec = resolve_model(_QWEN1[r["model"]]).spec
-    plan = training_plan(r)
-    est = estimate_training(spec, plan)
-    predicted = est.gpu_devices[0].total_bytes / GiB
-    measured_gb = float(r["measured_gb"]) / (plan.gpus if r["memory_scope"] == "total_all_gpus" else 1)
-    method = r["notes"].split('"')[1] if '"' in r["notes"] else r["mode"]
+    qwen_readme = "QwenLM/Qwen README" in (r.get("source") or "") and r["model"] in _QWEN1
+    spec = resolve_model(_QWEN1[r["model"]]).spec if qwen_readme else row_spec(r, configs or {})
+    try:
+        plan = training_plan(r) if qwen_readme else generic_training_plan(r, spec)
+        est = estimate_training(spec, plan)
+    except FitcheckError as exc:
+        raise Skip(str(exc)) from None
+    # The Qwen table does not name its counter: total (reserved + CUDA context) is what must be free.
+    predicted = _figure(est.gpu_devices[0], "" if qwen_readme else r.get("metric", "")) / GiB
+    method = r["notes"].split('"')[1] if '"' in r.get("notes", "") else r["mode"]
     label = f"{r['model']} {method} seq={plan.seq_len} gpus={plan.gpus}"
-    return Row(label, "training", predicted, measured_gb * 1e9 / GiB)
+    return Row(label, "training", predicted, _measured_gib(r))
 
 
 def summarize(rows: list[Row], title: str) -> str:
@@ -142,6 +306,8 @@ def summarize(rows: list[Row], title: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--configs", type=Path, default=None,
+                    help="model-configs.json with the rows' shapes (default: next to the CSV)")
     ap.add_argument("--mode", choices=["inference", "training", "all"], default="all")
     ap.add_argument("--rows", action="store_true", help="print every row")
     args = ap.parse_args(argv)
@@ -150,17 +316,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with args.csv.open(newline="") as f:
         data = list(csv.DictReader(f))
+    configs_path = args.configs or args.csv.parent / "model-configs.json"
+    configs = json.loads(configs_path.read_text()) if configs_path.exists() else {}
     results: dict[str, list[Row]] = {"inference": [], "training": []}
-    skipped = 0
+    skipped: list[str] = []
     for r in data:
-        if r["mode"] == "inference" and args.mode in ("inference", "all"):
-            results["inference"].append(inference_row(r))
-        elif r["mode"] != "inference" and args.mode in ("training", "all"):
-            row = training_row(r)
-            if row is None:
-                skipped += 1
-            else:
-                results["training"].append(row)
+        kind = "inference" if r["mode"] == "inference" else "training"
+        if args.mode not in (kind, "all"):
+            continue
+        try:
+            row = inference_row(r, configs) if kind == "inference" else training_row(r, configs)
+        except (Skip, KeyError, ValueError) as exc:
+            skipped.append(f"{r.get('model', '?')} {r.get('mode', '?')} {r.get('precision', '')}: {exc}")
+            continue
+        results[kind].append(row)
     for mode, rows in results.items():
         if args.rows and rows:
             print(f"{'row':70s} {'pred GiB':>9s} {'meas GiB':>9s} {'error':>8s}")
@@ -168,8 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row.label:70s} {row.predicted_gib:9.2f} {row.measured_gib:9.2f} {row.error_pct:+7.1f}%")
         if rows:
             print(summarize(rows, mode))
-    if skipped:
-        print(f"training: {skipped} rows skipped (model not in the calibration map)")
+    for line in skipped:
+        print(f"skipped {line}")
     return 0
 
 

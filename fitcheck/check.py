@@ -18,7 +18,14 @@ from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest, Plan, resolve_inference
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
-from fitcheck.estimate.speed import DeviceAdvice, SpeedEstimate, advise_device, estimate_speed
+from fitcheck.estimate.speed import (
+    DeviceAdvice,
+    SpeedEstimate,
+    TrainingSpeed,
+    advise_device,
+    estimate_speed,
+    estimate_training_speed,
+)
 from fitcheck.estimate.verdict import FITS, UNKNOWN, Verdict, judge
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
@@ -44,6 +51,7 @@ class CheckResult:
     alternatives: tuple[Alternative, ...]
     speed: SpeedEstimate | None = None   # decode/prefill tokens/s of this plan (fitcheck.estimate.speed)
     device_advice: DeviceAdvice | None = None  # CPU or GPU for this request here, and why
+    training_speed: TrainingSpeed | None = None  # training tokens/s and step time (training checks)
 
     @property
     def spec(self) -> ModelSpec:
@@ -145,4 +153,5 @@ def check_training(model, request, machine: Machine, *, headroom: float = DEFAUL
         max_context=_largest(evaluate, plan, seq_len=(1, max(spec.max_context or 0, plan.seq_len))),
         max_batch=_largest(evaluate, plan, batch=(1, MAX_MICRO_BATCH_SEARCHED)),
         alternatives=alts,
+        training_speed=estimate_training_speed(spec, plan, machine),
     )

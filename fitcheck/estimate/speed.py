@@ -346,6 +346,41 @@ def training_rate(spec: ModelSpec, machine: Machine, *, method: str = "full", gr
     return Rate(peak * 1e12 * n * mfu.low / flops, peak * 1e12 * n * mfu.high / flops)
 
 
+@dataclass(frozen=True)
+class TrainingSpeed:
+    """Training throughput of a plan: tokens/s over all its devices and the optimizer step's time."""
+
+    device: str                        # 'gpu' or 'cpu'
+    devices: int                       # data-parallel processes
+    peak_tflops: float | None          # 16-bit peak of one device (None: unknown)
+    flops_per_token: float             # 6P full, 4P adapters, +2P recomputation
+    tokens_per_step: int               # effective batch × sequence
+    mfu: Efficiency
+    rate: Rate | None                  # tokens/s, all devices
+    unknown: str = ""                  # why rate is None
+
+    @property
+    def step_seconds(self) -> tuple[float, float] | None:
+        """(fastest, slowest) seconds per optimizer step."""
+        return training_seconds(self.tokens_per_step, self.rate) if self.rate else None
+
+
+def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> TrainingSpeed:
+    """How fast `plan` (a TrainingPlan) trains on `machine`: compute-bound, 16-bit peak × MFU."""
+    on_gpu = plan.device == "gpu" and bool(machine.gpus)
+    n = max(min(plan.gpus, len(machine.gpus)), 1) if on_gpu else 1
+    peak = machine.gpus[0].bf16_tflops if on_gpu else machine.cpu.bf16_tflops
+    flops = training_flops_per_token(spec, plan.mode, plan.grad_checkpointing)
+    rate = training_rate(spec, machine, method=plan.mode, gradient_checkpointing=plan.grad_checkpointing,
+                         gpus=plan.gpus, device=plan.device)
+    what = (machine.gpus[0].name if on_gpu else (machine.cpu.model if known(machine.cpu.model) else "this CPU"))
+    return TrainingSpeed(
+        device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=float(peak) if known(peak) else None,
+        flops_per_token=flops, tokens_per_step=plan.effective_batch * plan.seq_len,
+        mfu=TRAINING_MFU["gpu" if on_gpu else "cpu"], rate=rate,
+        unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known")
+
+
 def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:
     """(fastest, slowest) seconds to train on `tokens` tokens."""
     return tokens / rate.high, tokens / rate.low

@@ -174,6 +174,10 @@ def _speed_section(result) -> dict:
     from fitcheck.render.where import advice_document, speed_document
 
     section = speed_document(getattr(result, "speed", None)) or {}
+    if getattr(result, "training_speed", None) is not None:
+        from fitcheck.render.where import training_speed_document
+
+        section.update(training_speed_document(result.training_speed))
     section["best_device"] = advice_document(getattr(result, "device_advice", None))
     return section
 
@@ -246,6 +250,10 @@ def render_check_table(result) -> str:
         from fitcheck.render.where import speed_line
 
         lines.append(speed_line(result.speed, getattr(result, "device_advice", None)))
+    if getattr(result, "training_speed", None) is not None:
+        from fitcheck.render.where import training_speed_line
+
+        lines.append(training_speed_line(result.training_speed))
     if result.alternatives:
         lines.append("")
         lines.append("What fits instead (best first):")

@@ -77,6 +77,41 @@ def speed_document(speed: SpeedEstimate | None) -> dict | None:
     }
 
 
+def training_speed_document(speed) -> dict | None:
+    """The JSON form of a TrainingSpeed."""
+    if speed is None:
+        return None
+    step = speed.step_seconds
+    return {
+        "device": speed.device, "devices": speed.devices, "peak_tflops": speed.peak_tflops,
+        "flops_per_token": speed.flops_per_token, "tokens_per_step": speed.tokens_per_step,
+        "training_tokens_per_s": rate_dict(speed.rate),
+        "step_seconds": None if step is None else {"low": round(step[0], 3), "high": round(step[1], 3)},
+        "assumptions": [efficiency_dict(speed.mfu)], "unknown": speed.unknown or None,
+    }
+
+
+def training_speed_line(speed) -> str:
+    """One table line: training tokens/s and the optimizer step's time, or why unknown."""
+    if speed is None:
+        return "Speed:    not estimated"
+    if speed.rate is None:
+        return f"Speed:    unknown ({speed.unknown})"
+    fast, slow = speed.step_seconds
+    devices = f"{speed.devices} × " if speed.devices > 1 else ""
+    return (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
+            f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "
+            f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}")
+
+
+def _seconds_range(fast: float, slow: float) -> str:
+    """'0.96–1.6 s', '6.7–20 s', '1.2–2.0 min', in the unit of the slower end."""
+    unit, div = ("h", 3600) if slow >= 3600 else ("min", 60) if slow >= 60 else ("s", 1)
+    def fig(x: float) -> str:
+        return f"{x:.2g}" if x < 10 else _num(x)
+    return f"{fig(fast / div)}–{fig(slow / div)} {unit}"
+
+
 def advice_document(advice) -> dict | None:
     """The JSON form of a DeviceAdvice (CPU or GPU)."""
     if advice is None:

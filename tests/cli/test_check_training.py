@@ -94,3 +94,25 @@ def test_bad_training_input_exit_2(args, needle):
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output
     assert needle.lower() in r.output.lower()
+
+
+def test_training_speed_line_and_json_section():
+    r = CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--seq-len", "1024", "--profile", "l4"])
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("Speed:"))
+    assert "tok/s training" in line and "121 TFLOPS" in line and "one step of 1,024 tokens" in line
+    doc = json.loads(CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--seq-len", "1024", "--grad-accum", "4",
+                                             "--profile", "l4", "--json"]).output)
+    speed = doc["speed"]
+    assert speed["tokens_per_step"] == 4096
+    rate, step = speed["training_tokens_per_s"], speed["step_seconds"]
+    # the step is the effective batch's tokens at the rate's two ends
+    assert step["low"] == pytest.approx(4096 / rate["high"], rel=1e-2)
+    assert step["high"] == pytest.approx(4096 / rate["low"], rel=1e-2)
+    # LoRA: 4 × matmul params FLOPs per token, at 30–50 % of the L4's 121 TFLOPS
+    assert rate["high"] == pytest.approx(121e12 * 0.5 / speed["flops_per_token"], rel=1e-3)
+
+
+def test_training_speed_unknown_without_a_peak_says_why():
+    r = CliRunner().invoke(cli, ["qwen2.5-0.5b", "--mode", "lora", "--profile", "github-ubuntu-latest"])
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("Speed:"))
+    assert line.startswith("Speed:    unknown (the 16-bit peak FLOP/s of")
