@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .cases import CASE_LISTS, select
+from .compare import compare_rows, comparison_lines, summary
 from .runner import REPO_ROOT, run_all
 from .table import render
 
@@ -63,7 +64,13 @@ def main(argv: list[str] | None = None) -> int:
                       log_dir=args.logs, budget_s=args.budget_s,
                       update=args.update)
     with out.open(newline="", encoding="utf-8") as written:
-        print(render(list(csv.DictReader(written))))
+        rows = list(csv.DictReader(written))
+    print(render(rows))
+    # Predicted vs measured, per case and component, and the summary (compare.py on this CSV).
+    comparisons, skipped = compare_rows(rows)
+    print()
+    for line in comparison_lines(comparisons) + summary(comparisons) + [f"skipped {s}" for s in skipped]:
+        print(line)
     print(f"\nwrote {out}")
     return 0 if all(r.status == "ok" for r in results) else 1
 

@@ -171,6 +171,15 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
     return out, skipped
 
 
+def comparison_lines(comparisons: list[Comparison]) -> list[str]:
+    """One line per case and component: predicted and measured MiB and the error."""
+    lines = [f"{'case':40s} {'component':18s} {'pred MiB':>9s} {'meas MiB':>9s} {'error':>8s}"]
+    for c in comparisons:
+        lines.append(f"{c.case_id:40s} {c.component:18s} {c.predicted / MiB:9.0f} {c.measured / MiB:9.0f} "
+                     f"{c.error_pct:+7.1f}%")
+    return lines
+
+
 def summary(comparisons: list[Comparison]) -> list[str]:
     lines = []
     groups: dict[str, list[Comparison]] = {}
@@ -204,9 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
     comparisons, skipped = compare_rows(rows, peaks)
     if args.rows:
-        print(f"{'case':40s} {'component':18s} {'pred MiB':>9s} {'meas MiB':>9s} {'error':>8s}")
-        for c in comparisons:
-            print(f"{c.case_id:40s} {c.component:18s} {c.predicted / MiB:9.0f} {c.measured / MiB:9.0f} {c.error_pct:+7.1f}%")
+        for line in comparison_lines(comparisons):
+            print(line)
     print(f"from {', '.join(str(p) for p in paths)}")
     for line in summary(comparisons):
         print(line)
