@@ -7,7 +7,7 @@ shapes and what autograd really keeps replace the GPT ones).  Saved per token (b
 compute dtype), checked tensor by tensor with torch.autograd.graph.saved_tensors_hooks:
 
   each RMSNorm: its input upcast to fp32 (4·h B, whatever b) and, if its weight trains, the
-       normalised tensor (h·b) ................................................... per norm
+       normalised tensor (h·b); a LayerNorm its input (h·b) ....................... per norm
   q and k after rotary, v (GQA: kv_heads × head_dim), the attention output ........ (2·q + 2·kv)·b
   MLP: SiLU's input and the product's two factors (gated); a plain MLP's
        activation input .......................................................... 3·I·b (I·b)
@@ -66,6 +66,20 @@ def input_sites(roles) -> frozenset[str]:
     return frozenset(_INPUT_SITE[r] for r in roles if r in _INPUT_SITE)
 
 
+def norm_bytes_per_token(spec: ModelSpec, act_bytes: int, trainable: bool) -> int:
+    """What one norm keeps per token.
+
+    RMSNorm (modeling_llama.py LlamaRMSNorm): x.to(fp32) is kept for the variance's backward (4 B
+    per element whatever the compute dtype) plus the fp32 rsqrt; the normalised 16-bit tensor
+    only when the norm's weight trains.  LayerNorm (models with norm biases) runs one kernel that
+    keeps its input and the fp32 mean and rstd.
+    """
+    h = spec.hidden_size
+    if spec.norm_has_bias:
+        return h * act_bytes + 8
+    return 4 * h + 4 + (h * act_bytes if trainable else 0)
+
+
 def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_bytes: int,
                           trainable_base: bool = True, saved_inputs: frozenset[str] = ALL_INPUT_SITES,
                           lora_saved_bytes: int = 0) -> int:
@@ -81,11 +95,7 @@ def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_
     b = act_bytes
     q, kv = _attn_dims(spec)
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
-    # RMSNorm (modeling_llama.py LlamaRMSNorm): x.to(fp32) is kept for the variance's backward
-    # (4 B per element whatever the compute dtype) plus the fp32 rsqrt; the normalised 16-bit
-    # tensor only when the norm's weight trains.
-    norm = 4 * h + 4 + (h * b if trainable_base else 0)
-    total = spec.norms_per_layer * norm
+    total = spec.norms_per_layer * norm_bytes_per_token(spec, b, trainable_base)
     if spec.qk_norm:
         total += 4 * (q + kv) + ((q + kv) * b if trainable_base else 0)  # per-head q/k norms, same rule
     # Attention: q and k after rotary, v and the output (o_proj reads that same tensor).  Eager
@@ -99,10 +109,9 @@ def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_
     # MLP: the activation keeps its input; the product keeps both factors (gate·up), or the
     # plain MLP's activation keeps the up projection.
     total += (3 if spec.gated_mlp else 1) * ffn * b
+    # mlp_mid: down_proj's input (the product), or a plain MLP's activation output.
     width = {"attn_in": h, "mlp_in": h, "mlp_mid": ffn, "attn_out": 0,
              "q_latent": spec.q_lora_rank or 0, "kv_latent": spec.kv_lora_rank}
-    if not spec.gated_mlp:
-        width["mlp_mid"] = ffn  # the activation's output, fc2's input
     total += sum(width[site] for site in saved_inputs) * b
     if spec.is_moe:
         total += spec.num_experts * 4 * 2  # router logits and softmax in fp32
@@ -150,7 +159,7 @@ def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, 
                                       trainable_base=trainable_base, saved_inputs=saved_inputs,
                                       lora_saved_bytes=lora_saved_bytes)
     # Outside the layers: the final norm (as in a layer) and lm_head's input when lm_head trains.
-    outside = 4 * h + 4 + (h * act_bytes if trainable_base else 0) + (h * act_bytes if lm_head_trains else 0)
+    outside = norm_bytes_per_token(spec, act_bytes, trainable_base) + (h * act_bytes if lm_head_trains else 0)
     if checkpointing:
         saved = tokens_per_gpu * (L * h * act_bytes + outside)
         # One layer recomputed, plus the gradient w.r.t. its output and input.

@@ -107,6 +107,7 @@ def training_speed_line(speed) -> str:
 def _seconds_range(fast: float, slow: float) -> str:
     """'0.96–1.6 s', '6.7–20 s', '1.2–2.0 min', in the unit of the slower end."""
     unit, div = ("h", 3600) if slow >= 3600 else ("min", 60) if slow >= 60 else ("s", 1)
+
     def fig(x: float) -> str:
         return f"{x:.2g}" if x < 10 else _num(x)
     return f"{fig(fast / div)}–{fig(slow / div)} {unit}"

@@ -139,3 +139,13 @@ def test_frozen_base_keeps_less_than_full_fine_tuning():
     h, inter = 3584, 18944
     # two norms' normalised copies, the two linear inputs (h) and down_proj's input (I), in bf16
     assert full - frozen == (2 * h + 2 * h + inter) * 2
+
+
+def test_layernorm_keeps_its_input_not_an_fp32_copy():
+    from dataclasses import replace
+
+    from fitcheck.estimate.training_activations import norm_bytes_per_token
+    ln = replace(QWEN25_7B, norm_has_bias=True)
+    assert norm_bytes_per_token(ln, 2, trainable=True) == 3584 * 2 + 8
+    assert norm_bytes_per_token(QWEN25_7B, 2, trainable=True) == 3584 * 4 + 4 + 3584 * 2
+    assert norm_bytes_per_token(QWEN25_7B, 2, trainable=False) == 3584 * 4 + 4
