@@ -131,6 +131,12 @@ def _engine(framework: str) -> str:
     return "transformers"
 
 
+def _logits_mode(framework: str) -> str:
+    """transformers before 4.45 returned fp32 logits for every prompt position; later ones the last."""
+    m = re.search(r"transformers\s+(\d+)\.(\d+)", framework or "", re.IGNORECASE)
+    return "all-fp32" if m and (int(m.group(1)), int(m.group(2))) < (4, 45) else "last"
+
+
 def _gpu_bytes(gpu: str) -> int:
     """Total memory of the row's GPU ('A100 80GB', 'RTX 4090 24GB'); an A100 80GB when not given."""
     m = re.search(r"(\d+)\s*G", gpu or "")
@@ -168,7 +174,8 @@ def inference_row(r: dict, configs: dict | None = None) -> Row:
     plan = Plan(precision=precision, engine=engine, device="gpu", gpus=gpus,
                 context=prompt + new, batch=_int(r["batch"], 1), prompt_tokens=prompt, kv_dtype=kv,
                 gpu_layers=None, gpu_memory_utilization=0.9, gpu_total_bytes=_gpu_bytes(r.get("gpu", "")),
-                compute_capability=8.0)
+                compute_capability=8.0,
+                logits=_logits_mode(r.get("framework", "")) if engine == "transformers" else "last")
     est = estimate_inference(spec, plan)
     metric = r.get("metric", "")
     if (r.get("memory_scope") or "") == "total_all_gpus" and "allocated" in metric.lower():

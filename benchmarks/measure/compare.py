@@ -132,13 +132,12 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
             skipped.append(f"{case_id}: autocast training (fp32 weights, bf16 compute) is not an estimator setting")
             continue
         if mode in ("prefill", "generate"):
-            if first["logits_to_keep"] not in ("1", ""):
-                skipped.append(f"{case_id}: full-vocabulary logits for every position (transformers < 4.45 behaviour)")
-                continue
             if first["attn_impl_used"] == "eager":
                 skipped.append(f"{case_id}: eager attention (the estimator models SDPA/flash, no s² matrix)")
                 continue
             plan = _inference_plan(first, device)
+            if first["logits_to_keep"] not in ("1", ""):
+                plan = plan.with_changes(logits="all")  # logits_to_keep=0: every position, compute dtype
             pre = phase.get("prefill")
             if pre and _int(pre, "kv_cache_bytes"):
                 kv = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,

@@ -133,6 +133,18 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
 
 
 # ---- transformers ------------------------------------------------------------------------------
+def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int) -> tuple[int, str]:
+    """Bytes of the prefill's logits, and how they were counted (Plan.logits)."""
+    if plan.logits == "last":
+        return A.logits_bytes(spec, plan.batch), "fp32 logits for the last position"
+    if plan.logits == "all-fp32":
+        # transformers < 4.45: the model's forward returns fp32 logits for every position; the
+        # compute-dtype lm_head output exists while they are made.
+        per = spec.vocab_size * (act_b + 4)
+        return prefill_tokens * per, f"logits for all {prefill_tokens:,} positions, upcast to fp32 (transformers < 4.45)"
+    return prefill_tokens * spec.vocab_size * act_b, f"logits for all {prefill_tokens:,} positions (logits_to_keep=0)"
+
+
 def _transformers(spec: ModelSpec, plan: Plan):
     wb = _weights(spec, plan.precision)
     on_gpu = plan.device == "gpu"
@@ -141,7 +153,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
     prefill_tokens = plan.prompt_tokens * plan.batch
     kv = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="transformers")
     act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b)
-    logits = A.logits_bytes(spec, plan.batch)
+    logits, logits_why = _prefill_logits(spec, plan, prefill_tokens, act_b)
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
     devices = []
@@ -151,7 +163,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
             Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
             Component(ACTIVATIONS, act + logits,
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
-                      f"{act_b} B per token, plus fp32 logits for the last position"),
+                      f"{act_b} B per token, plus {logits_why}"),
         ]
         if scratch:
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
@@ -170,7 +182,10 @@ def _transformers(spec: ModelSpec, plan: Plan):
             comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
             devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
         else:
-            transient = act + logits + (kv if plan.decodes else 0)
+            # Full-vocabulary logits for every position are one allocation far above glibc's
+            # mmap threshold (32 MiB at most): unmapped when freed, not kept in the heap.
+            retained_logits = logits if plan.logits == "last" else 0
+            transient = act + retained_logits + (kv if plan.decodes else 0)
             comps.append(Component(OVERHEAD, int(transient * CPU_HEAP_RETENTION),
                                    "glibc heap keeps freed transient tensors resident (one prefill working set"
                                    + (" and one KV cache re-allocated while generating)" if plan.decodes else ")"),

@@ -81,6 +81,10 @@ class Plan:
     unified_memory: bool = False
     assumptions: tuple[Assumption, ...] = ()
     decodes: bool = True        # tokens are generated after the prompt (False: a prefill-only pass)
+    # transformers' prefill logits: 'last' position only (>= 4.45, logits_to_keep=1, what generate()
+    # asks for), 'all' positions in the compute dtype (logits_to_keep=0), or 'all-fp32': every
+    # position upcast in the model's forward (transformers < 4.45: `logits = logits.float()`).
+    logits: str = "last"
 
     def with_changes(self, **changes) -> "Plan":
         return replace(self, **changes)

@@ -76,3 +76,10 @@ def test_training_row_with_deepspeed_and_a_base_the_mode_cannot_take():
     assert A.generic_training_plan(r, A.row_spec(r, CONFIGS)).zero == 3
     with pytest.raises(A.Skip, match="not a lora base"):
         A.generic_training_plan(dict(r, mode="lora", precision="int8 (gptq)"), A.row_spec(r, CONFIGS))
+
+
+@pytest.mark.parametrize("framework, mode", [("transformers 4.46.0 (+AutoGPTQ 0.7.1)", "last"),
+                                             ("transformers 4.40.1", "all-fp32"), ("transformers", "last"),
+                                             ("vLLM 0.6", "last")])
+def test_old_transformers_return_fp32_logits_for_every_position(framework, mode):
+    assert A._logits_mode(framework) == mode

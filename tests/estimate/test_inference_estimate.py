@@ -167,3 +167,25 @@ def test_incompatible_requests_are_one_line_errors(req, msg):
 def test_cpu_inference_keeps_a_kv_cache():
     e = est(QWEN25_7B, CPU_ONLY, context=8192)
     assert e.cpu_device.component("kv_cache") == 2 * 4 * 128 * 28 * 2 * 8192
+
+
+def test_prefill_logits_for_every_position():
+    from dataclasses import replace as _replace
+
+    from fitcheck.estimate.inference import estimate_inference as _est
+    from fitcheck.estimate.request import Plan as _Plan
+    from estimate_specs import QWEN25_05B as S
+    base = _Plan(precision="bf16", engine="transformers", device="gpu", gpus=1, context=1024, batch=1,
+                 prompt_tokens=1024, kv_dtype="bf16", gpu_layers=None, gpu_memory_utilization=0.9,
+                 gpu_total_bytes=None, compute_capability=8.0, decodes=False)
+    last = _est(S, base).devices[0].component("activations")
+    every = _est(S, _replace(base, logits="all")).devices[0].component("activations")
+    upcast = _est(S, _replace(base, logits="all-fp32")).devices[0].component("activations")
+    # the last position's fp32 logits are replaced by every position's: 2 B (bf16) or 2 + 4 B (< 4.45)
+    assert every - last == 1024 * S.vocab_size * 2 - S.vocab_size * 4
+    assert upcast - last == 1024 * S.vocab_size * 6 - S.vocab_size * 4
+    # on the CPU that single large tensor is unmapped when freed: glibc does not keep it
+    cpu = _replace(base, device="cpu", gpus=0)
+    keep = [c.bytes for c in _est(S, cpu).devices[0].components if c.counted_in == "reserved"]
+    keep_all = [c.bytes for c in _est(S, _replace(cpu, logits="all")).devices[0].components if c.counted_in == "reserved"]
+    assert keep_all[0] == keep[0] - S.vocab_size * 4
