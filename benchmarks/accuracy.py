@@ -131,8 +131,14 @@ def _engine(framework: str) -> str:
     return "transformers"
 
 
-def _logits_mode(framework: str) -> str:
-    """transformers before 4.45 returned fp32 logits for every prompt position; later ones the last."""
+def _logits_mode(framework: str, architecture: str = "") -> str:
+    """transformers before 4.45 returned fp32 logits for every prompt position; later ones the last.
+
+    Qwen1's remote code (modeling_qwen.py) has no logits_to_keep and no upcast: every position in
+    the compute dtype, whatever the transformers version.
+    """
+    if architecture == "qwen":
+        return "all"
     m = re.search(r"transformers\s+(\d+)\.(\d+)", framework or "", re.IGNORECASE)
     return "all-fp32" if m and (int(m.group(1)), int(m.group(2))) < (4, 45) else "last"
 
@@ -175,7 +181,7 @@ def inference_row(r: dict, configs: dict | None = None) -> Row:
                 context=prompt + new, batch=_int(r["batch"], 1), prompt_tokens=prompt, kv_dtype=kv,
                 gpu_layers=None, gpu_memory_utilization=0.9, gpu_total_bytes=_gpu_bytes(r.get("gpu", "")),
                 compute_capability=8.0,
-                logits=_logits_mode(r.get("framework", "")) if engine == "transformers" else "last")
+                logits=_logits_mode(r.get("framework", ""), spec.architecture) if engine == "transformers" else "last")
     est = estimate_inference(spec, plan)
     metric = r.get("metric", "")
     if (r.get("memory_scope") or "") == "total_all_gpus" and "allocated" in metric.lower():

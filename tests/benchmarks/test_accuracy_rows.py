@@ -83,3 +83,4 @@ def test_training_row_with_deepspeed_and_a_base_the_mode_cannot_take():
                                              ("vLLM 0.6", "last")])
 def test_old_transformers_return_fp32_logits_for_every_position(framework, mode):
     assert A._logits_mode(framework) == mode
+    assert A._logits_mode(framework, "qwen") == "all"  # Qwen1 remote code: every position, compute dtype
