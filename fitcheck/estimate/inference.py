@@ -158,12 +158,14 @@ def _transformers(spec: ModelSpec, plan: Plan):
     share = 1.0 / n
     devices = []
     for i in range(n):
+        # device_map="auto" puts lm_head on the last GPU: only it holds the logits.
+        dev_logits = logits if i == n - 1 else 0
         comps = [
             _weights_component(spec, plan, wb, share),
             Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
-            Component(ACTIVATIONS, act + logits,
+            Component(ACTIVATIONS, act + dev_logits,
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
-                      f"{act_b} B per token, plus {logits_why}"),
+                      f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")),
         ]
         if scratch:
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
