@@ -139,8 +139,8 @@ def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int
         return A.logits_bytes(spec, plan.batch), "fp32 logits for the last position"
     if plan.logits == "all-fp32":
         # transformers < 4.45: the model's forward returns fp32 logits for every position; the
-        # compute-dtype lm_head output exists while they are made.
-        per = spec.vocab_size * (act_b + 4)
+        # compute-dtype lm_head output exists while they are made (no copy when that is fp32).
+        per = spec.vocab_size * (act_b + (4 if act_b < 4 else 0))
         return prefill_tokens * per, f"logits for all {prefill_tokens:,} positions, upcast to fp32 (transformers < 4.45)"
     return prefill_tokens * spec.vocab_size * act_b, f"logits for all {prefill_tokens:,} positions (logits_to_keep=0)"
 
