@@ -149,13 +149,14 @@ def _gpu_bytes(gpu: str) -> int:
     return int(m.group(1)) * 1024**3 if m else A100_80GB
 
 
-def _measured_gib(r: dict) -> float:
-    """The measured figure in GiB per GPU: 'GiB' bases as they are, printed 'GB'/'G' as 10⁹ bytes."""
+def _measured_gib(r: dict, per_gpu: bool = True) -> float:
+    """The measured figure in GiB ('GiB' bases as they are, printed 'GB'/'G' as 10⁹ bytes), per GPU
+    unless `per_gpu` is False (a total over GPUs stays the total)."""
     value = float(r["measured_gb"])
     basis = (r.get("unit_basis") or "").strip()
     if not basis.startswith("GiB") and "MiB" not in basis:
         value = value * 1e9 / GiB
-    if (r.get("memory_scope") or "") == "total_all_gpus":
+    if per_gpu and (r.get("memory_scope") or "") == "total_all_gpus":
         value /= max(_int(r.get("num_gpus"), 1), 1)
     return value
 
@@ -187,7 +188,7 @@ def inference_row(r: dict, configs: dict | None = None) -> Row:
     if (r.get("memory_scope") or "") == "total_all_gpus" and "allocated" in metric.lower():
         # The Qwen2.5 benchmark sums max_memory_allocated over the GPUs of a device_map="auto" split.
         predicted = est.peak_allocated_bytes / GiB
-        measured = float(r["measured_gb"]) * (1 if (r.get("unit_basis") or "GiB").startswith("GiB") else 1e9 / GiB)
+        measured = _measured_gib(r, per_gpu=False)
     else:
         predicted = _figure(est.devices[0], metric) / GiB
         measured = _measured_gib(r)

@@ -331,16 +331,20 @@ def training_flops_per_token(spec: ModelSpec, method: str = "full", gradient_che
     return per * matmul_params(spec)
 
 
+def _training_hardware(machine: Machine, gpus: int, device: str) -> tuple[bool, int, float | None, Efficiency]:
+    """(on a GPU, data-parallel devices, 16-bit peak TFLOPS of one or None, the MFU range)."""
+    if device == "gpu" and machine.gpus:
+        peak = machine.gpus[0].bf16_tflops
+        return True, max(min(gpus, len(machine.gpus)), 1), (float(peak) if known(peak) else None), TRAINING_MFU["gpu"]
+    peak = machine.cpu.bf16_tflops
+    return False, 1, (float(peak) if known(peak) else None), TRAINING_MFU["cpu"]
+
+
 def training_rate(spec: ModelSpec, machine: Machine, *, method: str = "full", gradient_checkpointing: bool = False,
                   gpus: int = 1, device: str = "gpu") -> Rate | None:
     """Training tokens/s (None when the peak FLOP/s is not known)."""
-    if device == "gpu" and machine.gpus:
-        peak = machine.gpus[0].bf16_tflops
-        n = max(min(gpus, len(machine.gpus)), 1)
-        mfu = TRAINING_MFU["gpu"]
-    else:
-        peak, n, mfu = machine.cpu.bf16_tflops, 1, TRAINING_MFU["cpu"]
-    if not known(peak):
+    _, n, peak, mfu = _training_hardware(machine, gpus, device)
+    if peak is None:
         return None
     flops = training_flops_per_token(spec, method, gradient_checkpointing)
     return Rate(peak * 1e12 * n * mfu.low / flops, peak * 1e12 * n * mfu.high / flops)
@@ -367,17 +371,14 @@ class TrainingSpeed:
 
 def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> TrainingSpeed:
     """How fast `plan` (a TrainingPlan) trains on `machine`: compute-bound, 16-bit peak × MFU."""
-    on_gpu = plan.device == "gpu" and bool(machine.gpus)
-    n = max(min(plan.gpus, len(machine.gpus)), 1) if on_gpu else 1
-    peak = machine.gpus[0].bf16_tflops if on_gpu else machine.cpu.bf16_tflops
-    flops = training_flops_per_token(spec, plan.mode, plan.grad_checkpointing)
+    on_gpu, n, peak, mfu = _training_hardware(machine, plan.gpus, plan.device)
     rate = training_rate(spec, machine, method=plan.mode, gradient_checkpointing=plan.grad_checkpointing,
                          gpus=plan.gpus, device=plan.device)
-    what = (machine.gpus[0].name if on_gpu else (machine.cpu.model if known(machine.cpu.model) else "this CPU"))
+    what = machine.gpus[0].name if on_gpu else (machine.cpu.model if known(machine.cpu.model) else "this CPU")
     return TrainingSpeed(
-        device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=float(peak) if known(peak) else None,
-        flops_per_token=flops, tokens_per_step=plan.effective_batch * plan.seq_len,
-        mfu=TRAINING_MFU["gpu" if on_gpu else "cpu"], rate=rate,
+        device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=peak,
+        flops_per_token=training_flops_per_token(spec, plan.mode, plan.grad_checkpointing),
+        tokens_per_step=plan.effective_batch * plan.seq_len, mfu=mfu, rate=rate,
         unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known")
 
 

@@ -252,10 +252,11 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     late_grads = plan.grad_accum == 1 and not ds and not plan.fsdp and not offload_opt
     grads_at_step = gpu_grads + max(step_temp, acts.recompute)
     peak_at_step = late_grads and grads_at_step > fwd_bwd
-    grads_shown = 0 if (late_grads and not peak_at_step) else gpu_grads
+    deferred = late_grads and not peak_at_step  # the peak is the loss's backward, before the gradients
+    grads_shown = 0 if deferred else gpu_grads
     grads_why = f"{trainable_all:,} trainable params × {param_b} B" + (
         f"; 1/{N} per GPU" if grads_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")
-    if late_grads and not peak_at_step:
+    if deferred:
         grads_why += (f" = {gpu_grads / GiB:.2f} GiB, created during backward as activations are freed: "
                       "not yet there at the peak (the loss's backward)")
 

@@ -64,8 +64,6 @@ class TrainingRequest:
                 raise FitcheckError(f"{name} must be at least 1, got {value}")
         if self.gpus is not None and self.gpus < 1:
             raise FitcheckError(f"--gpus must be at least 1, got {self.gpus}")
-        if self.device not in DEVICES:
-            raise FitcheckError(f"unknown device '{self.device}'", "choose one of: " + ", ".join(DEVICES))
         if self.optimizer not in OPTIMIZERS:
             raise FitcheckError(f"unknown optimizer '{self.optimizer}'", "choose one of: " + ", ".join(OPTIMIZERS))
         if self.master_weights is not None and self.master_weights not in MASTER_WEIGHTS:
