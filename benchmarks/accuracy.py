@@ -33,7 +33,7 @@ import re  # noqa: E402
 from fitcheck.errors import FitcheckError  # noqa: E402
 from fitcheck.estimate.formats import weight_format  # noqa: E402
 from fitcheck.estimate.inference import estimate_inference  # noqa: E402
-from fitcheck.estimate.request import Plan  # noqa: E402
+from fitcheck.estimate.request import Plan, logits_mode  # noqa: E402
 from fitcheck.model.hf_config import spec_from_config  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
@@ -132,15 +132,10 @@ def _engine(framework: str) -> str:
 
 
 def _logits_mode(framework: str, architecture: str = "") -> str:
-    """transformers before 4.45 returned fp32 logits for every prompt position; later ones the last.
-
-    Qwen1's remote code (modeling_qwen.py) has no logits_to_keep and no upcast: every position in
-    the compute dtype, whatever the transformers version.
-    """
-    if architecture == "qwen":
-        return "all"
-    m = re.search(r"transformers\s+(\d+)\.(\d+)", framework or "", re.IGNORECASE)
-    return "all-fp32" if m and (int(m.group(1)), int(m.group(2))) < (4, 45) else "last"
+    """The prefill's logits for the row's transformers version (fitcheck.estimate.request.logits_mode,
+    as `--transformers-version` sets them); a current release when the framework names none."""
+    m = re.search(r"transformers\s+(\d+\.\d+)", framework or "", re.IGNORECASE)
+    return logits_mode(architecture, m.group(1) if m else None)[0]
 
 
 def _gpu_bytes(gpu: str) -> int:

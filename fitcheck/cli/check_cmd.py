@@ -17,6 +17,7 @@ from fitcheck.cli.options import (
     params_option,
     precision_option,
     profile_option,
+    transformers_version_option,
 )
 
 
@@ -69,6 +70,7 @@ def training_options(func):
               help="Where to run or train: auto (the GPU when there is one), gpu, or cpu.")
 @click.option("--gpu-layers", "-ngl", type=click.IntRange(min=0), default=None,
               help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM.")
+@transformers_version_option
 @headroom_option
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
 @params_option
@@ -90,7 +92,7 @@ def training_options(func):
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
-          headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
+          transformers_version: str | None, headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
           fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
           **training) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
@@ -140,14 +142,15 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                                  outcomes=evaluate(requirements, machine)))
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
-                               gpu_memory_utilization=gpu_memory_utilization)
+                               gpu_memory_utilization=gpu_memory_utilization,
+                               transformers_version=transformers_version)
     machine = load_machine(profile)
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine)))
 
 
-_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers")
+_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
 _TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
                   "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
 

@@ -30,6 +30,8 @@ FIELD_ALIASES = {
     "batch": "batch", "b": "batch", "machine": "machine", "profile": "machine",
     "engine": "engine", "kv": "kv_dtype", "kv-dtype": "kv_dtype", "kv_dtype": "kv_dtype",
     "gpus": "gpus", "device": "device", "gpu-layers": "gpu_layers", "ngl": "gpu_layers",
+    "transformers": "transformers_version", "transformers-version": "transformers_version",
+    "transformers_version": "transformers_version",
     # training modes (full, lora, qlora)
     "optimizer": "optimizer", "grad-accum": "grad_accum", "grad_accum": "grad_accum",
     "checkpointing": "grad_checkpointing", "grad-checkpointing": "grad_checkpointing",
@@ -39,7 +41,7 @@ FIELD_ALIASES = {
     "zero": "zero", "fsdp": "fsdp", "offload": "offload",
 }
 SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device",
-                "optimizer", "checkpointing", "lora-rank", "zero")
+                "transformers", "optimizer", "checkpointing", "lora-rank", "zero")
 
 
 class Invalid(ValueError):
@@ -59,6 +61,7 @@ class Answers:
     gpus: int | None = None
     device: str = "auto"
     gpu_layers: int | None = None
+    transformers_version: str | None = None   # None: 4.45 or later
     # training modes only (TrainingRequest's defaults); `context` is the sequence length there
     grad_accum: int = 1
     optimizer: str = "adamw"
@@ -78,7 +81,8 @@ class Answers:
         return InferenceRequest(precision=None if self.precision == "auto" else self.precision,
                                 context=self.context, batch=self.batch, kv_dtype=self.kv_dtype,
                                 engine=None if self.engine == "auto" else self.engine, gpus=self.gpus,
-                                device=self.device, gpu_layers=self.gpu_layers)
+                                device=self.device, gpu_layers=self.gpu_layers,
+                                transformers_version=self.transformers_version)
 
     def training_request(self):
         """The TrainingRequest of a training mode (full, lora, qlora), as `fitcheck check --mode` builds it."""
@@ -163,6 +167,8 @@ def validate(field: str, text: str, session: "Session | None" = None):
         return None if text.strip().lower() == "auto" else _positive(text, "the number of GPUs")
     if field == "gpu_layers":
         return None if text.strip().lower() == "auto" else _positive(text, "the GPU layers", 0)
+    if field == "transformers_version":
+        return _transformers_version(text)
     if field in ("optimizer", "attention", "fsdp", "offload"):
         if field == "fsdp" and text.strip().lower() in ("none", "off"):
             return None
@@ -236,8 +242,23 @@ def _flag(value: str) -> bool:
     return str(value).lower() in ("on", "true", "yes", "1")
 
 
+def _transformers_version(text: str) -> str | None:
+    """A version such as 4.38.2; auto, latest or >=4.45 mean a current release (None)."""
+    from fitcheck.errors import FitcheckError
+    from fitcheck.estimate.request import parse_transformers_version
+
+    text = text.strip()
+    if text.lower() in ("auto", "latest") or text.startswith(">="):
+        return None
+    try:
+        parse_transformers_version(text)
+    except FitcheckError as exc:
+        raise Invalid(f"{exc.message}; or auto for 4.45 and later") from None
+    return text
+
+
 _ALT_FIELDS = {"precision": str, "context": int, "batch": int, "kv_dtype": str, "gpus": int, "engine": str,
-               "device": str, "gpu_layers": int,
+               "device": str, "gpu_layers": int, "transformers_version": _transformers_version,
                # training alternatives (fitcheck.estimate.training_alternatives)
                "mode": str, "grad_accum": int, "optimizer": str, "grad_checkpointing": _flag, "attention": str,
                "lora_rank": int, "lora_targets": str, "lora_train_embeddings": _flag, "zero": int, "fsdp": str,

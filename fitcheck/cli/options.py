@@ -73,6 +73,10 @@ gpus_option = _shared_option(
 headroom_option = _shared_option(
     "--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True,
     help="Safety margin, percent of free memory kept unused.")
+transformers_version_option = _shared_option(
+    "--transformers-version", default=None, metavar="X.Y",
+    help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
+    "logits are fp32 for every position, not just the last. Default: 4.45 or later.")
 params_option = _shared_option(
     "--params", default=None, metavar="COUNT",
     help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import (batch_option, context_option, engine_option, gpus_option, headroom_option,
-                                  json_option, kv_dtype_option, params_option, precision_option)
+                                  json_option, kv_dtype_option, params_option, precision_option,
+                                  transformers_version_option)
 
 KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 
@@ -19,6 +20,7 @@ KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 @engine_option(help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
 @gpus_option(help="GPUs to use on each machine. Default: all of each machine's GPUs (tensor parallel with "
              "vLLM, layer split with transformers and llama.cpp).")
+@transformers_version_option
 @headroom_option
 @click.option("--max-price", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Only machines with a price of at most USD per hour.")
@@ -27,7 +29,7 @@ KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 @json_option
 @click.pass_context
 def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,
-          engine: str | None, gpus: int | None, headroom: float, max_price: float | None, kind: str | None,
+          engine: str | None, gpus: int | None, transformers_version: str | None, headroom: float, max_price: float | None, kind: str | None,
           params: str | None, as_json: bool) -> None:
     """Which hardware profiles run MODEL, how fast, and at what cost (cheapest first).
 
@@ -50,7 +52,7 @@ def where(ctx: click.Context, model: str, precision: str | None, context: int, b
 
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus)
+                               gpus=gpus, transformers_version=transformers_version)
     request.validate()
     result = where_result(resolved, request, list_profiles(), headroom=headroom / 100, kind=kind,
                           max_price=max_price, query=model)

@@ -123,6 +123,11 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
                          cand.with_changes(context=ctx, prompt_tokens=min(plan.prompt_tokens, ctx)),
                          step + context_cost(ctx), (("precision", p), ("context", str(ctx))))
 
+    # 1a. A transformers release that computes the prefill's logits for the last position only.
+    if plan.engine == "transformers" and plan.logits == "all-fp32":
+        consider("Upgrade transformers to 4.45 or later (prompt logits for the last position only)",
+                 plan.with_changes(logits="last", transformers_version=None), 1, (("transformers_version", ">=4.45"),))
+
     # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
     if plan.engine == "transformers" and plan.device == "gpu" and plan.precision in _VLLM_SERVES \
             and machine.gpus[0].vendor in ("nvidia", "amd"):

@@ -25,6 +25,8 @@ def fitcheck_command(model: str, plan: Plan, *, profile: str | None = None, extr
         args += ["--gpu-layers", str(plan.gpu_layers)]
     if plan.kv_dtype in ("fp8", "q8_0", "q4_0"):
         args += ["--kv-dtype", plan.kv_dtype]
+    if plan.engine == "transformers" and plan.transformers_version:
+        args += ["--transformers-version", plan.transformers_version]
     if plan.engine == "vllm" and plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
     if profile:

@@ -40,6 +40,7 @@ class InferenceRequest:
     gpu_layers: int | None = None           # llama.cpp -ngl: partial offload
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     prompt_tokens: int | None = None        # prefill length (default: the whole context)
+    transformers_version: str | None = None  # e.g. "4.38.2": decides the prefill's logits (transformers)
 
     def validate(self) -> None:
         if not 1 <= self.context <= MAX_CONTEXT:
@@ -60,6 +61,8 @@ class InferenceRequest:
             raise FitcheckError("the prompt must be between 1 token and the context length")
         if self.gpu_layers is not None and not 0 <= self.gpu_layers <= 100_000:
             raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, got {self.gpu_layers:.3g}")
+        if self.transformers_version is not None:
+            parse_transformers_version(self.transformers_version)
 
 
 @dataclass(frozen=True)
@@ -85,9 +88,42 @@ class Plan:
     # asks for), 'all' positions in the compute dtype (logits_to_keep=0), or 'all-fp32': every
     # position upcast in the model's forward (transformers < 4.45: `logits = logits.float()`).
     logits: str = "last"
+    transformers_version: str | None = None  # as typed (--transformers-version); None: a current one
 
     def with_changes(self, **changes) -> "Plan":
         return replace(self, **changes)
+
+
+# transformers 4.45 added `logits_to_keep` (then `num_logits_to_keep`) to generate(): the prefill
+# computes logits for the last position only.  Before it, Llama-style models computed them for
+# every prompt position and upcast them (`logits = logits.float()` in *ForCausalLM.forward).
+LAST_LOGITS_SINCE = (4, 45)
+# Remote-code architectures whose forward has no logits_to_keep and keeps the compute dtype
+# (Qwen(1) modeling_qwen.py: `lm_logits = self.lm_head(hidden_states)`).
+_ALL_LOGITS_ARCHITECTURES = frozenset({"qwen"})
+
+
+def parse_transformers_version(text: str) -> tuple[int, int]:
+    """(major, minor) of a version such as '4.38.2' or '4.46'; bad input is a FitcheckError."""
+    parts = str(text).strip().lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}") from None
+    if not 2 <= major <= 99 or not 0 <= minor <= 999:
+        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}")
+    return major, minor
+
+
+def logits_mode(architecture: str, transformers_version: str | None) -> tuple[str, str]:
+    """(Plan.logits, why) for transformers' prefill with this architecture and version."""
+    if architecture in _ALL_LOGITS_ARCHITECTURES:
+        return "all", f"{architecture} remote code computes logits for every prompt position"
+    if transformers_version is None:
+        return "last", "transformers >= 4.45 assumed: logits for the last prompt position"
+    if parse_transformers_version(transformers_version) < LAST_LOGITS_SINCE:
+        return "all-fp32", f"transformers {transformers_version}: fp32 logits for every prompt position"
+    return "last", f"transformers {transformers_version}: logits for the last prompt position"
 
 
 def _cc(gpu: GPU) -> float | None:
@@ -222,6 +258,10 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         g = machine.gpus[0]
         gpu_total = g.memory_total_bytes if known(g.memory_total_bytes) else None
         unified = g.unified_memory
+    logits = "last"
+    if engine == "transformers":
+        logits, why = logits_mode(spec.architecture, req.transformers_version)
+        notes.append(Assumption("logits", logits, why, "--transformers-version"))
     if engine == "vllm":
         notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
                                 "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
@@ -230,5 +270,6 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         precision=precision, engine=engine, device=device, gpus=gpus, context=req.context,
         batch=req.batch, prompt_tokens=prompt, kv_dtype=kv, gpu_layers=req.gpu_layers,
         gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
-        compute_capability=cc, unified_memory=unified, assumptions=tuple(notes),
+        compute_capability=cc, unified_memory=unified, assumptions=tuple(notes), logits=logits,
+        transformers_version=req.transformers_version if engine == "transformers" else None,
     )

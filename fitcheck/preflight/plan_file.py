@@ -16,7 +16,8 @@
     engine = "vllm"
 
 Case fields: model (required), name, mode, precision, context, batch, kv_dtype, engine, gpus,
-device, gpu_layers, gpu_memory_utilization, headroom (percent), params, profile, strict.
+device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), headroom
+(percent), params, profile, strict.
 A malformed file is one FitcheckError (exit 2) naming the file, the case and the field.
 """
 
@@ -28,7 +29,8 @@ from fitcheck.errors import FitcheckError
 
 # field -> (type check, what it must be)
 _INT_MIN = {"context": 1, "batch": 1, "gpus": 1, "gpu_layers": 0}
-_STR = ("model", "name", "mode", "precision", "kv_dtype", "engine", "device", "params", "profile")
+_STR = ("model", "name", "mode", "precision", "kv_dtype", "engine", "device", "params", "profile",
+        "transformers_version")
 FIELDS = (*_STR, *_INT_MIN, "gpu_memory_utilization", "headroom", "strict")
 
 

@@ -1,0 +1,117 @@
+"""--transformers-version: which prefill logits transformers keeps, and what that costs."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from estimate_specs import QWEN25_7B
+from machines import machine, nvidia
+
+from fitcheck.check import check_inference
+from fitcheck.cli import cli
+from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, validate
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.commands import fitcheck_command
+from fitcheck.estimate.inference import estimate_inference
+from fitcheck.estimate.request import InferenceRequest, logits_mode, parse_transformers_version, resolve_inference
+from fitcheck.preflight.plan_file import parse_plan
+from fitcheck.preflight.run import request_for
+
+RTX4090 = machine([nvidia()])
+
+
+class Resolved:  # what fitcheck.model.resolve returns, minimally
+    def __init__(self, spec):
+        self.spec, self.hf_id, self.source, self.note, self.entry = spec, spec.name, "test", None, None
+
+
+@pytest.mark.parametrize("version, mode", [
+    (None, "last"), ("4.45", "last"), ("4.46.0", "last"), ("5.2", "last"), ("v4.50.1", "last"),
+    ("4.44.2", "all-fp32"), ("4.38.2", "all-fp32"), ("4", "all-fp32"),
+])
+def test_logits_follow_the_version(version, mode):
+    assert logits_mode("qwen2", version)[0] == mode
+
+
+def test_qwen1_remote_code_keeps_every_position_whatever_the_version():
+    assert logits_mode("qwen", None)[0] == "all"
+    assert logits_mode("qwen", "4.46")[0] == "all"
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "four.45", "1.2", "4.x", "100.1"])
+def test_malformed_versions_are_bad_input(bad):
+    with pytest.raises(FitcheckError, match="--transformers-version"):
+        parse_transformers_version(bad)
+    with pytest.raises(FitcheckError):
+        InferenceRequest(transformers_version=bad).validate()
+
+
+def test_resolve_records_the_logits_for_transformers_only():
+    plan = resolve_inference(InferenceRequest(transformers_version="4.38.2"), QWEN25_7B, RTX4090)
+    assert (plan.engine, plan.logits, plan.transformers_version) == ("transformers", "all-fp32", "4.38.2")
+    assumption = next(a for a in plan.assumptions if a.name == "logits")
+    assert assumption.option == "--transformers-version" and "4.38.2" in assumption.why
+    vllm = resolve_inference(InferenceRequest(engine="vllm", transformers_version="4.38.2"), QWEN25_7B, RTX4090)
+    assert vllm.transformers_version is None and not any(a.name == "logits" for a in vllm.assumptions)
+
+
+def test_an_old_release_holds_fp32_logits_for_every_prompt_position():
+    def activations(version):
+        plan = resolve_inference(InferenceRequest(context=8192, transformers_version=version), QWEN25_7B, RTX4090)
+        return estimate_inference(QWEN25_7B, plan).devices[0].component("activations")
+
+    # the last position's fp32 logits become every position's bf16 logits plus their fp32 copy
+    assert activations("4.38") - activations(None) == 8192 * QWEN25_7B.vocab_size * 6 - QWEN25_7B.vocab_size * 4
+
+
+def test_upgrading_is_the_first_alternative_and_its_command_drops_the_flag():
+    old = check_inference(Resolved(QWEN25_7B), InferenceRequest(context=16384, transformers_version="4.38.2"), RTX4090)
+    new = check_inference(Resolved(QWEN25_7B), InferenceRequest(context=16384), RTX4090)
+    assert new.verdict.status == "fits" and old.verdict.status == "does_not_fit"
+    first = old.alternatives[0]
+    assert first.title.startswith("Upgrade transformers") and first.plan.logits == "last"
+    assert first.changes == (("transformers_version", ">=4.45"),)
+    assert "--transformers-version" not in fitcheck_command("qwen-7b", first.plan)
+    quantized = next(a for a in old.alternatives if ("precision", "awq") in a.changes)
+    assert "--transformers-version 4.38.2" in fitcheck_command("qwen-7b", quantized.plan)
+
+
+def test_cli_option_bad_value_and_wrong_mode_exit_2():
+    r = CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", "--transformers-version", "4.38", "--json"])
+    doc = json.loads(r.output)
+    assert any(a["name"] == "logits" and a["value"] == "all-fp32" for a in doc["estimate"]["assumptions"])
+    bad = CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", "--transformers-version", "latest"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output and "4.46 or 4.38.2" in bad.output
+    lora = CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--transformers-version", "4.38"])
+    assert lora.exit_code == 2 and "--transformers-version applies to inference" in lora.output
+
+
+def test_where_judges_every_profile_with_the_version():
+    def fitting(*extra):
+        r = CliRunner().invoke(cli, ["where", "qwen-7b", "--context", "32768", "-p", "bf16", "--kind", "desktop",
+                                     "--json", *extra])
+        assert r.exit_code in (0, 1), r.output
+        return {row["name"] for row in json.loads(r.output)["machines"]}
+
+    assert fitting("--transformers-version", "4.40") < fitting()
+
+
+def test_plan_files_take_the_version_as_a_string():
+    plan = parse_plan('[[case]]\nmodel = "qwen-7b"\ntransformers_version = "4.38.2"\n', "p.toml")
+    assert request_for(plan.cases[0]).transformers_version == "4.38.2"
+    with pytest.raises(FitcheckError, match="transformers_version"):
+        parse_plan('[[case]]\nmodel = "qwen-7b"\ntransformers_version = 4.38\n', "p.toml")
+
+
+def test_interactive_answer_and_the_upgrade_alternative():
+    assert validate("transformers_version", "4.38.2") == "4.38.2"
+    assert validate("transformers_version", "auto") is None
+    with pytest.raises(Invalid, match="auto"):
+        validate("transformers_version", "old")
+
+    class Upgrade:
+        changes = (("transformers_version", ">=4.45"),)
+
+    answers = apply_alternative(Answers(transformers_version="4.38.2"), Upgrade())
+    assert answers.transformers_version is None and answers.request().transformers_version is None
+    assert Answers(transformers_version="4.40").request().transformers_version == "4.40"
