@@ -42,6 +42,12 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 _PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 MiB = 2**20
 TENSOR_PEAKS = "cpu-tensor-peaks-"  # tensor_peak.py's files: live tensors, not resident memory
+ALLOCATOR_REPLAY = "allocator-replay-"  # alloc_trace.py's files: the caching allocator replayed
+
+
+def run_csvs() -> list[Path]:
+    """The measurement runs' CSVs of benchmarks/results (not the derived tensor-peak and replay files)."""
+    return sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith((TENSOR_PEAKS, ALLOCATOR_REPLAY)))
 
 
 @dataclass(frozen=True)
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("csv", nargs="*", type=Path)
     ap.add_argument("--rows", action="store_true", help="print every comparison")
     args = ap.parse_args(argv)
-    paths = args.csv or sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith(TENSOR_PEAKS))
+    paths = args.csv or run_csvs()
     rows: list[dict] = []
     for path in paths:
         with path.open(newline="") as f:

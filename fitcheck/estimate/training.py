@@ -51,8 +51,12 @@ from fitcheck.model.spec import ModelSpec
 from fitcheck.units import GiB
 
 TEMP_BUFFERS = "temp_buffers"
-# Training churns many differently sized tensors every step, so the caching allocator's reserve
-# sits at the top of the 5–15 % range ESTIMATION.md gives for PyTorch (inference uses 5 %).
+# What PyTorch's caching allocator must hold beyond the live tensors of a training step.  Replaying
+# recorded steps through its rules (benchmarks/measure/alloc_trace.py, the smallest GPU each run
+# fits in, results/allocator-replay-*.csv) gives 2–19 % of the allocated peak: least for LoRA with
+# fixed lengths, most for full fine-tuning (foreach AdamW's temporaries split cached blocks).
+# On a GPU with memory to spare, max_memory_reserved reads more than this (freed blocks stay cached
+# until memory runs short): 11–40 % with fixed lengths, up to 120 % with varying ones.
 TRAINING_ALLOCATOR_SLACK = 0.15
 # DeepSpeed: `additional_buffer_factor` of its offload RAM estimate (runtime/zero/stage3.py,
 # stage_1_and_2.py estimate_*_model_states_mem_needs).
@@ -313,7 +317,9 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                                counted_in="runtime"))
         return Estimate(spec.name, plan.mode, (DeviceNeed("cpu", "cpu", tuple(comps)),), plan.assumptions,
                         tuple(_notes(plan, fmt, gpu_grads - grads_shown)), _facts(plan, trainable_all, gpu_grads))
-    comps.append(Component(OVERHEAD, slack, f"PyTorch caching-allocator slack in training ({TRAINING_ALLOCATOR_SLACK:.0%})",
+    comps.append(Component(OVERHEAD, slack, f"PyTorch caching-allocator reserve the step needs "
+                                            f"({TRAINING_ALLOCATOR_SLACK:.0%} of allocated; a roomy GPU's "
+                                            "max_memory_reserved reads more, freed blocks staying cached)",
                            counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
     gpu = tuple(comps)

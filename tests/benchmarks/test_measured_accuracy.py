@@ -17,17 +17,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.measure.compare import RESULTS, TENSOR_PEAKS, compare_rows  # noqa: E402
+from benchmarks.measure.compare import RESULTS, TENSOR_PEAKS, compare_rows, run_csvs  # noqa: E402
 
 
 def _groups():
     rows, peaks = [], {}
-    for path in sorted(RESULTS.glob("*.csv")):
+    for path in run_csvs():
         with path.open(newline="") as f:
-            if path.name.startswith(TENSOR_PEAKS):
-                peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
-            else:
-                rows += list(csv.DictReader(f))
+            rows += list(csv.DictReader(f))
+    for path in sorted(RESULTS.glob(TENSOR_PEAKS + "*.csv")):
+        with path.open(newline="") as f:
+            peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
     comparisons, _ = compare_rows(rows, peaks)
     groups: dict[str, list[float]] = {}
     for c in comparisons:
@@ -53,3 +53,20 @@ def test_cpu_runs_meet_the_targets(group, median_max, worst_under):
     assert len(errors) >= 10
     assert statistics.median(abs(e) for e in errors) <= median_max
     assert min(errors) >= worst_under
+
+
+def test_training_reserve_meets_the_caching_allocator_replay():
+    """The estimate's reserved bytes vs the smallest GPU each recorded run fits in under the CUDA
+    caching allocator's rules (benchmarks/measure/alloc_trace.py; the newest sweep)."""
+    from benchmarks.measure.alloc_trace import replay_comparisons
+    from benchmarks.measure.compare import ALLOCATOR_REPLAY
+
+    newest = sorted(RESULTS.glob(ALLOCATOR_REPLAY + "*.csv"))[-1]
+    comparisons = replay_comparisons(newest)
+    assert len(comparisons) >= 7
+    allocated = [c.allocated_error for c in comparisons]
+    needed = [c.needed_error for c in comparisons]
+    assert statistics.median(abs(e) for e in allocated) <= 0.01 and min(allocated) >= -0.02
+    assert statistics.median(abs(e) for e in needed) <= 0.05 and min(needed) >= -0.10
+    # a GPU with memory to spare reads more: freed blocks stay cached until memory runs short
+    assert all(c.roomy_reserved >= c.needed for c in comparisons)
