@@ -13,28 +13,32 @@ caching allocator (the CPU's own kernels' scratch aside).  AdamW runs with forea
 CUDA.  `--vary N` draws each step's sequence length as SFT data does: lengths of a skewed
 distribution (median N/2), truncated at N.
 
-The sweep compares fixed and varying lengths for LoRA and full fine-tuning and writes the peak
-allocated, the peak reserved and the slack between them, per run.
+The sweep compares fixed and varying lengths for LoRA and full fine-tuning, and runs transformers'
+generate (a prompt, then 64 tokens), and writes per run the peak allocated, the peak reserved on a
+GPU with memory to spare, and the smallest GPU the run fits in.  `--compare CSV` sets the
+estimator against them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import datetime
+import fnmatch
 from dataclasses import dataclass
 import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from .caching_allocator import Replay, needed_bytes, replay
 from .cases import Case
+from .fresh_process import emit, run_fresh
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FIELDS = ("run", "model", "mode", "lora_rank", "lengths", "logits_bytes_max", "peak_allocated_bytes", "peak_reserved_bytes",
@@ -48,7 +52,14 @@ def varied_lengths(max_len: int, steps: int, seed: int = 0) -> list[int]:
     return [max(16, min(max_len, int(rng.lognormvariate(0, 0.8) * max_len / 2))) for _ in range(steps)]
 
 
+# `generate` runs: one prompt of the run's length, then this many greedy tokens.
+GENERATED_TOKENS = 64
+
+
 def _case(model: str, mode: str, seq: int, layers: int | None, gc: bool, dtype: str, rank: int = 16) -> Case:
+    if mode == "generate":
+        return Case(id="trace", model=model, mode="generate", dtype=dtype, layers=layers, seq_len=seq,
+                    new_tokens=GENERATED_TOKENS)
     common = dict(id="trace", model=model, dtype=dtype, layers=layers, seq_len=seq, grad_checkpointing=gc,
                   optimizer="adamw", train_steps=1)
     if mode == "lora":
@@ -56,11 +67,32 @@ def _case(model: str, mode: str, seq: int, layers: int | None, gc: bool, dtype: 
     return Case(mode="train_full", **common)
 
 
+def _run_steps(case: Case, model, lengths: list[int], device: str, mark) -> None:
+    """A generate case once, or one AdamW step (foreach, CUDA's default) per length; `mark()`
+    is the context each step runs in."""
+    import torch
+
+    from . import workloads as W
+
+    if case.mode == "generate":
+        with mark():
+            W.generate(case, model, W.random_ids(case, model, device))
+        return
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=True)
+    for length in lengths:
+        with mark():
+            step_case = dataclasses.replace(case, seq_len=length)
+            ids = W.random_ids(step_case, model, device)
+            loss, _ = W.forward_loss(step_case, model, ids, device)
+            W.backward(loss, model)
+            del loss, ids
+            W.optimizer_step(optimizer)
+
+
 def record(model: str, mode: str, lengths: list[int], layers: int | None, gc: bool,
            dtype: str, rank: int = 16) -> tuple[dict, list[tuple]]:
     """The model's tensors (id -> bytes, loaded one by one, as a checkpoint loads onto a GPU) and
     the allocation events of training one step per length."""
-    import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from . import workloads as W
@@ -71,16 +103,7 @@ def record(model: str, mode: str, lengths: list[int], layers: int | None, gc: bo
     start = {("tensor", i): t.numel() * t.element_size()
              for i, t in enumerate([*built.parameters(), *built.buffers()])}
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        params = [p for p in built.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)   # CUDA's default
-        for length in lengths:
-            with record_function("fitcheck_step"):
-                step_case = dataclasses.replace(case, seq_len=length)
-                ids = W.random_ids(step_case, built, "cpu")
-                loss, _ = W.forward_loss(step_case, built, ids, "cpu")
-                W.backward(loss, built)
-                del loss, ids
-                W.optimizer_step(optimizer)
+        _run_steps(case, built, lengths, "cpu", lambda: record_function("fitcheck_step"))
     path = tempfile.mktemp(suffix=".json")
     prof.export_chrome_trace(path)
     with open(path, encoding="utf-8") as f:
@@ -119,14 +142,7 @@ def measure_cuda(model: str, mode: str, lengths: list[int], layers: int | None, 
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    optimizer = torch.optim.AdamW([p for p in built.parameters() if p.requires_grad], lr=1e-5, foreach=True)
-    for length in lengths:
-        step_case = dataclasses.replace(case, seq_len=length)
-        ids = W.random_ids(step_case, built, "cuda")
-        loss, _ = W.forward_loss(step_case, built, ids, "cuda")
-        W.backward(loss, built)
-        del loss, ids
-        W.optimizer_step(optimizer)
+    _run_steps(case, built, lengths, "cuda", contextlib.nullcontext)
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
 
@@ -172,17 +188,31 @@ SWEEP = (
     ("smol135-full-vary-1024", "HuggingFaceTB/SmolLM2-135M", "full", varied_lengths(1024, 12, seed=2), 0),
     ("qwen1-18-lora-r64-fixed-256", "Qwen/Qwen1.5-1.8B-Chat", "lora", [256] * 3, 64),
     ("qwen1-18-lora-r64-fixed-2048", "Qwen/Qwen1.5-1.8B-Chat", "lora", [2048] * 2, 64),
+    # inference: a prompt, then GENERATED_TOKENS greedy tokens with the KV cache (transformers' generate)
+    ("qwen05-generate-P4096", "Qwen/Qwen2.5-0.5B", "generate", [4096], 0),
+    ("qwen05-generate-P512", "Qwen/Qwen2.5-0.5B", "generate", [512], 0),
+    ("llama1-generate-P2048", "meta-llama/Llama-3.2-1B", "generate", [2048], 0),
+    ("qwen1-18-generate-P1024", "Qwen/Qwen1.5-1.8B-Chat", "generate", [1024], 0),
 )
 
 
 def estimate(row: dict) -> tuple[int, int]:
     """The estimator's (peak allocated, peak reserved) bytes on one GPU for a sweep row's run."""
+    from fitcheck.estimate.inference import estimate_inference
+    from fitcheck.estimate.request import Plan
     from fitcheck.estimate.training import estimate_training
     from fitcheck.estimate.training_request import TrainingPlan
 
     from .models import spec_for
 
     spec, _ = spec_for(row["model"])
+    if row["mode"] == "generate":
+        prompt = int(row["lengths"])
+        plan = Plan(precision="bf16", engine="transformers", device="gpu", gpus=1, context=prompt + GENERATED_TOKENS,
+                    batch=1, prompt_tokens=prompt, kv_dtype="bf16", gpu_layers=None, gpu_memory_utilization=0.9,
+                    gpu_total_bytes=None, compute_capability=8.0)
+        gpu = estimate_inference(spec, plan).devices[0]
+        return gpu.peak_allocated_bytes, gpu.peak_reserved_bytes
     lora = row["mode"] == "lora"
     plan = TrainingPlan(
         mode="lora" if lora else "full", precision="bf16", compute_dtype="bf16",
@@ -260,7 +290,7 @@ def compare(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="Qwen/Qwen2.5-0.5B")
-    ap.add_argument("--mode", choices=("lora", "full"), default="lora")
+    ap.add_argument("--mode", choices=("lora", "full", "generate"), default="lora")
     ap.add_argument("--lengths", help="per-step lengths: 1024x6 or 1024,512,900")
     ap.add_argument("--vary", type=int, metavar="MAX", help="SFT-like lengths truncated at MAX")
     ap.add_argument("--steps", type=int, default=12)
@@ -269,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--rank", type=int, default=16, help="LoRA rank (all-linear targets)")
     ap.add_argument("--sweep", action="store_true", help="the fixed/varying comparison (each run in a fresh process)")
+    ap.add_argument("--runs", help="with --sweep: only the runs whose id matches one of these comma-separated globs")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: run the sweep's steps on a GPU and record max_memory_allocated/reserved, to check "
                          "the replay (allocator-cuda-DATE.csv)")
@@ -281,8 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.one:
         run_id, model, mode, lengths, rank, device = json.loads(args.one)
-        row = {"run": run_id, **run(model, mode, lengths, None, True, "bfloat16", rank, device)}
-        print("RESULT " + json.dumps(row))
+        emit({"run": run_id, **run(model, mode, lengths, None, True, "bfloat16", rank, device)})
         return 0
     if args.sweep:
         kind = "allocator-replay" if args.device == "cpu" else "allocator-cuda"
@@ -292,13 +322,11 @@ def main(argv: list[str] | None = None) -> int:
             writer = csv.DictWriter(f, fieldnames=FIELDS)
             writer.writeheader()
             for spec in SWEEP:
-                proc = subprocess.run([sys.executable, "-m", "benchmarks.measure.alloc_trace", "--one",
-                                       json.dumps([*spec, args.device])], capture_output=True, text=True)
-                line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-                if line is None:
-                    print(f"{spec[0]}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                if args.runs and not any(fnmatch.fnmatchcase(spec[0], g.strip()) for g in args.runs.split(",")):
                     continue
-                row = json.loads(line[len("RESULT "):])
+                row = run_fresh("benchmarks.measure.alloc_trace", json.dumps([*spec, args.device]), spec[0])
+                if row is None:
+                    continue
                 writer.writerow(row)
                 f.flush()
                 _print(row)

@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 from .cases import CPU_CASES, select
+from .fresh_process import emit, run_fresh
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FIELDS = ("case_id", "start_bytes", "step_peak_bytes", "tensor_peak_bytes", "op_at_peak", "torch_version",
@@ -78,18 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)  # run one case here and print it as JSON
     args = ap.parse_args(argv)
     if args.one:
-        print("RESULT " + json.dumps(measure(args.one)))
+        emit(measure(args.one))
         return 0
     cases = [c for c in select(CPU_CASES, args.cases) if c.mode.startswith("train") and not c.autocast]
     rows = []
     for case in cases:
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.measure.tensor_peak", "--one", case.id],
-                              capture_output=True, text=True)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-        if line is None:
-            print(f"{case.id}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+        row = run_fresh("benchmarks.measure.tensor_peak", case.id, case.id)
+        if row is None:
             continue
-        row = json.loads(line[len("RESULT "):])
         rows.append(row)
         print(f"{row['case_id']:40s} tensor peak {row['tensor_peak_bytes'] / 2**20:8.0f} MiB at {row['op_at_peak']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
