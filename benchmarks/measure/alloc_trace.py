@@ -229,6 +229,7 @@ def estimate(row: dict) -> tuple[int, int]:
 @dataclass(frozen=True)
 class ReplayComparison:
     run: str
+    mode: str                   # lora, full or generate
     replay_allocated: int       # live-tensor peak of the trace
     estimate_allocated: int
     needed: int                 # smallest GPU the trace runs in (caching allocator replayed)
@@ -250,7 +251,8 @@ def replay_comparisons(path: Path) -> list[ReplayComparison]:
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
             alloc, reserved = estimate(row)
-            out.append(ReplayComparison(row["run"], int(row["peak_allocated_bytes"]), alloc, int(row["needed_bytes"]),
+            out.append(ReplayComparison(row["run"], row["mode"], int(row["peak_allocated_bytes"]), alloc,
+                                        int(row["needed_bytes"]),
                                         int(row["peak_reserved_bytes"]), reserved))
     return out
 
@@ -271,8 +273,12 @@ def compare(path: Path) -> str:
         return (f"{name}: median |error| {statistics.median(abs(e) for e in errs):.1%}, "
                 f"worst under-prediction {min(errs):+.1%}, worst over-prediction {max(errs):+.1%}")
 
+    training = [c for c in comparisons if c.mode != "generate"]
+    inference = [c for c in comparisons if c.mode == "generate"]
     lines = [table, summary("allocated", [c.allocated_error for c in comparisons]),
-             summary("reserve needed", [c.needed_error for c in comparisons])]
+             summary("training reserve vs need", [c.needed_error for c in training])]
+    if inference:
+        lines.append(summary("inference reserve vs need", [c.needed_error for c in inference]))
     cuda = sorted(path.parent.glob("allocator-cuda-*.csv"))
     if cuda:   # the replay checked against the same steps run on a GPU
         with cuda[-1].open(newline="") as f:

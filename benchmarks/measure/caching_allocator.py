@@ -10,24 +10,11 @@ fits (fragmentation).  It depends only on the order and sizes of requests, so re
 recorded allocation trace (``benchmarks.measure.alloc_trace``, recorded on the CPU) through the
 same rules shows the slack a CUDA run of the same step would have, without a GPU.
 
-The rules are those of c10/cuda/CUDACachingAllocator.cpp with default settings (no
-`PYTORCH_CUDA_ALLOC_CONF`, one stream, no memory pressure):
+The rules are fitcheck.estimate.allocator's (c10/cuda/CUDACachingAllocator.cpp with default
+settings), which the estimator uses for the segments a model's weights load into.
 
-* sizes round up to 512 B (kMinBlockSize); requests of at most 1 MiB (kSmallSize) use the small
-  pool, larger ones the large pool;
-* a request takes the smallest cached free block of its pool that is large enough (best fit;
-  the lowest address among equal sizes);
-* none fits: a new segment is allocated, 2 MiB (kSmallBuffer) for a small request, 20 MiB
-  (kLargeBuffer) for one under 10 MiB (kMinLargeAlloc), else the size rounded up to 2 MiB;
-* a block larger than the request is split, the request taking its start, when what remains is
-  at least 512 B (small pool) or more than 1 MiB (large pool);
-* a freed block merges with free neighbours of its own segment; segments are never returned to
-  the driver, except when cudaMalloc fails: then every cached segment that is wholly free is
-  released and the allocation retried once (release_cached_blocks; release_available_cached_blocks
-  does nothing without max_split_size_mb), and only if that fails too is it out of memory.
-
-So a run needs less than its unconstrained `max_memory_reserved`: on a GPU with less memory the
-allocator gives cached segments back instead of growing.  :func:`needed_bytes` finds the smallest
+A run needs less than its unconstrained `max_memory_reserved`: when cudaMalloc fails, the
+allocator gives wholly free cached segments back instead of growing.  :func:`needed_bytes` finds the smallest
 capacity the trace runs in, which is what must be free for it, with fragmentation that cannot be
 given back included.
 
@@ -37,146 +24,13 @@ fragmentation; it is not the default and is not modelled here.
 
 from __future__ import annotations
 
-import bisect
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-MIN_BLOCK = 512
-SMALL_SIZE = 1 << 20            # kSmallSize: requests up to this use the small pool
-SMALL_BUFFER = 2 << 20          # kSmallBuffer: segment size of the small pool
-LARGE_BUFFER = 20 << 20         # kLargeBuffer: segment for large requests under kMinLargeAlloc
-MIN_LARGE_ALLOC = 10 << 20      # kMinLargeAlloc
-ROUND_LARGE = 2 << 20           # kRoundLarge
-
-
-def round_size(size: int) -> int:
-    """The block size a request of `size` bytes takes."""
-    if size < MIN_BLOCK:
-        return MIN_BLOCK
-    return -(-size // MIN_BLOCK) * MIN_BLOCK
-
-
-def segment_size(size: int) -> int:
-    """How much cudaMalloc asks for when no cached block fits a (rounded) request."""
-    if size <= SMALL_SIZE:
-        return SMALL_BUFFER
-    if size < MIN_LARGE_ALLOC:
-        return LARGE_BUFFER
-    return -(-size // ROUND_LARGE) * ROUND_LARGE
-
-
-@dataclass(eq=False)
-class Block:
-    addr: int
-    size: int
-    small: bool
-    free: bool = True
-    prev: "Block | None" = None
-    next: "Block | None" = None
-
-
-class OutOfMemory(RuntimeError):
-    pass
-
-
-@dataclass
-class CachingAllocator:
-    """Allocate/free by caller-chosen ids; tracks allocated and reserved bytes and their peaks.
-
-    With a `capacity`, growing beyond it first releases the wholly free cached segments, then
-    raises OutOfMemory.
-    """
-
-    capacity: int | None = None
-    allocated: int = 0
-    reserved: int = 0
-    peak_allocated: int = 0
-    peak_reserved: int = 0
-    segments: int = 0
-    _next_addr: int = 0
-    _pools: dict = field(default_factory=lambda: {True: [], False: []})   # small? -> sorted (size, addr, id)
-    _by_key: dict = field(default_factory=dict)   # (size, addr) -> Block, free blocks only
-    _live: dict = field(default_factory=dict)     # id -> Block
-
-    # -- pool bookkeeping (a sorted list of (size, addr) stands in for the allocator's std::set) --
-    def _insert(self, block: Block) -> None:
-        key = (block.size, block.addr)
-        bisect.insort(self._pools[block.small], key)
-        self._by_key[key] = block
-
-    def _remove(self, block: Block) -> None:
-        key = (block.size, block.addr)
-        pool = self._pools[block.small]
-        del pool[bisect.bisect_left(pool, key)]
-        del self._by_key[key]
-
-    def malloc(self, ident, nbytes: int) -> None:
-        if ident in self._live:
-            raise ValueError(f"allocation id {ident!r} is already live")
-        size = round_size(nbytes)
-        small = size <= SMALL_SIZE
-        pool = self._pools[small]
-        i = bisect.bisect_left(pool, (size, -1))
-        if i < len(pool):
-            block = self._by_key[pool[i]]
-            self._remove(block)
-        else:
-            seg = segment_size(size)
-            if self.capacity is not None and self.reserved + seg > self.capacity:
-                self._release_free_segments()
-                if self.reserved + seg > self.capacity:
-                    raise OutOfMemory(f"{nbytes} B with {self.allocated} B allocated, {self.reserved} B reserved")
-            block = Block(self._next_addr, seg, small)
-            self._next_addr += seg
-            self.reserved += seg
-            self.segments += 1
-            self.peak_reserved = max(self.peak_reserved, self.reserved)
-        remaining = block.size - size
-        if remaining >= MIN_BLOCK if small else remaining > SMALL_SIZE:
-            rest = Block(block.addr + size, remaining, small, True, block, block.next)
-            if block.next is not None:
-                block.next.prev = rest
-            block.next = rest
-            block.size = size
-            self._insert(rest)
-        block.free = False
-        self._live[ident] = block
-        self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
-
-    def free(self, ident) -> None:
-        block = self._live.pop(ident)
-        self.allocated -= block.size
-        block.free = True
-        for neighbour in (block.prev, block.next):
-            if neighbour is not None and neighbour.free:
-                self._remove(neighbour)
-                if neighbour is block.prev:
-                    neighbour.size += block.size
-                    neighbour.next = block.next
-                    if block.next is not None:
-                        block.next.prev = neighbour
-                    block = neighbour
-                else:
-                    block.size += neighbour.size
-                    block.next = neighbour.next
-                    if neighbour.next is not None:
-                        neighbour.next.prev = block
-        self._insert(block)
-
-    def _release_free_segments(self) -> None:
-        for small in (True, False):
-            for key in list(self._pools[small]):
-                block = self._by_key[key]
-                if block.prev is None and block.next is None:
-                    self._remove(block)
-                    self.reserved -= block.size
-                    self.segments -= 1
-
-    def live_ids(self):
-        return self._live.keys()
+from fitcheck.estimate.allocator import ROUND_LARGE, CachingAllocator, OutOfMemory  # noqa: F401 (re-exported)
+from fitcheck.estimate.allocator import round_size, segment_size  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)

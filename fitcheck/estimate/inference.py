@@ -13,7 +13,10 @@ Engines differ in what they hold:
 
 from __future__ import annotations
 
+import functools
+
 from fitcheck.estimate import activations as A
+from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.request import Plan
@@ -26,7 +29,13 @@ from fitcheck.estimate.result import (
     DeviceNeed,
     Estimate,
 )
-from fitcheck.estimate.weights import WeightBytes, largest_matrix_params, linear_matrices, weight_bytes
+from fitcheck.estimate.weights import (
+    WeightBytes,
+    largest_matrix_params,
+    linear_matrices,
+    weight_bytes,
+    weight_tensor_sizes,
+)
 from fitcheck.model.spec import ModelSpec
 from fitcheck.units import MiB
 
@@ -36,12 +45,11 @@ TORCH_CUDA_CONTEXT = 512 * MiB
 # ggml's CUDA backend: context plus cuBLAS handle, smaller than PyTorch's.
 LLAMA_CPP_CUDA_CONTEXT = 320 * MiB
 # PyTorch's caching allocator keeps freed blocks of transient tensors; reserved exceeds allocated
-# by 5–15 % of what comes and goes (ESTIMATION.md).  Weights are allocated once: each tensor
-# only rounds up to the allocator's 2 MiB large-block granularity (c10/cuda/CUDACachingAllocator.cpp,
-# kRoundLarge), on average 1 MiB per tensor.
+# by 5–15 % of what comes and goes (ESTIMATION.md).  Weights are allocated once, tensor by tensor:
+# what their segments hold beyond them follows from the allocator's rules (allocator.load_waste).
+# Replayed generate runs (benchmarks/measure/alloc_trace.py) need 0–42 MiB beyond that.
 ALLOCATOR_SLACK = 0.05
 ALLOCATOR_SLACK_MIN = 64 * MiB
-ALLOCATOR_ROUNDING_PER_TENSOR = 1 * MiB
 # vLLM: non-torch memory (NCCL, CUDA context) and CUDA graphs, inside the reservation.
 VLLM_NON_TORCH = 1024 * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
@@ -58,6 +66,12 @@ CPU_HEAP_RETENTION = 1.0
 LLAMA_CPP_CPU_RUNTIME = 100 * MiB
 # ExLlama v2 kernels (AutoGPTQ 4-bit) keep a temp buffer for inputs up to max_input_length=2048.
 EXLLAMA_MAX_INPUT = 2048
+
+
+@functools.lru_cache(maxsize=256)
+def weight_load_waste(spec: ModelSpec, precision: str) -> int:
+    """Bytes the caching allocator's segments hold beyond a model's weights once loaded."""
+    return load_waste(weight_tensor_sizes(spec, weight_format(precision)))
 
 
 def _act_bytes(precision: str) -> int:
@@ -177,10 +191,11 @@ def _transformers(spec: ModelSpec, plan: Plan):
         allocated = sum(c.bytes for c in comps)
         if on_gpu:
             transient = allocated - comps[0].bytes
-            tensors = len(linear_matrices(spec)) * spec.num_layers // n + 3
-            slack = max(int(transient * ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN) + tensors * ALLOCATOR_ROUNDING_PER_TENSOR
-            comps.append(Component(OVERHEAD, slack, "PyTorch caching-allocator slack: 5 % of transient tensors plus "
-                                   "2 MiB block rounding of weight tensors", counted_in="reserved"))
+            waste = int(weight_load_waste(spec, plan.precision) * share)
+            slack = max(int(transient * ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN) + waste
+            comps.append(Component(OVERHEAD, slack, "PyTorch caching-allocator slack: 5 % of transient tensors, and "
+                                   f"{waste / MiB:,.0f} MiB its segments hold beyond the weights as they load",
+                                   counted_in="reserved"))
             comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
             devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
         else:

@@ -77,6 +77,24 @@ def linear_matrices(spec: ModelSpec) -> tuple[Matrix, ...]:
     return tuple(out)
 
 
+def weight_tensor_sizes(spec: ModelSpec, fmt: WeightFormat) -> list[int]:
+    """Bytes of each large weight tensor in the order a model's modules create them: the input
+    embeddings, then layer by layer its linear matrices (attention, then MLP or experts), then an
+    untied lm_head.  Norms and biases (kilobytes: the allocator's small pool) are left out;
+    a quantized matrix counts as one tensor of its packed size."""
+    keep = fmt.keep_bits / 8
+    embedding = int(spec.vocab_size * spec.hidden_size * keep)
+    matrices = linear_matrices(spec)
+    sizes = [embedding]
+    for layer in range(spec.num_layers):
+        for m in matrices:
+            if layer < m.layers:
+                sizes += [int(m.rows_in * m.cols_out * fmt.linear_bits / 8)] * m.per_layer
+    if not spec.tie_word_embeddings:
+        sizes.append(embedding)
+    return sizes
+
+
 def largest_matrix_params(spec: ModelSpec) -> int:
     """Parameters of the largest single linear matrix (one expert for MoE)."""
     return max(m.rows_in * m.cols_out for m in linear_matrices(spec))

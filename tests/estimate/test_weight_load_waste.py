@@ -1,0 +1,53 @@
+"""What the caching allocator's segments hold beyond a model's weights as they load."""
+
+from estimate_specs import QWEN25_7B
+from machines import machine, nvidia
+
+from fitcheck.estimate.allocator import load_waste
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.inference import estimate_inference, weight_load_waste
+from fitcheck.estimate.request import InferenceRequest, resolve_inference
+from fitcheck.estimate.weights import weight_tensor_sizes
+from fitcheck.model.spec import ModelSpec
+
+MiB = 1 << 20
+# Qwen-1.8B's shape: 2048 hidden, MHA, 5504 MLP (Qwen1.5-1.8B in transformers)
+QWEN_18 = ModelSpec("Qwen/Qwen1.5-1.8B-Chat", 24, 2048, 5504, 16, 16, 151936, qkv_bias=True, architecture="qwen2")
+
+
+def test_tensors_of_ten_mib_or_more_round_up_to_two_mib():
+    assert load_waste([64 * MiB, 32 * MiB]) == 0
+    assert load_waste([21 * MiB + MiB // 2]) == MiB // 2
+
+
+def test_smaller_tensors_share_twenty_mib_segments_and_leave_their_ends():
+    # two 8 MiB matrices per 20 MiB segment; the 4 MiB left fits neither of the next pair
+    assert load_waste([8 * MiB] * 4) == 2 * 4 * MiB
+    # a 2 MiB tensor after them fills part of what was left
+    assert load_waste([8 * MiB, 8 * MiB, 2 * MiB]) == 2 * MiB
+
+
+def test_load_order_and_sizes_follow_the_modules():
+    sizes = weight_tensor_sizes(QWEN_18, weight_format("bf16"))
+    embedding = 151936 * 2048 * 2
+    assert sizes[0] == sizes[-1] == embedding            # untied: embeddings first, lm_head last
+    assert sizes[1:8] == [2048 * 2048 * 2] * 4 + [2048 * 5504 * 2] * 3
+    assert len(sizes) == 2 + 24 * 7
+    packed = weight_tensor_sizes(QWEN_18, weight_format("gptq-int4"))
+    assert packed[0] == embedding and packed[1] < sizes[1] / 3
+
+
+def test_qwen_18b_attention_matrices_leave_a_quarter_of_their_segments():
+    # 96 attention matrices of 8 MiB, two per 20 MiB segment: 48 × 4 MiB; the MLP's 21.5 MiB ones 0.5 each
+    assert 48 * 4 * MiB <= weight_load_waste(QWEN_18, "bf16") <= 48 * 4 * MiB + 24 * 3 * MiB
+
+
+def test_inference_overhead_counts_the_segments_once_per_gpu_share():
+    one = resolve_inference(InferenceRequest(), QWEN25_7B, machine([nvidia()]))
+    two = resolve_inference(InferenceRequest(gpus=2), QWEN25_7B, machine([nvidia(index=0), nvidia(index=1)]))
+    waste = weight_load_waste(QWEN25_7B, "bf16")
+    detail = next(c.detail for c in estimate_inference(QWEN25_7B, one).devices[0].components if c.name == "overhead")
+    assert f"{waste / MiB:,.0f} MiB" in detail
+    slack_one = estimate_inference(QWEN25_7B, one).devices[0].peak_reserved_bytes
+    slack_two = estimate_inference(QWEN25_7B, two).devices[0].peak_reserved_bytes
+    assert slack_two < slack_one
