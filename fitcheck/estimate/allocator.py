@@ -81,7 +81,7 @@ class CachingAllocator:
     peak_reserved: int = 0
     segments: int = 0
     _next_addr: int = 0
-    _pools: dict = field(default_factory=lambda: {True: [], False: []})   # small? -> sorted (size, addr, id)
+    _pools: dict = field(default_factory=lambda: {True: [], False: []})   # small? -> sorted (size, addr) of free blocks
     _by_key: dict = field(default_factory=dict)   # (size, addr) -> Block, free blocks only
     _live: dict = field(default_factory=dict)     # id -> Block
 

@@ -109,7 +109,7 @@ def parse_transformers_version(text: str) -> tuple[int, int]:
     try:
         major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
     except ValueError:
-        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}") from None
+        major = minor = -1
     if not 2 <= major <= 99 or not 0 <= minor <= 999:
         raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}")
     return major, minor
