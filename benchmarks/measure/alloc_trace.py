@@ -1,17 +1,18 @@
-"""Record the tensor allocations of a training run on the CPU and replay them through the CUDA
-caching allocator's rules (benchmarks.measure.caching_allocator).
+"""Record the tensor allocations of training steps (or of transformers' generate) on the CPU and
+replay them through the CUDA caching allocator's rules (benchmarks.measure.caching_allocator).
 
     python -m benchmarks.measure.alloc_trace --model Qwen/Qwen2.5-0.5B --mode lora --lengths 1024x6
     python -m benchmarks.measure.alloc_trace --model Qwen/Qwen2.5-0.5B --mode lora --vary 1024 --steps 12
-    python -m benchmarks.measure.alloc_trace --sweep [--out benchmarks/results/allocator-replay-DATE.csv]
+    python -m benchmarks.measure.alloc_trace --sweep [--runs GLOB] [--out benchmarks/results/allocator-replay-DATE.csv]
+    python -m benchmarks.measure.alloc_trace --compare benchmarks/results/allocator-replay-DATE.csv
 
 The model is built from its catalog config with random weights (as benchmarks.measure builds
-it), then trained for a few steps under `torch.profiler.profile(profile_memory=True)`.  Every
-allocation and free of the CPU allocator comes back with its address and size, in order; that
-sequence, from the model's construction on, is what a CUDA run of the same step asks of the
-caching allocator (the CPU's own kernels' scratch aside).  AdamW runs with foreach=True, as on
-CUDA.  `--vary N` draws each step's sequence length as SFT data does: lengths of a skewed
-distribution (median N/2), truncated at N.
+it); its tensors count as allocated one by one in module order, as a checkpoint loads onto a
+GPU.  The steps then run under `torch.profiler.profile(profile_memory=True)`: every allocation and
+free of the CPU allocator comes back with its address and size, in order, which is what a CUDA
+run of the same steps asks of the caching allocator (the CPU kernels' own scratch aside).  AdamW
+runs with foreach=True, as on CUDA.  `--vary N` draws each step's sequence length as SFT data
+does: lengths of a skewed distribution (median N/2), truncated at N.
 
 The sweep compares fixed and varying lengths for LoRA and full fine-tuning, and runs transformers'
 generate (a prompt, then 64 tokens), and writes per run the peak allocated, the peak reserved on a
@@ -27,13 +28,13 @@ import csv
 import dataclasses
 import datetime
 import fnmatch
-from dataclasses import dataclass
 import json
 import os
 import random
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .caching_allocator import Replay, needed_bytes, replay
@@ -41,8 +42,8 @@ from .cases import Case
 from .fresh_process import emit, run_fresh
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-FIELDS = ("run", "model", "mode", "lora_rank", "lengths", "logits_bytes_max", "peak_allocated_bytes", "peak_reserved_bytes",
-          "needed_bytes", "slack_bytes", "slack_over_allocated", "slack_over_logits", "needed_over_allocated",
+FIELDS = ("run", "model", "mode", "lora_rank", "lengths", "logits_bytes_max", "peak_allocated_bytes",
+          "peak_reserved_bytes", "needed_bytes", "slack_bytes", "slack_over_allocated", "slack_over_logits", "needed_over_allocated",
           "segments", "device", "torch_version", "transformers_version", "date")
 
 
@@ -165,7 +166,8 @@ def run(model: str, mode: str, lengths: list[int], layers: int | None, gc: bool,
         r = replay(events, start)
         needed = needed_bytes(events, start)
     slack = r.peak_reserved - r.peak_allocated
-    return {"model": model, "mode": mode, "lora_rank": rank if mode == "lora" else 0, "lengths": " ".join(map(str, lengths)), "logits_bytes_max": logits,
+    return {"model": model, "mode": mode, "lora_rank": rank if mode == "lora" else 0,
+            "lengths": " ".join(map(str, lengths)), "logits_bytes_max": logits,
             "peak_allocated_bytes": r.peak_allocated, "peak_reserved_bytes": r.peak_reserved, "needed_bytes": needed,
             "slack_bytes": slack, "slack_over_allocated": round(slack / r.peak_allocated, 4),
             "slack_over_logits": round(slack / logits, 4),
