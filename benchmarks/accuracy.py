@@ -33,7 +33,7 @@ import re  # noqa: E402
 from fitcheck.errors import FitcheckError  # noqa: E402
 from fitcheck.estimate.formats import weight_format  # noqa: E402
 from fitcheck.estimate.inference import estimate_inference  # noqa: E402
-from fitcheck.estimate.request import Plan, logits_mode  # noqa: E402
+from fitcheck.plan import Plan, logits_mode  # noqa: E402
 from fitcheck.model.hf_config import spec_from_config  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
@@ -132,7 +132,7 @@ def _engine(framework: str) -> str:
 
 
 def _logits_mode(framework: str, architecture: str = "") -> str:
-    """The prefill's logits for the row's transformers version (fitcheck.estimate.request.logits_mode,
+    """The prefill's logits for the row's transformers version (fitcheck.plan.logits_mode,
     as `--transformers-version` sets them); a current release when the framework names none."""
     m = re.search(r"transformers\s+(\d+\.\d+)", framework or "", re.IGNORECASE)
     return logits_mode(architecture, m.group(1) if m else None)[0]
@@ -221,7 +221,7 @@ _QWEN_DS_BUCKET = 200_000_000  # ds_config_zero2.json reduce_bucket_size
 
 
 def training_plan(r: dict):
-    from fitcheck.estimate.training_request import TrainingPlan
+    from fitcheck.plan import TrainingPlan
 
     notes = r["notes"]
     n = int(r["num_gpus"] or 1)
@@ -249,7 +249,8 @@ def _search(pattern: str, text: str, default=None):
 
 def generic_training_plan(r: dict, spec: ModelSpec):
     """A TrainingPlan from the columns and the notes of a row from any other table."""
-    from fitcheck.estimate.training_request import PRECISIONS_BY_MODE, TrainingPlan
+    from fitcheck.plan import TrainingPlan
+    from fitcheck.request import PRECISIONS_BY_MODE
 
     mode = r["mode"]
     if mode not in PRECISIONS_BY_MODE:

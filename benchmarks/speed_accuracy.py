@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fitcheck.estimate.request import InferenceRequest, resolve_inference  # noqa: E402
+from fitcheck.plan import resolve_inference
+from fitcheck.request import Request  # noqa: E402
 from fitcheck.estimate.speed import estimate_speed  # noqa: E402
 from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory, Unknown  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
@@ -68,7 +69,7 @@ def reference_rows(path: Path) -> list[tuple[str, float, float]]:
             machine = load_profile(row["profile"]) if row["profile"] else _machine_from_row(row)
             ctx = int(row["context"])
             gpus = int(row["gpus"] or 0)
-            req = InferenceRequest(precision=row["precision"], context=ctx, engine=row["engine"], device=row["device"],
+            req = Request(precision=row["precision"], context=ctx, engine=row["engine"], device=row["device"],
                                    gpus=gpus or None, prompt_tokens=ctx)
             plan = resolve_inference(req, spec, machine)
             speed = estimate_speed(spec, plan, machine)
@@ -92,7 +93,7 @@ def qwen_rows(path: Path) -> list[tuple[str, float, float]]:
             machine = replace(a100, gpus=tuple(replace(a100.gpus[0], index=i) for i in range(n)))
             prompt = int(row["input_len"])
             mean_ctx = prompt + QWEN_GENERATED // 2
-            req = InferenceRequest(precision=QWEN_PRECISION[row["precision"]], context=prompt + QWEN_GENERATED,
+            req = Request(precision=QWEN_PRECISION[row["precision"]], context=prompt + QWEN_GENERATED,
                                    engine="transformers", gpus=n, prompt_tokens=prompt)
             plan = resolve_inference(req, spec, machine)
             speed = estimate_speed(spec, plan, machine, context=mean_ctx)

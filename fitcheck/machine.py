@@ -16,6 +16,11 @@ from typing import TypeVar, Union
 T = TypeVar("T")
 
 
+# What a machine is: the kinds a profile declares (and "probed" for this machine), in listing order.
+PROFILE_KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
+MACHINE_KINDS = (*PROFILE_KINDS, "probed")
+
+
 @dataclass(frozen=True)
 class Unknown:
     """A fact that could not be read, with the reason (shown as 'unknown (reason)')."""
@@ -141,7 +146,7 @@ class Machine:
     """A whole machine: this one (probed) or one described by a hardware profile."""
 
     name: str
-    kind: str  # 'probed', 'laptop', 'desktop', 'workstation', 'cloud', 'ci'
+    kind: str  # one of MACHINE_KINDS
     host: Host
     memory: SystemMemory
     cpu: CPU

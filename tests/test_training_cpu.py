@@ -11,14 +11,14 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.training import estimate_training
-from fitcheck.estimate.training_alternatives import find_training_alternatives
-from fitcheck.estimate.training_commands import (
-    training_engine_command,
-    training_fitcheck_command,
-)
-from fitcheck.estimate.training_request import TrainingRequest, resolve_training
+from dataclasses import replace
+
+from fitcheck.alternatives import find_alternatives
+from fitcheck.commands import engine_command, fitcheck_command
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, Verdict
+from fitcheck.pipeline import Evaluator
+from fitcheck.plan import resolve_training
+from fitcheck.request import Request
 from fitcheck.model.resolve import resolve_model
 from fitcheck.profiles import load_profile
 
@@ -35,9 +35,16 @@ def spec(name="qwen2.5-0.5b"):
     return resolve_model(name).spec
 
 
+def request_for(**kw):
+    return Request(**{"mode": "lora", **kw})
+
+
 def plan_for(profile=NO_GPU, model="qwen2.5-0.5b", **kw):
-    kw.setdefault("mode", "lora")
-    return resolve_training(TrainingRequest(**kw), spec(model), load_profile(profile))
+    return resolve_training(request_for(**kw), spec(model), load_profile(profile))
+
+
+def training_fitcheck_command(model, request, profile=None):
+    return fitcheck_command((model,), request, profile=profile)
 
 
 def assumption(plan, name):
@@ -80,38 +87,44 @@ def test_full_fp32_is_allowed_on_the_cpu():
     assert (plan.device, plan.precision, plan.compute_dtype) == ("cpu", "fp32", "fp32")
 
 
-def test_device_gpu_without_a_gpu_is_bad_input():
-    with pytest.raises(FitcheckError, match=f"--device gpu, but {NO_GPU} has no GPU"):
-        plan_for(NO_GPU, device="gpu")
+def test_device_gpu_without_a_gpu_cannot_run_here():
+    assert plan_for(NO_GPU, device="gpu").problems == (f"--device gpu needs a GPU, but {NO_GPU} has none "
+                                                       "(no GPU in this profile)",)
 
 
 def test_unknown_device_is_bad_input():
-    with pytest.raises(FitcheckError, match="unknown device 'tpu'"):
+    with pytest.raises(FitcheckError, match="'tpu' is not one of: auto, gpu, cpu"):
         plan_for(GPU, device="tpu")
 
 
 CPU_REFUSALS = [
-    ({"mode": "qlora"}, "QLoRA", "--mode lora"),
-    ({"zero": 2}, "--zero 2", "drop --zero"),
-    ({"fsdp": "full-shard"}, "--fsdp full-shard", "drop --fsdp"),
-    ({"offload": "optimizer"}, "--offload optimizer", "drop --offload"),
-    ({"zero": 3, "offload": "optimizer+params"}, "--zero 3", "drop --zero"),
-    ({"gpus": 2}, "--gpus 2", "drop --gpus"),
-    ({"attention": "flash"}, "flash", "--attention sdpa"),
-    ({"optimizer": "adamw-8bit"}, "adamw-8bit", "--optimizer adamw"),
-    ({"optimizer": "paged-adamw-8bit"}, "paged-adamw-8bit", "--optimizer adamw"),
-    ({"precision": "int8"}, "int8", "--precision bf16"),
+    ({"mode": "qlora"}, "QLoRA"),
+    ({"zero": 2}, "--zero 2"),
+    ({"fsdp": "full-shard"}, "--fsdp full-shard"),
+    ({"zero": 2, "offload": "optimizer"}, "--zero 2"),
+    ({"zero": 3, "offload": "optimizer+params"}, "--zero 3"),
+    ({"attention": "flash"}, "flash"),
+    ({"optimizer": "adamw-8bit"}, "adamw-8bit"),
+    ({"optimizer": "paged-adamw-8bit"}, "paged-adamw-8bit"),
+    ({"precision": "int8"}, "int8"),
 ]
 
 
-@pytest.mark.parametrize("kw, what, hint", CPU_REFUSALS, ids=lambda v: str(v) if isinstance(v, dict) else None)
+@pytest.mark.parametrize("kw, what", CPU_REFUSALS, ids=lambda v: str(v) if isinstance(v, dict) else None)
 @pytest.mark.parametrize("profile, device, why", [(NO_GPU, "auto", f"{NO_GPU} has no GPU"),
                                                   (GPU, "cpu", "--device cpu")])
-def test_gpu_only_options_are_refused_on_the_cpu(kw, what, hint, profile, device, why):
-    with pytest.raises(FitcheckError) as err:
-        plan_for(profile, device=device, **kw)
-    assert what in err.value.message and why in err.value.message
-    assert hint in (err.value.hint or "")
+def test_gpu_only_options_cannot_run_on_the_cpu(kw, what, profile, device, why):
+    """A verdict (cannot run here, exit 1), not bad input: the plan names the reason."""
+    problems = " ".join(plan_for(profile, device=device, **kw).problems)
+    assert what in problems and why in problems
+
+
+def test_contradictory_options_are_still_bad_input():
+    with pytest.raises(FitcheckError, match="--offload needs DeepSpeed ZeRO"):
+        plan_for(NO_GPU, offload="optimizer")
+    with pytest.raises(FitcheckError, match="pick one"):
+        plan_for(GPU, device="cpu", gpus=2)
+    assert "--gpus 2 needs a GPU" in plan_for(NO_GPU, gpus=2).problems[0]
 
 
 def test_the_same_options_still_resolve_on_a_gpu():
@@ -119,6 +132,7 @@ def test_the_same_options_still_resolve_on_a_gpu():
     assert plan_for(GPU, attention="flash").attention == "flash"
     assert plan_for(GPU, optimizer="adamw-8bit").device == "gpu"
     assert plan_for("2x-rtx-3090", gpus=2, zero=2).zero == 2
+    assert not any(plan_for(GPU, **kw).problems for kw, _ in CPU_REFUSALS)
 
 
 # ---- the CLI -----------------------------------------------------------------------------------
@@ -126,26 +140,30 @@ def test_the_same_options_still_resolve_on_a_gpu():
     ["--mode", "qlora"],
     ["--mode", "lora", "--zero", "2"],
     ["--mode", "lora", "--fsdp", "full-shard"],
-    ["--mode", "lora", "--offload", "optimizer"],
+    ["--mode", "lora", "--zero", "2", "--offload", "optimizer"],
     ["--mode", "lora", "--gpus", "2"],
     ["--mode", "lora", "--attention", "flash"],
     ["--mode", "full", "--optimizer", "adamw-8bit"],
     ["--mode", "lora", "--device", "gpu"],
 ])
-def test_cli_refusals_exit_2_with_one_line(args):
+def test_cli_what_the_cpu_cannot_run_is_a_verdict_with_what_runs(args):
     r = run("qwen2.5-0.5b", *args, "--profile", NO_GPU)
-    assert r.exit_code == 2, r.output
-    assert r.stdout == ""
+    assert r.exit_code == 1, r.output
+    assert "Verdict:  CANNOT RUN HERE" in r.output and "What runs here instead" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_cli_malformed_training_options_exit_2_with_one_line():
+    r = run("qwen2.5-0.5b", "--mode", "lora", "--offload", "optimizer", "--profile", NO_GPU)
+    assert r.exit_code == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fitcheck: "), r.stderr
-    assert "Traceback" not in r.stderr
-    assert r.exception is None or isinstance(r.exception, SystemExit)
+    assert len(lines) == 1 and lines[0].startswith("fitcheck: ") and "ZeRO" in lines[0], r.stderr
 
 
 def test_cli_qlora_on_the_cpu_suggests_lora():
     r = run("qwen2.5-0.5b", "--mode", "qlora", "--device", "cpu", "--profile", GPU)
-    assert r.exit_code == 2
-    assert "QLoRA" in r.stderr and "--mode lora" in r.stderr
+    assert r.exit_code == 1
+    assert "QLoRA" in r.output and "--mode lora" in r.output
 
 
 def test_cli_lora_without_a_gpu_answers_for_the_cpu():
@@ -208,17 +226,27 @@ def test_json_devices_of_a_cpu_plan_are_the_cpu():
 
 
 # ---- alternatives ------------------------------------------------------------------------------
-def _recording_evaluator(plan):
+def _recording_evaluator(plan, machine):
     """Every candidate fits except the plan itself; remembers every plan the search asked about."""
     asked = []
-    s = spec()
+    real = Evaluator(spec(), machine)
 
-    def evaluate(p):
-        asked.append(p)
-        status = DOES_NOT_FIT if p.with_changes(assumptions=()) == plan.with_changes(assumptions=()) else FITS
-        return estimate_training(s, p), Verdict(status, (), 0.1)
+    def evaluate(request):
+        out = real(request)
+        if out is None:
+            return None
+        asked.append(out.plan)
+        same = out.plan.with_changes(assumptions=()) == plan.with_changes(assumptions=())
+        return replace(out, verdict=Verdict(DOES_NOT_FIT if same else FITS, (), 0.1))
 
     return evaluate, asked
+
+
+def _alternatives(profile, **kw):
+    request = request_for(**kw)
+    plan = resolve_training(request, spec(), load_profile(profile))
+    evaluate, asked = _recording_evaluator(plan, load_profile(profile))
+    return find_alternatives(spec(), request, plan, load_profile(profile), evaluate), asked
 
 
 def _gpu_only(p) -> list[str]:
@@ -231,35 +259,30 @@ def _gpu_only(p) -> list[str]:
 @pytest.mark.parametrize("profile, device", [(NO_GPU, "auto"), ("2x-rtx-3090", "cpu")])
 @pytest.mark.parametrize("mode", ["full", "lora"])
 def test_cpu_alternatives_never_consider_gpu_only_changes(profile, device, mode):
-    plan = plan_for(profile, mode=mode, device=device, batch=4, lora_rank=16)
-    evaluate, asked = _recording_evaluator(plan)
-    alts = find_training_alternatives(spec(), plan, load_profile(profile), evaluate)
+    alts, asked = _alternatives(profile, mode=mode, device=device, batch=4, lora_rank=16)
     assert alts and len(asked) > 3
     assert [(_gpu_only(p), p) for p in asked if _gpu_only(p)] == []
     for a in alts:
         assert not _gpu_only(a.plan)
         keys = {k for k, _ in a.changes}
         assert not keys & {"gpus", "zero", "fsdp", "offload", "optimizer"}
-        cmd = training_fitcheck_command("qwen2.5-0.5b", a.plan, profile=profile)
-        assert "--device cpu" in cmd
+        cmd = training_fitcheck_command("qwen2.5-0.5b", a.request, profile=profile)
+        assert ("--device cpu" in cmd) == (device == "cpu")
         assert not [flag for flag in GPU_ONLY_FLAGS if flag in cmd], cmd
-        engine = training_engine_command("Qwen/Qwen2.5-0.5B-Instruct", a.plan)
+        engine = engine_command("Qwen/Qwen2.5-0.5B-Instruct", a.plan)
         assert engine.startswith("accelerate launch --cpu --num_processes 1 ") and "use_cpu=True" in engine
         assert "BitsAndBytesConfig" not in engine and "deepspeed" not in engine
 
 
 def test_cpu_alternatives_keep_what_applies_on_the_cpu():
-    plan = plan_for(NO_GPU, mode="full", batch=4)
-    evaluate, _ = _recording_evaluator(plan)
-    kinds = {k for a in find_training_alternatives(spec(), plan, load_profile(NO_GPU), evaluate) for k, _ in a.changes}
+    alts, _ = _alternatives(NO_GPU, mode="full", batch=4)
+    kinds = {k for a in alts for k, _ in a.changes}
     assert {"grad_checkpointing", "batch", "mode"} <= kinds
 
 
 def test_gpu_alternatives_still_offer_gpu_levers():
     # The recorder sees the GPU-only candidates on a GPU plan: the CPU test above can fail.
-    plan = plan_for("2x-rtx-3090", mode="full")
-    evaluate, asked = _recording_evaluator(plan)
-    find_training_alternatives(spec(), plan, load_profile("2x-rtx-3090"), evaluate)
+    _, asked = _alternatives("2x-rtx-3090", mode="full")
     found = {what for p in asked for what in _gpu_only(p)}
     assert {"gpus", "zero", "fsdp", "offload", "qlora", "8-bit optimizer", "gpu"} <= found
 
@@ -277,24 +300,26 @@ def test_cli_cpu_alternatives_carry_device_cpu():
 
 # ---- commands ----------------------------------------------------------------------------------
 def test_commands_of_a_cpu_plan():
+    request = request_for(device="cpu", grad_checkpointing=True, precision="bf16")
     plan = plan_for(GPU, device="cpu", mode="lora", grad_checkpointing=True)
-    cmd = training_fitcheck_command("qwen2.5-0.5b", plan, profile=GPU)
-    assert cmd == ("fitcheck qwen2.5-0.5b --mode lora --precision bf16 --grad-checkpointing --device cpu "
+    cmd = training_fitcheck_command("qwen2.5-0.5b", request, profile=GPU)
+    assert cmd == ("fitcheck qwen2.5-0.5b --mode lora --precision bf16 --device cpu --grad-checkpointing "
                    "--profile rtx-4090")
-    engine = training_engine_command("Qwen/Qwen2.5-0.5B-Instruct", plan)
+    engine = engine_command("Qwen/Qwen2.5-0.5B-Instruct", plan)
     assert engine.startswith("accelerate launch --cpu --num_processes 1 --mixed_precision bf16 ")
     assert "TrainingArguments(" in engine and "use_cpu=True" in engine
 
 
 def test_commands_of_a_gpu_plan_do_not_mention_the_cpu():
     plan = plan_for(GPU, mode="lora")
-    assert "--device" not in training_fitcheck_command("qwen2.5-0.5b", plan)
-    engine = training_engine_command("Qwen/Qwen2.5-0.5B-Instruct", plan)
+    assert "--device" not in training_fitcheck_command("qwen2.5-0.5b", request_for(precision="bf16"))
+    engine = engine_command("Qwen/Qwen2.5-0.5B-Instruct", plan)
     assert engine.startswith("accelerate launch --num_processes 1 ") and "use_cpu" not in engine
 
 
 def test_interactive_answers_pass_the_device_to_training():
     from fitcheck.cli.interactive_cmd import Answers
 
-    assert Answers(mode="lora", device="cpu").training_request().device == "cpu"
-    assert Answers(mode="lora").training_request().device == "auto"
+    lora = Answers().with_answer("mode", "lora")
+    assert lora.with_answer("device", "cpu").request.device == "cpu"
+    assert lora.request.device == "auto" and lora.request.mode == "lora"

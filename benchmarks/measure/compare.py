@@ -32,7 +32,7 @@ from pathlib import Path
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.estimate.request import Plan
+from fitcheck.plan import Plan
 from fitcheck.estimate.weights import weight_bytes
 
 from .hf_config import scaled_spec
@@ -89,7 +89,7 @@ def _peak_prediction(est, device: str) -> int:
 
 def _training_prediction(row: dict, spec, device: str):
     from fitcheck.estimate.training import estimate_training
-    from fitcheck.estimate.training_request import TrainingPlan
+    from fitcheck.plan import TrainingPlan
 
     lora = row["mode"] == "train_lora"
     dtype = _PRECISION[row["dtype"]]

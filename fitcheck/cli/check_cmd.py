@@ -4,74 +4,13 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import (
-    PRECISION_CHOICES,  # noqa: F401  (re-exported: interactive mode reads the choices from here)
-    batch_option,
-    context_option,
-    engine_option,
-    gpus_option,
-    headroom_option,
-    json_option,
-    kv_dtype_option,
-    load_machine,
-    params_option,
-    precision_option,
-    profile_option,
-    transformers_version_option,
-)
-
-
-def training_options(func):
-    """Options of --mode full|lora|qlora (fitcheck.estimate.training_request.TrainingRequest)."""
-    opts = [
-        click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True,
-                     help="Training: tokens per sequence."),
-        click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Training: gradient accumulation steps (reported; no memory effect)."),
-        click.option("--optimizer", type=click.Choice(["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor"]),
-                     default="adamw", show_default=True, help="Training: optimizer."),
-        click.option("--master-weights", type=click.Choice(["fp32", "none"]), default=None,
-                     help="Training: fp32 master copy of the trainable weights (default fp32)."),
-        click.option("--grad-checkpointing/--no-grad-checkpointing", default=False, show_default=True,
-                     help="Training: recompute activations in backward (keeps only layer inputs)."),
-        click.option("--attention", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True,
-                     help="Training: attention kernel (eager keeps seq² probabilities)."),
-        click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True, help="LoRA/QLoRA rank r."),
-        click.option("--lora-targets", default="all-linear", show_default=True, metavar="all-linear|attention|q_proj,v_proj,...",
-                     help="LoRA/QLoRA: modules that get adapters."),
-        click.option("--lora-train-embeddings", is_flag=True,
-                     help="LoRA/QLoRA: also train embeddings and lm_head (peft modules_to_save)."),
-        click.option("--zero", type=click.Choice(["0", "1", "2", "3"]), default=None,
-                     help="Training: DeepSpeed ZeRO stage across --gpus."),
-        click.option("--fsdp", type=click.Choice(["full-shard", "shard-grad-op"]), default=None,
-                     help="Training: PyTorch FSDP sharding across --gpus."),
-        click.option("--offload", type=click.Choice(["none", "optimizer", "optimizer+params"]), default="none",
-                     show_default=True, help="Training: ZeRO-Offload to RAM (RAM need is checked too)."),
-    ]
-    for opt in reversed(opts):
-        func = opt(func)
-    return func
+from fitcheck.cli.options import json_option, load_machine, params_option, profile_option, request_from, typed_for_other_mode
+from fitcheck.options import click_options
 
 
 @click.command("check")
 @click.argument("model", required=False)
-@click.option("--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
-              help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
-                   "micro-batch per GPU).")
-@precision_option
-@context_option
-@batch_option
-@kv_dtype_option
-@engine_option
-@click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 1.0), default=0.9, show_default=True,
-              help="vLLM's reservation, a fraction of total GPU memory.")
-@gpus_option
-@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
-              help="Where to run or train: auto (the GPU when there is one), gpu, or cpu.")
-@click.option("--gpu-layers", "-ngl", type=click.IntRange(min=0), default=None,
-              help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM.")
-@transformers_version_option
-@headroom_option
+@click_options()
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
 @params_option
 @profile_option
@@ -83,18 +22,15 @@ def training_options(func):
               help="Also write the JSON document to FILE (a CI artifact), whatever the --format.")
 @click.option("--require", "require", multiple=True, metavar="FACT>=VALUE",
               help="Machine assertion, repeatable: vram>=24GiB, vram_free>=20GiB, gpus>=2, cc>=8.0, "
-                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1. Exit 1 when one fails, 3 when "
-                   "its fact is unknown here.")
+                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1. Exit 1 when one fails (whatever "
+                   "else happens), 3 when its fact is unknown here.")
 @click.option("--plan", "plan_file", metavar="PLAN.toml", default=None,
-              help="Check every [[case]] of a plan file (model, precision, context, batch, engine, gpus, "
-                   "profile...): one verdict line each; exit 1 if any fails.")
-@training_options
+              help="Check every [[case]] of a plan file (model, mode, precision, context, batch, engine, gpus, "
+                   "profile, and every other option): one verdict line each; exit 1 if any fails.")
 @click.pass_context
-def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
-          engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
-          transformers_version: str | None, headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
-          fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
-          **training) -> None:
+def check(ctx: click.Context, model: str | None, strict: bool, params: str | None, profile: str | None,
+          as_json: bool, fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
+          **options) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
 
     MODEL is a catalog name (qwen-7b, llama3-8b), a Hugging Face id, or a local folder,
@@ -109,11 +45,8 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
       fitcheck check qwen-7b --strict --require "vram>=24GiB" --format github   # CI preflight
       fitcheck check --plan plan.toml --output fitcheck.json
 
-    Exit codes: 0 fits, 1 does not fit (or tight with --strict), 2 bad input, 3 unknown.
+    Exit codes: 0 fits, 1 does not fit or cannot run here (or tight with --strict), 2 bad input, 3 unknown.
     """
-    from fitcheck.check import check_inference
-    from fitcheck.estimate.request import InferenceRequest
-    from fitcheck.model.resolve import resolve_model
     from fitcheck.preflight import emit
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
@@ -130,54 +63,9 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         machine = load_machine(profile)
         ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
 
-    _check_mode_options(ctx, mode)
-    resolved = resolve_model(model, params=params) if params else resolve_model(model)
-    if mode != "inference":
-        from fitcheck.check import check_training
-
-        machine = load_machine(profile)
-        result = check_training(resolved, _training_request(mode, precision, batch, gpus, device, training), machine,
-                                headroom=headroom / 100)
-        ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                                 outcomes=evaluate(requirements, machine)))
-    request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus, device=device, gpu_layers=gpu_layers,
-                               gpu_memory_utilization=gpu_memory_utilization,
-                               transformers_version=transformers_version)
+    typed_for_other_mode(ctx, options["mode"])
+    request = request_from(options)
     machine = load_machine(profile)
-    result = check_inference(resolved, request, machine, headroom=headroom / 100)
-    ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                             outcomes=evaluate(requirements, machine)))
-
-
-_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
-_TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
-                  "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
-
-
-def _check_mode_options(ctx: click.Context, mode: str) -> None:
-    """An option typed for the other mode is a mistake to point out, not to ignore."""
-    from click.core import ParameterSource
-
-    wrong = _TRAINING_ONLY if mode == "inference" else _INFERENCE_ONLY
-    typed = [name for name in wrong if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
-    if typed:
-        flags = ", ".join("--" + name.replace("_", "-") for name in typed)
-        if mode == "inference":
-            raise click.UsageError(f"{flags} applies to training: add --mode full, lora or qlora")
-        hint = " (training uses --seq-len)" if "context" in typed else ""
-        raise click.UsageError(f"{flags} applies to inference, not --mode {mode}{hint}")
-
-
-def _training_request(mode: str, precision: str | None, batch: int, gpus: int | None, device: str, opts: dict):
-    from fitcheck.estimate.training_request import TrainingRequest
-
-    return TrainingRequest(
-        mode=mode, seq_len=opts["seq_len"], batch=batch, grad_accum=opts["grad_accum"],
-        precision=precision.lower() if precision else None, optimizer=opts["optimizer"],
-        master_weights=opts["master_weights"], grad_checkpointing=opts["grad_checkpointing"],
-        attention=opts["attention"], lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
-        lora_train_embeddings=opts["lora_train_embeddings"], gpus=gpus,
-        zero=int(opts["zero"]) if opts["zero"] is not None else None, fsdp=opts["fsdp"], offload=opts["offload"],
-        device=device,
-    )
+    outcomes = evaluate(requirements, machine)
+    ctx.exit(emit.run_check(model, request, machine, params=params, fmt=fmt, output=output, strict=strict,
+                            outcomes=outcomes))

@@ -15,33 +15,39 @@ from dataclasses import dataclass, replace
 
 import click
 
+from fitcheck.alternatives import changed_fields
 from fitcheck.errors import FitcheckError
+from fitcheck.options import BY_NAME, OPTIONS
+from fitcheck.request import Request
 
 QUIT = ("q", "quit", "exit")
 DEFAULT_MODEL = "qwen-7b"
 THIS_MACHINE = "this"
 HELP = ("Next: a number takes that alternative; FIELD VALUE changes one answer ({fields}); "
         "`show` repeats the table; q quits.")
-
-# what a user may type -> the answer it changes
-FIELD_ALIASES = {
-    "model": "model", "mode": "mode", "precision": "precision", "p": "precision",
-    "context": "context", "ctx": "context", "c": "context", "seq-len": "context", "seq_len": "context",
-    "batch": "batch", "b": "batch", "machine": "machine", "profile": "machine",
-    "engine": "engine", "kv": "kv_dtype", "kv-dtype": "kv_dtype", "kv_dtype": "kv_dtype",
-    "gpus": "gpus", "device": "device", "gpu-layers": "gpu_layers", "ngl": "gpu_layers",
-    "transformers": "transformers_version", "transformers-version": "transformers_version",
-    "transformers_version": "transformers_version",
-    # training modes (full, lora, qlora)
-    "optimizer": "optimizer", "grad-accum": "grad_accum", "grad_accum": "grad_accum",
-    "checkpointing": "grad_checkpointing", "grad-checkpointing": "grad_checkpointing",
-    "grad_checkpointing": "grad_checkpointing", "attention": "attention",
-    "lora-rank": "lora_rank", "lora_rank": "lora_rank", "rank": "lora_rank",
-    "lora-targets": "lora_targets", "lora_targets": "lora_targets",
-    "zero": "zero", "fsdp": "fsdp", "offload": "offload",
-}
+# The answers besides the request options (fitcheck.options): which model, which machine.
+OWN_FIELDS = ("model", "machine")
+# Short names people type for an answer, on top of each option's name and flag (fitcheck.options).
+_SHORT = {"p": "precision", "ctx": "context", "c": "context", "b": "batch", "profile": "machine",
+          "kv": "kv_dtype", "ngl": "gpu_layers", "transformers": "transformers_version",
+          "checkpointing": "grad_checkpointing", "rank": "lora_rank"}
 SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device",
                 "transformers", "optimizer", "checkpointing", "lora-rank", "zero")
+
+
+def _aliases() -> dict[str, str]:
+    out = {f: f for f in OWN_FIELDS}
+    for opt in OPTIONS:
+        out[opt.name] = opt.name
+        out[opt.name.replace("_", "-")] = opt.name
+        for flag in opt.flags:
+            for part in flag.split("/"):
+                if not part.startswith("--no-"):
+                    out[part.lstrip("-")] = opt.name
+    return {**out, **_SHORT}
+
+
+FIELD_ALIASES = _aliases()
 
 
 class Invalid(ValueError):
@@ -50,94 +56,39 @@ class Invalid(ValueError):
 
 @dataclass(frozen=True)
 class Answers:
+    """What the session has been told: a model, a machine and a Request (fitcheck.request)."""
+
     model: str = DEFAULT_MODEL
-    mode: str = "inference"
-    precision: str = "auto"
-    context: int = 4096
-    batch: int = 1
     machine: str = THIS_MACHINE
-    engine: str = "auto"
-    kv_dtype: str = "auto"
-    gpus: int | None = None
-    device: str = "auto"
-    gpu_layers: int | None = None
-    transformers_version: str | None = None   # None: 4.45 or later
-    # training modes only (TrainingRequest's defaults); `context` is the sequence length there
-    grad_accum: int = 1
-    optimizer: str = "adamw"
-    master_weights: str | None = None
-    grad_checkpointing: bool = False
-    attention: str = "sdpa"
-    lora_rank: int = 16
-    lora_targets: str = "all-linear"
-    lora_train_embeddings: bool = False
-    zero: int | None = None
-    fsdp: str | None = None
-    offload: str = "none"
+    request: Request = Request()
 
-    def request(self):
-        from fitcheck.estimate.request import InferenceRequest
+    def get(self, field: str):
+        return getattr(self, field) if field in OWN_FIELDS else getattr(self.request, field)
 
-        return InferenceRequest(precision=None if self.precision == "auto" else self.precision,
-                                context=self.context, batch=self.batch, kv_dtype=self.kv_dtype,
-                                engine=None if self.engine == "auto" else self.engine, gpus=self.gpus,
-                                device=self.device, gpu_layers=self.gpu_layers,
-                                transformers_version=self.transformers_version)
+    def with_answer(self, field: str, value) -> Answers:
+        if field in OWN_FIELDS:
+            return replace(self, **{field: value})
+        if field == "context" and self.request.training:
+            field = "seq_len"  # the length answer is the sequence length in training modes
+        if field == "mode" and value != self.request.mode:
+            # Options of the other mode go back to their defaults; the length carries over.
+            keep = {n: v for n, v in self.request.option_values().items() if BY_NAME[n].applies(value)}
+            return replace(self, request=Request(**{**keep, "mode": value}))
+        return replace(self, request=self.request.with_changes(**{field: value}))
 
-    def training_request(self):
-        """The TrainingRequest of a training mode (full, lora, qlora), as `fitcheck check --mode` builds it."""
-        from fitcheck.estimate.training_request import TrainingRequest
-
-        return TrainingRequest(
-            mode=self.mode, seq_len=self.context, batch=self.batch, grad_accum=self.grad_accum,
-            precision=None if self.precision == "auto" else self.precision.lower(), optimizer=self.optimizer,
-            master_weights=self.master_weights, grad_checkpointing=self.grad_checkpointing,
-            attention=self.attention, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
-            lora_train_embeddings=self.lora_train_embeddings, gpus=self.gpus, zero=self.zero, fsdp=self.fsdp,
-            offload=self.offload, device=self.device)
+    def changes_from(self, before: Answers) -> list[str]:
+        out = [f"{f} {before.get(f)} → {self.get(f)}" for f in OWN_FIELDS if before.get(f) != self.get(f)]
+        out += [f"{name} {_shown(old)} → {_shown(new)}" for name, new in changed_fields(before.request, self.request)
+                for old in (getattr(before.request, name),)]
+        return out
 
 
-# --- choices read from the check command, so options another command adds appear here too ------
-def _check_param(name: str):
-    from fitcheck.cli.check_cmd import check
-
-    return next((p for p in check.params if p.name == name), None)
+def choices(name: str) -> tuple[str, ...]:
+    """The choices of option ``name`` (mode, precision, engine, ...), as the vocabulary declares them."""
+    return tuple(str(c) for c in BY_NAME[name].choices)
 
 
-def choices(name: str, fallback: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The choices of `fitcheck check`'s option ``name`` (e.g. mode, precision, engine)."""
-    param = _check_param(name)
-    return tuple(getattr(param.type, "choices", fallback)) if param is not None else fallback
-
-
-# --- validation: text -> value, or Invalid(reason) ----------------------------------------------
-def _choice(text: str, options: tuple[str, ...], what: str) -> str:
-    low = text.strip().lower()
-    for o in options:
-        if o.lower() == low:
-            return o
-    raise Invalid(f"{text.strip()!r} is not a {what}; choose one of: {', '.join(options)}")
-
-
-def _on_off(text: str, what: str) -> bool:
-    low = text.strip().lower()
-    if low in ("on", "yes", "true", "1"):
-        return True
-    if low in ("off", "no", "false", "0"):
-        return False
-    raise Invalid(f"{what} is on or off, got {text.strip()!r}")
-
-
-def _positive(text: str, what: str, minimum: int = 1) -> int:
-    raw = text.strip().replace(",", "").replace("_", "")
-    if raw.lower().endswith("k") and raw[:-1].isdigit():
-        raw = str(int(raw[:-1]) * 1024)
-    if not raw.isdigit() or int(raw) < minimum:
-        raise Invalid(f"{what} must be a whole number >= {minimum}, got {text.strip()!r}")
-    return int(raw)
-
-
-def validate(field: str, text: str, session: "Session | None" = None):
+def validate(field: str, text: str, session: Session | None = None):
     """The value of ``field`` typed as ``text``; Invalid with the reason when it is not usable."""
     if field == "model":
         from fitcheck.model.resolve import resolve_model
@@ -149,48 +100,6 @@ def validate(field: str, text: str, session: "Session | None" = None):
         if session is not None:
             session.models[text.strip()] = resolved
         return text.strip()
-    if field == "mode":
-        return _choice(text, choices("mode", ("inference",)), "mode")
-    if field == "precision":
-        return _choice(text, ("auto", *choices("precision")), "precision")
-    if field == "engine":
-        return _choice(text, ("auto", *choices("engine")), "engine")
-    if field == "kv_dtype":
-        return _choice(text, choices("kv_dtype", ("auto",)), "KV-cache type")
-    if field == "device":
-        return _choice(text, choices("device", ("auto", "gpu", "cpu")), "device")
-    if field == "context":
-        return _positive(text, "the length in tokens")
-    if field == "batch":
-        return _positive(text, "the batch")
-    if field == "gpus":
-        return None if text.strip().lower() == "auto" else _positive(text, "the number of GPUs")
-    if field == "gpu_layers":
-        return None if text.strip().lower() == "auto" else _positive(text, "the GPU layers", 0)
-    if field == "transformers_version":
-        return _transformers_version(text)
-    if field in ("optimizer", "attention", "fsdp", "offload"):
-        if field == "fsdp" and text.strip().lower() in ("none", "off"):
-            return None
-        return _choice(text, choices(field), field)
-    if field == "grad_checkpointing":
-        return _on_off(text, "gradient checkpointing")
-    if field == "grad_accum":
-        return _positive(text, "the gradient accumulation")
-    if field == "lora_rank":
-        return _positive(text, "the LoRA rank")
-    if field == "lora_targets":
-        from fitcheck.estimate.lora import parse_targets
-
-        try:
-            parse_targets(text.strip())
-        except FitcheckError as exc:
-            raise Invalid(exc.one_line()) from None
-        return text.strip()
-    if field == "zero":
-        if text.strip().lower() in ("none", "off"):
-            return None
-        return int(_choice(text, choices("zero", ("0", "1", "2", "3")), "ZeRO stage"))
     if field == "machine":
         name = text.strip()
         if name.lower() in (THIS_MACHINE, "this machine", "here", "local"):
@@ -204,7 +113,28 @@ def validate(field: str, text: str, session: "Session | None" = None):
         if session is not None:
             session.machines[name] = machine
         return name
-    raise Invalid(f"unknown answer {field!r}")
+    opt = BY_NAME.get(field)
+    if opt is None:
+        raise Invalid(f"unknown answer {field!r}")
+    if field == "transformers_version" and (text.strip().lower() == "latest" or text.strip().startswith(">=")):
+        return None
+    try:
+        return opt.parse(text)
+    except FitcheckError as exc:
+        if opt.kind == "choice":
+            options = (("auto",) if opt.nullable else ()) + choices(field)
+            raise Invalid(f"{text.strip()!r} is not a {field.replace('_', ' ')}; choose one of: "
+                          + ", ".join(options)) from None
+        if opt.kind == "int":
+            raise Invalid(f"the {field.replace('_', ' ')} must be a whole number >= {opt.low:g}, got {text.strip()!r}"
+                          + ("" if _int_ok(text) else "")) from None
+        if field == "transformers_version":
+            raise Invalid(f"{exc.message}; or auto for 4.45 and later") from None
+        raise Invalid(exc.one_line()) from None
+
+
+def _int_ok(text: str) -> bool:
+    return text.strip().isdigit()
 
 
 def parse_command(line: str, n_alternatives: int):
@@ -238,52 +168,9 @@ def parse_command(line: str, n_alternatives: int):
     return ("set", field, rest.strip())
 
 
-def _flag(value: str) -> bool:
-    return str(value).lower() in ("on", "true", "yes", "1")
-
-
-def _transformers_version(text: str) -> str | None:
-    """A version such as 4.38.2; auto, latest or >=4.45 mean a current release (None)."""
-    from fitcheck.errors import FitcheckError
-    from fitcheck.estimate.request import parse_transformers_version
-
-    text = text.strip()
-    if text.lower() in ("auto", "latest") or text.startswith(">="):
-        return None
-    try:
-        parse_transformers_version(text)
-    except FitcheckError as exc:
-        raise Invalid(f"{exc.message}; or auto for 4.45 and later") from None
-    return text
-
-
-_ALT_FIELDS = {"precision": str, "context": int, "batch": int, "kv_dtype": str, "gpus": int, "engine": str,
-               "device": str, "gpu_layers": int, "transformers_version": _transformers_version,
-               # training alternatives (fitcheck.estimate.training_alternatives)
-               "mode": str, "grad_accum": int, "optimizer": str, "grad_checkpointing": _flag, "attention": str,
-               "lora_rank": int, "lora_targets": str, "lora_train_embeddings": _flag, "zero": int, "fsdp": str,
-               "offload": str, "master_weights": str}
-_ALT_ALIASES = {"seq_len": "context"}  # a training plan's sequence length is the `context` answer
-
-
 def apply_alternative(answers: Answers, alternative) -> Answers:
-    """The answers with an alternative's changes applied (its plan's changed options)."""
-    changes = {}
-    for option, value in alternative.changes:
-        field = _ALT_ALIASES.get(option, option)
-        if field not in _ALT_FIELDS:
-            raise Invalid(f"cannot apply the change {option}={value} here")
-        changes[field] = _ALT_FIELDS[field](value)
-    if changes.get("device") == "cpu":
-        changes.setdefault("gpu_layers", None)
-    plan = getattr(alternative, "plan", None)
-    if "mode" in changes and "precision" not in changes and getattr(plan, "precision", None):
-        changes["precision"] = plan.precision  # e.g. full (fp32) -> LoRA on a bf16 base
-    if changes.get("zero") is not None:
-        changes.setdefault("fsdp", None)
-    if changes.get("fsdp") is not None:
-        changes.setdefault("zero", None)
-    return replace(answers, **changes)
+    """The answers with an alternative taken: its whole request (typed changes, nothing parsed)."""
+    return replace(answers, request=alternative.request)
 
 
 # --- the session: state plus I/O -------------------------------------------------------------------
@@ -342,7 +229,7 @@ def _set_answer(session: Session, field: str, text: str) -> bool:
     except Invalid as exc:
         click.echo(f"  {exc}")
         return False
-    session.answers = replace(session.answers, **{field: value})
+    session.answers = session.answers.with_answer(field, value)
     return True
 
 
@@ -354,35 +241,26 @@ def _ask(session: Session, field: str, label: str, default) -> None:
             return
 
 
-def _length_label(mode: str) -> str:
-    return "Context length, tokens (prompt + generated)" if mode == "inference" else "Sequence length, tokens"
-
-
 def _questions(session: Session) -> None:
-    a = session.answers
-    _ask(session, "model", "Model (a catalog name, alias or Hugging Face id)", a.model)
-    modes = choices("mode", ("inference",))
-    _ask(session, "mode", f"Mode ({', '.join(modes)})", a.mode)
-    _ask(session, "precision", "Precision (auto, bf16, fp16, int8, awq, gptq-int4, nf4, q8_0, q4_k_m, ...)",
-         a.precision)
-    _ask(session, "context", _length_label(session.answers.mode), a.context)
-    _ask(session, "batch", "Batch (concurrent sequences)", a.batch)
+    """The questions, each an option's prompt from the vocabulary, with its current value as default."""
+    _ask(session, "model", "Model (a catalog name, alias or Hugging Face id)", session.answers.model)
+    _ask(session, "mode", f"{BY_NAME['mode'].prompt} ({', '.join(choices('mode'))})", session.answers.request.mode)
+    _ask(session, "precision", BY_NAME["precision"].prompt, _shown(session.answers.request.precision))
+    length = "seq_len" if session.answers.request.training else "context"
+    _ask(session, "context", BY_NAME[length].prompt, session.answers.get(length))
+    _ask(session, "batch", BY_NAME["batch"].prompt, session.answers.request.batch)
     _ask(session, "machine", "Machine (this, or a profile name such as rtx-4090; `fitcheck profiles` lists them)",
-         a.machine)
+         session.answers.machine)
 
 
 def _evaluate(session: Session) -> int:
     """Show the verdict for the current answers; returns how many alternatives can be picked."""
-    a = session.answers
     click.echo("")
-    from fitcheck.check import check_inference, check_training
+    from fitcheck.pipeline import check
     from fitcheck.render.check import render_check_table
 
     try:
-        if a.mode == "inference":
-            session.result = check_inference(session.model(), a.request(), session.machine())
-        else:  # full, lora, qlora: the same CheckResult, with a TrainingPlan and training alternatives
-            session.result = check_training(session.model(), a.training_request(), session.machine())
+        session.result = check(session.model(), session.answers.request, session.machine())
     except FitcheckError as exc:
         session.result = None
         click.echo(f"  cannot check: {exc.one_line()} — change an answer")
@@ -428,8 +306,7 @@ def _loop(session: Session) -> None:
             _, field, text = command
             if not _set_answer(session, field, text):
                 continue
-        changed = [f"{k} {_shown(getattr(before, k))} → {_shown(getattr(session.answers, k))}"
-                   for k in Answers.__dataclass_fields__ if getattr(before, k) != getattr(session.answers, k)]
+        changed = session.answers.changes_from(before)
         click.echo("Changed: " + ("; ".join(changed) if changed else "nothing (same answers)"))
         n = _evaluate(session)
 

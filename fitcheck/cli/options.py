@@ -1,4 +1,5 @@
-"""Options shared by several commands, defined once (machine selection, output format)."""
+"""Options shared by several commands that are not request options (machine selection, output);
+the request options come from the vocabulary (fitcheck.options.click_options)."""
 
 from __future__ import annotations
 
@@ -33,50 +34,27 @@ def load_machine(profile: str | None):
     return probe()
 
 
-# ---- inference options shared by `check` and `where` -----------------------------------------------
-# Each decorator works bare (``@kv_dtype_option``) or called with overrides of click.option's settings
-# (``@engine_option(help="...")``), so a command keeps its own help text where its default differs.
-
-PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
-                     "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
-KV_DTYPE_CHOICES = ("auto", "fp16", "bf16", "fp8", "q8_0", "q4_0")
-ENGINE_CHOICES = ("transformers", "vllm", "llama.cpp")
-
-
-def _shared_option(*decls, **attrs):
-    def decorator(func=None, **overrides):
-        def apply(f):
-            return click.option(*decls, **{**attrs, **overrides})(f)
-
-        return apply if func is None else apply(func)
-
-    return decorator
-
-
-precision_option = _shared_option(
-    "--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
-    help="Weights format. Default: bf16 on GPUs with compute capability >= 8.0 and Apple, fp16 on "
-    "older GPUs, q4_k_m on CPU-only machines; a checkpoint read from files keeps its format.")
-context_option = _shared_option(
-    "--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
-    help="Tokens per sequence, prompt plus generated (not the model's maximum).")
-batch_option = _shared_option(
-    "--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
-kv_dtype_option = _shared_option(
-    "--kv-dtype", type=click.Choice(KV_DTYPE_CHOICES), default="auto", show_default=True,
-    help="KV-cache element type.")
-engine_option = _shared_option(
-    "--engine", type=click.Choice(ENGINE_CHOICES), default=None,
-    help="Default: llama.cpp for GGUF types and CPU-only machines, transformers otherwise.")
-gpus_option = _shared_option(
-    "--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use (tensor parallel with vLLM).")
-headroom_option = _shared_option(
-    "--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True,
-    help="Safety margin, percent of free memory kept unused.")
-transformers_version_option = _shared_option(
-    "--transformers-version", default=None, metavar="X.Y",
-    help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
-    "logits are fp32 for every position, not just the last. Default: 4.45 or later.")
-params_option = _shared_option(
+params_option = click.option(
     "--params", default=None, metavar="COUNT",
     help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
+
+
+def request_from(values: dict):
+    """The Request of a command's parsed options (those that are request options)."""
+    from fitcheck.options import BY_NAME
+    from fitcheck.request import Request
+
+    return Request(**{k: v for k, v in values.items() if k in BY_NAME})
+
+
+def typed_for_other_mode(ctx: click.Context, mode: str) -> None:
+    """An option typed for the other mode is a mistake to point out, not to ignore."""
+    from click.core import ParameterSource
+
+    from fitcheck.options import mode_error, not_applying
+
+    typed = [p.name for p in ctx.command.params
+             if p.name and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+    wrong = not_applying(mode, typed)
+    if wrong:
+        raise click.UsageError(mode_error(mode, wrong).message)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import json_option
+from fitcheck.machine import PROFILE_KINDS
 
-KIND_CHOICES = ("laptop", "desktop", "workstation", "cloud", "ci")
+KIND_CHOICES = PROFILE_KINDS
 
 
 @click.command("profiles")

@@ -1,69 +1,56 @@
-"""`fitcheck where MODEL`: which hardware profiles run it, how fast, and at what cost."""
+"""`fitcheck where MODEL`: which hardware profiles run it (or train it), how fast, and at what cost."""
 
 from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import (batch_option, context_option, engine_option, gpus_option, headroom_option,
-                                  json_option, kv_dtype_option, params_option, precision_option,
-                                  transformers_version_option)
-
-KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
+from fitcheck.cli.options import json_option, params_option, request_from, typed_for_other_mode
+from fitcheck.options import click_options
+from fitcheck.machine import PROFILE_KINDS as KINDS
 
 
 @click.command("where")
 @click.argument("model")
-@precision_option(help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
-@context_option(help="Tokens per sequence, prompt plus generated.")
-@batch_option
-@kv_dtype_option
-@engine_option(help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
-@gpus_option(help="GPUs to use on each machine. Default: all of each machine's GPUs (tensor parallel with "
-             "vLLM, layer split with transformers and llama.cpp).")
-@transformers_version_option
-@headroom_option
+@click_options(help_overrides={
+    "precision": "Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).",
+    "engine": "Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).",
+    "gpus": "GPUs to use on each machine. Default: all of each machine's GPUs for inference (tensor parallel "
+            "with vLLM, layer split with transformers and llama.cpp); for training with --zero/--fsdp.",
+})
 @click.option("--max-price", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Only machines with a price of at most USD per hour.")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="Only profiles of this kind.")
 @params_option
 @json_option
 @click.pass_context
-def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,
-          engine: str | None, gpus: int | None, transformers_version: str | None, headroom: float, max_price: float | None, kind: str | None,
-          params: str | None, as_json: bool) -> None:
-    """Which hardware profiles run MODEL, how fast, and at what cost (cheapest first).
+def where(ctx: click.Context, model: str, max_price: float | None, kind: str | None, params: str | None,
+          as_json: bool, **options) -> None:
+    """Which hardware profiles run MODEL (or fine-tune it), how fast, and at what cost (cheapest first).
 
-    Every shipped profile is judged with its own default precision and engine unless given;
-    those that fit with the headroom are listed with expected decode tokens/s (a range) and,
-    for cloud machines, the price per hour and per million generated tokens.
+    Every shipped profile is judged exactly as `fitcheck MODEL --profile NAME` judges it, with its
+    own default precision, engine and GPUs unless given; those that run it (fits or tight) are listed
+    with expected tokens/s (a range) and, for cloud machines, the price per hour and per million
+    generated tokens.
 
     \b
     Examples:
       fitcheck where qwen-7b
       fitcheck where llama3-70b --context 8192 --kind cloud --max-price 5
       fitcheck where mistral-7b -p q4_k_m --json
+      fitcheck where llama-3.1-8b --mode qlora --seq-len 4096
 
-    Exit codes: 0 some profile fits, 1 none does, 2 bad input.
+    Exit codes: 0 some profile runs it, 1 none does, 2 bad input.
     """
-    from fitcheck.estimate.request import InferenceRequest
-    from fitcheck.model.resolve import resolve_model
+    import json
+
+    from fitcheck.pipeline import where as where_api
     from fitcheck.profiles import list_profiles
-    from fitcheck.render.where import where_result
+    from fitcheck.render.where import render_where_table, where_document
 
-    resolved = resolve_model(model, params=params) if params else resolve_model(model)
-    request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus, transformers_version=transformers_version)
-    request.validate()
-    result = where_result(resolved, request, list_profiles(), headroom=headroom / 100, kind=kind,
-                          max_price=max_price, query=model)
+    typed_for_other_mode(ctx, options["mode"])
+    result = where_api(model, request_from(options), list_profiles(), kind=kind, max_price=max_price, params=params)
     if as_json:
-        import json
-
-        from fitcheck.render.where import where_document
-
         click.echo(json.dumps(where_document(result), indent=2, sort_keys=True))
     else:
-        from fitcheck.render.where import render_where_table
-
         click.echo(render_where_table(result))
     ctx.exit(result.exit_code)

@@ -20,7 +20,6 @@ class WeightFormat:
     description: str
     quality_loss: int      # rank for alternatives: 0 none .. higher = more loss
     gguf: bool = False     # a llama.cpp type (per-tensor mixture rules apply)
-    min_cc: float | None = None  # compute capability required on NVIDIA (fp8: 8.9)
 
 
 # Group-quantized 4-bit (GPTQ/AWQ, group 128): 4 bits + an fp16 scale and a packed 4-bit zero
@@ -54,7 +53,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("fp32", "float", 32, 32, "32-bit floats", 0),
         WeightFormat("bf16", "float", 16, 16, "bfloat16", 0),
         WeightFormat("fp16", "float", 16, 16, "float16", 0),
-        WeightFormat("fp8", "fp8", 8 + 32 / 4096, 16, "FP8 E4M3 weights, per-channel scales", 1, min_cc=8.9),
+        WeightFormat("fp8", "fp8", 8 + 32 / 4096, 16, "FP8 E4M3 weights, per-channel scales", 1),
         WeightFormat("int8", "bnb", _INT8_ROW, 16, "bitsandbytes LLM.int8, per-row scales", 1),
         WeightFormat("gptq-int8", "gptq", _G128_8BIT, 16, "GPTQ 8-bit, group 128", 1),
         WeightFormat("int4", "gptq", _G128_4BIT, 16, "4-bit, group 128 with fp16 scales", 3),

@@ -19,7 +19,7 @@ from fitcheck.estimate import activations as A
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.estimate.request import Plan
+from fitcheck.plan import Plan
 from fitcheck.estimate.result import (
     ACTIVATIONS,
     KV_CACHE,

@@ -25,7 +25,8 @@ from typing import Callable
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.estimate.request import InferenceRequest, Plan, resolve_inference
+from fitcheck.plan import Plan, resolve_inference
+from fitcheck.request import Request
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine, known
 from fitcheck.model import spec as S
@@ -297,7 +298,8 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         times[end] = total
     decode = Rate(B / times["low"], B / times["high"])
     prefill = _prefill_rate(spec, plan, parts)
-    bound = max(set(bounds), key=bounds.count)
+    # The most frequent limit; a tie goes to the one met first (never to set order, which hashing decides).
+    bound = max(dict.fromkeys(bounds), key=bounds.count)
     return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
                          bound, assumptions)
 
@@ -408,24 +410,26 @@ def cpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
     keep = fmt.gguf or (fmt.family == "float" and _precision_given(plan))
     precision = plan.precision if keep else "q4_k_m"
     kv = plan.kv_dtype if plan.kv_dtype in ("fp16", "q8_0", "q4_0") else "auto"
-    req = InferenceRequest(precision=precision, context=plan.context, batch=plan.batch, kv_dtype=kv,
-                           engine="llama.cpp", device="cpu", prompt_tokens=plan.prompt_tokens)
+    req = Request(precision=precision, context=plan.context, batch=plan.batch, kv_dtype=kv,
+                  engine="llama.cpp", device="cpu", prompt_tokens=plan.prompt_tokens)
     try:
-        return resolve_inference(req, spec, machine)
+        cpu = resolve_inference(req, spec, machine)
     except FitcheckError:
         return None
+    return None if cpu.problems else cpu
 
 
 def gpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
     """The same request on the GPU (same weights; the engine default for them)."""
     if not machine.gpus:
         return None
-    req = InferenceRequest(precision=plan.precision, context=plan.context, batch=plan.batch, device="gpu",
-                           prompt_tokens=plan.prompt_tokens)
+    req = Request(precision=plan.precision, context=plan.context, batch=plan.batch, device="gpu",
+                  prompt_tokens=plan.prompt_tokens)
     try:
-        return resolve_inference(req, spec, machine)
+        gpu = resolve_inference(req, spec, machine)
     except FitcheckError:
         return None
+    return None if gpu.problems else gpu
 
 
 def advise_device(spec: ModelSpec, plan: Plan, machine: Machine, runs: Judge) -> DeviceAdvice:

@@ -4,6 +4,8 @@ fits          need <= free × (1 − headroom) on every device
 tight         need <= free on every device, but inside the headroom on one
 does not fit  need > free on some device (or more GPUs asked than there are)
 unknown       a device's free memory could not be read (and nothing already fails)
+cannot run    this machine cannot run the request at all (kernels missing, compute capability too
+              low, no GPU or fewer GPUs than asked): the plan's problems, from fitcheck.engines
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ FITS = "fits"
 TIGHT = "tight"
 DOES_NOT_FIT = "does_not_fit"
 UNKNOWN = "unknown"
-_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT: 3}
+CANNOT_RUN = "cannot_run"
+STATUSES = (FITS, TIGHT, DOES_NOT_FIT, CANNOT_RUN, UNKNOWN)
+_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT: 3, CANNOT_RUN: 4}
+# How each status reads: in the table's verdict line (WORDS) and in a sentence (SENTENCE_WORDS).
+WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", CANNOT_RUN: "CANNOT RUN HERE",
+         UNKNOWN: "UNKNOWN"}
+SENTENCE_WORDS = {FITS: "Fits", TIGHT: "Fits, tightly", DOES_NOT_FIT: "Does not fit",
+                  CANNOT_RUN: "Cannot run here", UNKNOWN: "Unknown"}
+EXIT_CODES = {FITS: EXIT_FITS, TIGHT: EXIT_FITS, DOES_NOT_FIT: EXIT_DOES_NOT_FIT, CANNOT_RUN: EXIT_DOES_NOT_FIT,
+              UNKNOWN: EXIT_UNKNOWN}
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,7 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        return {FITS: EXIT_FITS, TIGHT: EXIT_FITS, DOES_NOT_FIT: EXIT_DOES_NOT_FIT, UNKNOWN: EXIT_UNKNOWN}[self.status]
+        return EXIT_CODES[self.status]
 
     @property
     def fits(self) -> bool:
@@ -55,7 +66,7 @@ class Verdict:
 
     def summary(self) -> str:
         worst = max(self.devices, key=lambda d: _ORDER[d.status], default=None)
-        word = {FITS: "Fits", TIGHT: "Fits, tightly", DOES_NOT_FIT: "Does not fit", UNKNOWN: "Unknown"}[self.status]
+        word = SENTENCE_WORDS[self.status]
         if self.reasons:
             return f"{word}: {self.reasons[0]}"
         return f"{word}: {worst.reason}" if worst else word

@@ -74,6 +74,23 @@ def _requirement_lines(outcomes, err: bool) -> None:
         click.echo(requirement_line(o, color), err=err)
 
 
+def run_check(model: str, request, machine, *, params: str | None, fmt: str, output: str | None, strict: bool,
+              outcomes=()) -> int:
+    """Check ``model`` as ``request`` asks on ``machine`` and show it.  A malformed request is bad input
+    (exit 2), except that a failed --require stays exit 1 whatever else happens."""
+    from fitcheck.pipeline import check
+
+    try:
+        result = check(model, request, machine, params=params)
+    except FitcheckError as exc:
+        if requirements_exit_code(outcomes) == 1:
+            _requirement_lines(outcomes, err=True)
+            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            return 1
+        raise
+    return emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
+
+
 def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=()) -> int:
     """Show one CheckResult; returns the exit code (verdict, --strict, requirements)."""
     from fitcheck.estimate.verdict import TIGHT
@@ -145,7 +162,9 @@ def plan_document(path: str, case_results, outcomes=()) -> dict:
         "fitcheck_version": __version__,
         "plan": path,
         "exit_code": combine(codes),
-        "cases": [{"name": c.case.name, "exit_code": c.exit_code, "check": check_document(c.result)}
+        "cases": [{"name": c.case.name, "exit_code": c.exit_code,
+                   "check": check_document(c.result) if c.result is not None else None,
+                   **({"error": c.error} if c.result is None else {})}
                   for c in case_results],
         "requirements": [outcome_dict(o) for o in outcomes],
     }
@@ -170,7 +189,9 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
             from fitcheck.preflight import github
 
             for c, case_doc in zip(case_results, doc["cases"]):
-                if c.exit_code != 0:
+                if c.result is None:
+                    click.echo(github.annotation("error", f"fitcheck: {c.case.name}", c.error))
+                elif c.exit_code != 0:
                     click.echo(github.check_annotations(c.result, strict or c.case.get("strict", False),
                                                         name=c.case.name, doc=case_doc["check"])[0])
             for line in github.requirement_annotations(outcomes):

@@ -5,20 +5,20 @@ Pure string building.  Annotations are ``::error title=T::MESSAGE`` lines on std
 the title are escaped the way the runner unescapes them (% CR LF, and : , in properties).
 The summary is Markdown the CLI appends to ``$GITHUB_STEP_SUMMARY``.
 
-The commands shown for the alternatives are read from the check's JSON document (``doc``, the
-one ``--json``/``--output`` print), so inference and training plans get the same commands there
-and here; without ``doc`` it is built.
+The commands shown for the alternatives come with the check result (fitcheck.pipeline), the same
+ones the table and the JSON document print.
 """
 
 from __future__ import annotations
 
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
 from fitcheck.render.check import nothing_fits
-from fitcheck.units import GiB
+from fitcheck.units import format_gib
 
-_WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", UNKNOWN: "cannot be judged"}
-_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", UNKNOWN: "❔"}
+_WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", CANNOT_RUN: "cannot run",
+         UNKNOWN: "cannot be judged"}
+_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", CANNOT_RUN: "❌", UNKNOWN: "❔"}
 
 
 def escape_data(text: str) -> str:
@@ -39,15 +39,8 @@ def _machine_name(result) -> str:
 
 
 def alternative_commands(result, doc: dict | None = None) -> list[str]:
-    """The `fitcheck ...` command of each alternative, best first: the JSON document's
-    ``alternatives[].fitcheck_command`` (inference or training, with --profile)."""
-    if not result.alternatives:
-        return []
-    if doc is None:
-        from fitcheck.render.check import check_document
-
-        doc = check_document(result)
-    return [a["fitcheck_command"] for a in doc["alternatives"]]
+    """The `fitcheck ...` command of each alternative, best first (inference or training, with --profile)."""
+    return [a.fitcheck_command for a in result.alternatives]
 
 
 def _level(status: str, strict: bool) -> str:
@@ -66,7 +59,7 @@ def check_title(result, name: str | None = None) -> str:
 def check_message(result, strict: bool = False, doc: dict | None = None) -> str:
     """One paragraph a developer understands from the log alone: why, and what fits instead."""
     plan = result.plan
-    if hasattr(plan, "seq_len"):  # a TrainingPlan
+    if plan.training:
         how = f"{plan.mode}, {plan.precision}, sequence {plan.seq_len}, micro-batch {plan.batch}"
     else:
         how = f"{result.estimate.mode}, {plan.precision}, {plan.engine}, context {plan.context}, batch {plan.batch}"
@@ -76,7 +69,7 @@ def check_message(result, strict: bool = False, doc: dict | None = None) -> str:
     if result.alternatives:
         best = result.alternatives[0]
         msg += f" Fits instead: {best.title} — {alternative_commands(result, doc)[0]}"
-    elif result.verdict.status == DOES_NOT_FIT:
+    elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
         msg += f" {nothing_fits(result.plan)}."
     return msg
 
@@ -97,7 +90,7 @@ def requirement_annotations(outcomes) -> list[str]:
 
 
 def _gib(n) -> str:
-    return "unknown" if n is None else f"{n / GiB:.2f} GiB"
+    return "unknown" if n is None else format_gib(n)
 
 
 def _requirements_md(outcomes) -> list[str]:
@@ -141,6 +134,9 @@ def plan_summary(path: str, case_results, outcomes=()) -> str:
              "| Case | Model | Machine | Verdict | Why |", "|---|---|---|---|---|"]
     for c in case_results:
         r = c.result
+        if r is None:
+            lines.append(f"| {c.case.name} | {c.case.model} | - | ❌ error | {c.error.replace('|', chr(92) + '|')} |")
+            continue
         why = r.verdict.summary().split(": ", 1)[-1].replace("|", "\\|")
         lines.append(f"| {c.case.name} | {r.query} | {r.machine.name} | {_ICON[r.verdict.status]} "
                      f"{_WORD[r.verdict.status]} | {why} |")

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, WORDS
 from fitcheck.preflight.requirements import FAILED, OK
 
-WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN"}
-_COLOURS = {FITS: "green", TIGHT: "yellow", DOES_NOT_FIT: "red", UNKNOWN: "yellow", OK: "green", FAILED: "red"}
+ERROR = "error"   # a plan case that is malformed (exit 2); the other cases still run
+_COLOURS = {FITS: "green", TIGHT: "yellow", DOES_NOT_FIT: "red", CANNOT_RUN: "red", UNKNOWN: "yellow", OK: "green",
+            FAILED: "red", ERROR: "red"}
 # requirements.UNKNOWN is the same word as the verdict's UNKNOWN ("unknown"): yellow for both
 _WIDTH = max(len(w) for w in WORDS.values())
 
@@ -37,10 +38,13 @@ def paint(text: str, status: str, color: bool) -> str:
 def case_line(case_result, color: bool = False) -> str:
     """'FITS          chat: qwen-7b, awq, vllm, context 8,192, batch 8 on rtx-4090 — GPU0 needs ...'."""
     r = case_result.result
+    if r is None:
+        return f"{paint('ERROR'.ljust(_WIDTH + 9), ERROR, color)} {case_result.case.name}: {case_result.error}"
     status = r.verdict.status
     word = WORDS[status] + (" (strict)" if status == TIGHT and case_result.exit_code == 1 else "")
     plan = r.plan
-    what = (f"{case_result.case.name}: {r.query}, {plan.precision}, {plan.engine}, context {plan.context:,}, "
+    length = f"context {plan.context:,}" if not plan.training else f"{plan.mode}, sequence {plan.context:,}"
+    what = (f"{case_result.case.name}: {r.query}, {plan.precision}, {plan.engine}, {length}, "
             f"batch {plan.batch} on {r.machine.name}")
     why = r.verdict.summary().split(": ", 1)[-1]
     return f"{paint(word.ljust(_WIDTH + 9), status, color)} {what} — {why}"

@@ -15,9 +15,11 @@
     model = "llama3-8b"
     engine = "vllm"
 
-Case fields: model (required), name, mode, precision, context, batch, kv_dtype, engine, gpus,
+Case fields: model (required), name, params, profile, strict, and every request option of
+fitcheck.options under its name (mode, precision, context, seq_len, batch, kv_dtype, engine, gpus,
 device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), headroom
-(percent), params, profile, strict.
+(percent), and the training options: grad_accum, optimizer, grad_checkpointing, lora_rank, zero,
+fsdp, offload, ...), each checked as the command line checks it.
 A malformed file is one FitcheckError (exit 2) naming the file, the case and the field.
 """
 
@@ -27,11 +29,10 @@ from dataclasses import dataclass, field
 
 from fitcheck.errors import FitcheckError
 
-# field -> (type check, what it must be)
-_INT_MIN = {"context": 1, "batch": 1, "gpus": 1, "gpu_layers": 0}
-_STR = ("model", "name", "mode", "precision", "kv_dtype", "engine", "device", "params", "profile",
-        "transformers_version")
-FIELDS = (*_STR, *_INT_MIN, "gpu_memory_utilization", "headroom", "strict")
+from fitcheck.options import BY_NAME, PLAN_FIELDS
+
+FIELDS = PLAN_FIELDS
+_STR = ("model", "name", "params", "profile")
 
 
 @dataclass(frozen=True)
@@ -55,20 +56,33 @@ def _check_field(where: str, key: str, value) -> None:
     if key not in FIELDS:
         raise FitcheckError(f"{where}: unknown field {key!r}", "fields: " + ", ".join(FIELDS))
     if key in _STR:
-        ok, want = isinstance(value, str) and value.strip() != "", "a non-empty string"
-    elif key in _INT_MIN:
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= _INT_MIN[key]
-        want = f"a whole number >= {_INT_MIN[key]}"
-    elif key == "strict":
-        ok, want = isinstance(value, bool), "true or false"
-    elif key == "gpu_memory_utilization":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.05 <= value <= 1
-        want = "a number between 0.05 and 1"
-    else:  # headroom, percent
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 100
-        want = "a percentage between 0 and 99"
-    if not ok:
-        raise FitcheckError(f"{where}: field {key!r} must be {want}, got {value!r}")
+        if not (isinstance(value, str) and value.strip() != ""):
+            raise FitcheckError(f"{where}: field {key!r} must be a non-empty string, got {value!r}")
+        return
+    if key == "strict":
+        if not isinstance(value, bool):
+            raise FitcheckError(f"{where}: field {key!r} must be true or false, got {value!r}")
+        return
+    opt = BY_NAME[key]
+    if opt.kind in ("int", "float"):
+        if opt.kind == "int":
+            want = f"a whole number >= {opt.low:g}" + (f" and <= {opt.high:g}" if opt.high else "")
+        elif key == "headroom":
+            want = "a percentage between 0 and 99"
+        else:
+            want = f"a number between {opt.low:g} and {opt.high:g}"
+        number = isinstance(value, int if opt.kind == "int" else (int, float)) and not isinstance(value, bool)
+        if not number or (opt.low is not None and value < opt.low) or (opt.high is not None and value > opt.high):
+            raise FitcheckError(f"{where}: field {key!r} must be {want}, got {value!r}")
+        return
+    if opt.kind == "str" and not isinstance(value, str):
+        raise FitcheckError(f"{where}: field {key!r} must be a string (quoted), got {value!r}")
+    if opt.kind == "flag" and not isinstance(value, bool):
+        raise FitcheckError(f"{where}: field {key!r} must be true or false, got {value!r}")
+    try:
+        opt.parse(value)
+    except FitcheckError as exc:
+        raise FitcheckError(f"{where}: field {key!r}: {exc.message}", exc.hint) from None
 
 
 def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:

@@ -189,9 +189,10 @@ def evaluate(requirements, machine: Machine) -> tuple[Outcome, ...]:
 
 
 def combine(codes) -> int:
-    """The exit code of several checks: 2 bad input, else 1 if any failed, else 3 if any unknown, else 0."""
+    """The exit code of several checks: 1 if any failed (a failed check is never masked), else 2 bad
+    input, else 3 if any unknown, else 0."""
     codes = set(codes)
-    for code in (EXIT_BAD_INPUT, 1, 3):
+    for code in (1, EXIT_BAD_INPUT, 3):
         if code in codes:
             return code
     return 0

@@ -1,52 +1,47 @@
 """Run a plan file's cases: one check per case, each against its own machine.  No printing.
 
-Cases without a profile share one machine (probed once by the caller's ``machine_for``).
+Every case runs, in every mode: a case the machine cannot run is a verdict like any other, and a
+case that is malformed (an unknown model, a bad field value) is reported as that case's error
+(exit 2) while the others still run.  Cases without a profile share one machine (probed once by
+the caller's ``machine_for``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
-from fitcheck.errors import FitcheckError
+from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.estimate.verdict import TIGHT
 from fitcheck.machine import Machine
+from fitcheck.options import BY_NAME
 from fitcheck.preflight.plan_file import Case, PlanFile
-from fitcheck.preflight.requirements import combine  # noqa: F401  (was defined here; emit imports it from requirements)
-
-PLAN_MODES = ("inference",)  # training cases need the training estimator's API
+from fitcheck.request import Request
 
 
 @dataclass(frozen=True)
 class CaseResult:
     case: Case
-    result: object        # fitcheck.check.CheckResult
-    exit_code: int        # 0 fits, 1 does not fit (or tight when strict), 3 unknown
+    result: Any           # fitcheck.pipeline.CheckResult, or None when the case is malformed
+    exit_code: int        # 0 fits, 1 does not fit / cannot run (or tight when strict), 2 malformed, 3 unknown
+    error: str = ""       # the one line saying why a malformed case did not run
 
 
-def request_for(case: Case):
-    """The InferenceRequest a case describes (unset fields: the CLI's defaults)."""
-    from fitcheck.estimate.request import InferenceRequest
-
-    names = ("precision", "context", "batch", "kv_dtype", "engine", "gpus", "device", "gpu_layers",
-             "gpu_memory_utilization", "transformers_version")
-    return InferenceRequest(**{n: case.options[n] for n in names if n in case.options})
+def request_for(case: Case) -> Request:
+    """The Request a case describes (unset fields: the vocabulary's defaults)."""
+    values = {n: BY_NAME[n].parse(v) for n, v in case.options.items() if n in BY_NAME}
+    return Request(**values)
 
 
 def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str = "plan") -> CaseResult:
-    from fitcheck.check import check_inference
-    from fitcheck.model.resolve import resolve_model
+    from fitcheck.pipeline import check
 
     label = f"{where}: case {case.index} ({case.name})"
-    mode = case.get("mode", "inference")
-    if mode not in PLAN_MODES:
-        raise FitcheckError(f"{label}: field 'mode' is {mode!r}; plans run {', '.join(PLAN_MODES)} cases for now")
     try:
-        params = case.get("params")
-        model = resolve_model(case.model, params=params) if params else resolve_model(case.model)
-        result = check_inference(model, request_for(case), machine, headroom=case.get("headroom", 10.0) / 100)
+        result = check(case.model, request_for(case), machine, params=case.get("params"))
     except FitcheckError as exc:
-        raise FitcheckError(f"{label}: {exc.message}", exc.hint) from None
+        return CaseResult(case, None, EXIT_BAD_INPUT, f"{label}: {exc.one_line()}")
     code = result.exit_code
     if (strict or case.get("strict", False)) and result.verdict.status == TIGHT:
         code = 1
@@ -62,7 +57,8 @@ def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, st
         try:
             machine = machine_for(profile)
         except FitcheckError as exc:
-            raise FitcheckError(f"{plan.path}: case {case.index} ({case.name}): field 'profile': {exc.message}",
-                                exc.hint) from None
+            out.append(CaseResult(case, None, EXIT_BAD_INPUT,
+                                  f"{plan.path}: case {case.index} ({case.name}): field 'profile': {exc.one_line()}"))
+            continue
         out.append(run_case(case, machine, strict=strict, where=plan.path))
     return tuple(out)

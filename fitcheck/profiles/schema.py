@@ -58,11 +58,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fitcheck.errors import FitcheckError
-from fitcheck.machine import CPU, GPU, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
+from fitcheck.machine import MACHINE_KINDS, CPU, GPU, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
 from fitcheck.units import GB, GiB, MiB, TB, format_bytes, parse_size
 
 SCHEMA = "fitcheck.machine/1"
-KINDS = ("laptop", "desktop", "workstation", "cloud", "ci", "probed")
+KINDS = MACHINE_KINDS
 NOT_IN_PROFILE = "not in profile"
 
 # What the OS, its services and a desktop session keep for themselves when a profile gives no

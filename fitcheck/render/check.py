@@ -26,14 +26,15 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fitcheck import __version__
-from fitcheck.estimate.commands import engine_command, fitcheck_command
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, TIGHT, UNKNOWN, WORDS
 from fitcheck.machine import Machine, known
+from fitcheck.pipeline import CheckResult
 from fitcheck.units import GiB, format_count, format_gib
 
 SCHEMA = "fitcheck.check/1"
-_VERDICT_WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN"}
 
 
 def machine_line(machine: Machine) -> str:
@@ -56,33 +57,10 @@ def machine_line(machine: Machine) -> str:
     return ", ".join(parts)
 
 
-def _model_id(result) -> str:
-    return result.model.hf_id or result.spec.name
-
-
-def _quant_repos(result) -> dict[str, str]:
-    entry = getattr(result.model, "entry", None)
-    return dict(getattr(entry, "quantized_repos", None) or {})
-
-
-def _profile_arg(result) -> str | None:
-    """What to pass to --profile to get this machine again: a shipped profile's name, else its path."""
-    m = result.machine
-    if m.source == "probe":
-        return None
-    from pathlib import Path
-
-    from fitcheck.profiles import profile_names
-
-    return m.name if Path(m.source).stem == m.name and m.name in profile_names() else m.source
-
-
-def check_document(result) -> dict:
+def check_document(result: CheckResult) -> dict:
     """The JSON document for one check."""
     est, plan, spec = result.estimate, result.plan, result.spec
-    model_id = _model_id(result)
-    repos = _quant_repos(result)
-    profile = _profile_arg(result)
+    model_id = result.model_id
     return {
         "schema": SCHEMA,
         "fitcheck_version": __version__,
@@ -157,11 +135,11 @@ def check_document(result) -> dict:
                 "title": a.title,
                 "status": a.verdict.status,
                 "cost": round(a.cost, 2),
-                "changes": dict(a.changes),
+                "changes": {name: _json_value(value) for name, value in a.changes},
                 "total_bytes": a.estimate.total_bytes,
                 "devices": [{"device": d.device, "total_bytes": d.total_bytes} for d in a.estimate.devices],
-                "fitcheck_command": _fitcheck_cmd(result, a.plan, profile),
-                "engine_command": _engine_cmd(result, a.plan, model_id, repos),
+                "fitcheck_command": a.fitcheck_command,
+                "engine_command": a.engine_command,
             }
             for a in result.alternatives
         ],
@@ -169,16 +147,21 @@ def check_document(result) -> dict:
     }
 
 
-def _speed_section(result) -> dict:
+def _json_value(value: Any) -> Any:
+    """A typed change as JSON: numbers and strings as they are; a flag as on/off; unset as "auto"."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "auto" if value is None else value
+
+
+def _speed_section(result: CheckResult) -> dict:
     """decode/prefill tokens/s of this plan and the CPU-or-GPU advice (fitcheck.estimate.speed)."""
-    from fitcheck.render.where import advice_document, speed_document
+    from fitcheck.render.speed import advice_document, speed_document, training_speed_document
 
-    section = speed_document(getattr(result, "speed", None)) or {}
-    if getattr(result, "training_speed", None) is not None:
-        from fitcheck.render.where import training_speed_document
-
-        section.update(training_speed_document(result.training_speed))
-    section["best_device"] = advice_document(getattr(result, "device_advice", None))
+    section = speed_document(result.speed) or {}
+    if result.training_speed is not None:
+        section.update(training_speed_document(result.training_speed) or {})
+    section["best_device"] = advice_document(result.device_advice)
     return section
 
 
@@ -189,7 +172,7 @@ def _summed(components) -> dict[str, int]:
     return out
 
 
-def render_check_table(result) -> str:
+def render_check_table(result: CheckResult) -> str:
     """The human answer: model, machine, request, breakdown per device in GiB, verdict, alternatives."""
     from tabulate import tabulate
 
@@ -199,13 +182,13 @@ def render_check_table(result) -> str:
     if spec.is_moe:
         params += f", {format_count(spec.active_params)} active"
     generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
-    lines.append(f"Model:    {_model_id(result)} ({params}{', ' + spec.architecture if spec.architecture else ''}){generic}")
+    lines.append(f"Model:    {result.model_id} ({params}{', ' + spec.architecture if spec.architecture else ''}){generic}")
     if result.model.note:
         lines.append(f"          {result.model.note}")
     lines.append(f"Machine:  {machine_line(result.machine)}")
     where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
              "offload": f"GPU + CPU (-ngl {plan.gpu_layers})"}[plan.device]
-    if _is_training(plan):
+    if plan.training:
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
         lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens, "
@@ -227,7 +210,7 @@ def render_check_table(result) -> str:
     rows.append(free_row)
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=("left",) + ("right",) * len(est.devices)))
     lines.append("")
-    lines.append(f"Verdict:  {_VERDICT_WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
+    lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
                  f" (headroom {result.headroom:.0%})")
     for extra in result.verdict.reasons[1:]:
         lines.append(f"          {extra}")
@@ -236,7 +219,9 @@ def render_check_table(result) -> str:
                      f"{est.fact('vllm_max_concurrency')}× at {plan.context:,} tokens")
     if result.verdict.status == UNKNOWN:
         lines.append("Largest that fits: unknown until the free memory above can be read")
-    elif _is_training(plan):
+    elif result.verdict.status == CANNOT_RUN:
+        lines.append("Largest that fits: nothing — this machine cannot run the request as asked")
+    elif plan.training:
         seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
         mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
         lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
@@ -246,26 +231,25 @@ def render_check_table(result) -> str:
         lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
     else:
         lines.append("Largest that fits: nothing at these settings (not even 1 token or 1 sequence)")
-    if getattr(result, "speed", None) is not None:
-        from fitcheck.render.where import speed_line
+    if result.speed is not None and result.verdict.status != CANNOT_RUN:
+        from fitcheck.render.speed import speed_line
 
-        lines.append(speed_line(result.speed, getattr(result, "device_advice", None)))
-    if getattr(result, "training_speed", None) is not None:
-        from fitcheck.render.where import training_speed_line
+        lines.append(speed_line(result.speed, result.device_advice))
+    if result.training_speed is not None and result.verdict.status != CANNOT_RUN:
+        from fitcheck.render.speed import training_speed_line
 
         lines.append(training_speed_line(result.training_speed))
     if result.alternatives:
         lines.append("")
-        lines.append("What fits instead (best first):")
-        repos = _quant_repos(result)
-        profile = _profile_arg(result)
+        lines.append("What runs here instead (best first):" if result.verdict.status == CANNOT_RUN
+                     else "What fits instead (best first):")
         for i, a in enumerate(result.alternatives, 1):
             need = _needs_line(a.estimate.devices)
             tight = " (tight)" if a.verdict.status == TIGHT else ""
             lines.append(f"  {i}. {a.title}{tight} — needs {need}")
-            lines.append(f"     {_fitcheck_cmd(result, a.plan, profile)}")
-            lines.append(f"     {_engine_cmd(result, a.plan, _model_id(result), repos)}")
-    elif result.verdict.status in (DOES_NOT_FIT,):
+            lines.append(f"     {a.fitcheck_command}")
+            lines.append(f"     {a.engine_command}")
+    elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
         lines.append("")
         lines.append(f"{nothing_fits(plan)}; `fitcheck profiles` lists machines to try with --profile NAME.")
     lines.append("")
@@ -278,7 +262,7 @@ def render_check_table(result) -> str:
 
 def nothing_fits(plan) -> str:
     """What was tried before saying nothing fits: the levers of inference, of GPU or of CPU training."""
-    if not _is_training(plan):
+    if not plan.training:
         return "Nothing fits on this machine, even quantized or offloaded"
     if plan.device == "cpu":
         return "Nothing fits on this machine, even with LoRA, gradient checkpointing or a shorter sequence"
@@ -298,17 +282,14 @@ def _needs_line(devices) -> str:
 
 
 def _gib(n: int | None) -> str:
+    """A table cell in GiB (the column header says GiB)."""
     return "-" if n is None else f"{n / GiB:.2f}"
 
 
 # ---- training plans (--mode full|lora|qlora) -------------------------------------------------
-def _is_training(plan) -> bool:
-    return hasattr(plan, "seq_len")
-
-
 def _training_request(plan) -> dict:
     """Extra request keys of a training plan (additive to the inference keys)."""
-    if not _is_training(plan):
+    if not plan.training:
         return {}
     lora = plan.mode != "full"
     return {
@@ -336,19 +317,3 @@ def _training_line(plan, where: str) -> str:
     if plan.offload != "none":
         parts.append(f"offload {plan.offload}")
     return ", ".join(parts)
-
-
-def _fitcheck_cmd(result, plan, profile) -> str:
-    if _is_training(plan):
-        from fitcheck.estimate.training_commands import training_fitcheck_command
-
-        return training_fitcheck_command(result.query, plan, profile=profile)
-    return fitcheck_command(result.query, plan, profile=profile)
-
-
-def _engine_cmd(result, plan, model_id: str, repos) -> str:
-    if _is_training(plan):
-        from fitcheck.estimate.training_commands import training_engine_command
-
-        return training_engine_command(model_id, plan)
-    return engine_command(model_id, plan, repos)

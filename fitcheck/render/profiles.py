@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from fitcheck.machine import Machine
+from fitcheck.machine import MACHINE_KINDS, Machine
 from fitcheck.render.facts import gib_text, gpu_group_text, price_text, show
 
 PROFILES_SCHEMA = "fitcheck.profiles/1"
-KIND_ORDER = ("laptop", "desktop", "workstation", "cloud", "ci", "probed")
+KIND_ORDER = MACHINE_KINDS
 
 
 def sorted_for_listing(machines: Iterable[Machine]) -> list[Machine]:

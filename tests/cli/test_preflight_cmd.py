@@ -61,10 +61,10 @@ def test_github_format_annotations_summary_and_output_file(tmp_path):
     assert r.exit_code == 1, r.output
     lines = r.output.splitlines()
     assert "DOES NOT FIT" in r.output  # the table, for the log
-    errors = [line for line in lines if line.startswith("::error title=fitcheck%3A meta-llama/Llama-3.1-70B-Instruct does not fit")]
+    errors = [line for line in lines if line.startswith("::error title=fitcheck%3A llama-3.1-70b does not fit")]
     assert len(errors) == 1 and "but only 23.99 GiB" in errors[0] and "Fits instead" in errors[0]
     text = summary.read_text()
-    assert text.startswith("earlier step\n### ❌ fitcheck: meta-llama/Llama-3.1-70B-Instruct does not fit on rtx-4090")
+    assert text.startswith("earlier step\n### ❌ fitcheck: llama-3.1-70b does not fit on rtx-4090")
     assert "| `ram>=1GiB` |" in text
     doc = json.loads(out.read_text())
     assert doc["schema"] == "fitcheck.check/1" and doc["verdict"]["status"] == "does_not_fit"
@@ -128,18 +128,40 @@ def test_plan_that_fits_exits_0_and_json(tmp_path):
     assert [c["check"]["request"]["context"] for c in json.loads(r.output)["cases"]] == [4096, 8192]
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("[[case]]\nmodel = 'qwen-7b'\ncontext = 'long'\n", "case 1: field 'context' must be a whole number"),
-    ("[[case]]\nmodel = 'qwen-7bxyz'\n", "case 1 (qwen-7bxyz): unknown model"),
-    ("[[case]]\nmodel = 'qwen-7b'\nprofile = 'no-such-box'\n", "case 1 (qwen-7b): field 'profile': unknown hardware profile"),
-    ("[[case]]\nmodel = 'qwen-7b'\nmode = 'lora'\n", "field 'mode' is 'lora'"),
-])
-def test_malformed_plan_exit_2_one_line(tmp_path, text, needle):
+def test_malformed_plan_exit_2_one_line(tmp_path):
     plan = tmp_path / "bad.toml"
-    plan.write_text(text)
+    plan.write_text("[[case]]\nmodel = 'qwen-7b'\ncontext = 'long'\n")
     r = run("check", "--plan", str(plan))
     assert r.exit_code == 2, r.output
-    assert str(plan) in r.output and needle in r.output and r.output.count("\n") == 1
+    assert str(plan) in r.output and "case 1: field 'context' must be a whole number" in r.output
+    assert r.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[[case]]\nmodel = 'qwen-7bxyz'\n", "case 1 (qwen-7bxyz): unknown model"),
+    ("[[case]]\nmodel = 'qwen-7b'\nprofile = 'no-such-box'\n", "case 1 (qwen-7b): field 'profile': unknown hardware profile"),
+])
+def test_a_malformed_case_is_reported_and_the_others_still_run(tmp_path, text, needle):
+    plan = tmp_path / "bad.toml"
+    plan.write_text(text + "[[case]]\nmodel = 'qwen-7b'\nprofile = 'h100-sxm'\n")
+    r = run("check", "--plan", str(plan))
+    assert r.exit_code == 2, r.output
+    error, fits, summary = r.output.splitlines()
+    assert error.startswith("ERROR") and str(plan) in error and needle in error
+    assert fits.startswith("FITS") and summary == f"1 of 2 cases pass ({plan})"
+
+
+def test_plans_run_training_and_cannot_run_cases_as_verdicts(tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text("[[case]]\nmodel = 'qwen-7b'\nmode = 'qlora'\nprofile = 'rtx-4090'\ngrad_checkpointing = true\n"
+                    "[[case]]\nmodel = 'qwen-7b'\nprecision = 'awq'\nprofile = 'macbook-air-m3-16gb'\n"
+                    "[[case]]\nmodel = 'qwen-7b'\nprofile = 'h100-sxm'\n")
+    r = run("check", "--plan", str(plan), "--json")
+    doc = json.loads(r.output)
+    assert r.exit_code == 1 and [c["exit_code"] for c in doc["cases"]] == [0, 1, 0]
+    assert doc["cases"][0]["check"]["request"]["mode"] == "qlora"
+    assert doc["cases"][1]["check"]["verdict"]["status"] == "cannot_run"
+    assert doc["cases"][1]["check"]["alternatives"]
 
 
 def test_in_a_container_the_cgroup_limit_and_cuda_visible_devices_decide(tmp_path, monkeypatch):

@@ -9,8 +9,8 @@ from fitcheck.cli import cli
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "assumptions"}
 MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "status", "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
-                "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source"}
-REQUEST_KEYS = {"precision", "context", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
+                "training_tokens_per_s", "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source"}
+REQUEST_KEYS = {"mode", "precision", "context", "seq_len", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
 
@@ -26,7 +26,7 @@ def doc_of(*args):
 def test_json_contract_and_order():
     code, doc = doc_of("qwen-7b")
     assert code == 0
-    assert set(doc) == TOP_KEYS and doc["schema"] == "fitcheck.where/1"
+    assert set(doc) == TOP_KEYS and doc["schema"] == "fitcheck.where/2"
     assert set(doc["request"]) == REQUEST_KEYS
     assert all(set(m) == MACHINE_KEYS for m in doc["machines"])
     prices = [m["usd_per_hour"] for m in doc["machines"]]
@@ -35,7 +35,7 @@ def test_json_contract_and_order():
     unpriced = [(m["decode_tokens_per_s"]["low"] * m["decode_tokens_per_s"]["high"]) ** 0.5
                 for m in doc["machines"][len(priced):] if m["decode_tokens_per_s"]]
     assert unpriced == sorted(unpriced, reverse=True)  # then fastest first
-    assert all(m["status"] == "fits" and m["need_bytes"] <= m["free_bytes"] for m in doc["machines"])
+    assert all(m["status"] in ("fits", "tight") and m["need_bytes"] <= m["free_bytes"] for m in doc["machines"])
     first = doc["machines"][0]
     cost = first["usd_per_million_tokens"]
     rate = first["decode_tokens_per_s"]
@@ -79,24 +79,36 @@ def test_multi_gpu_profiles_use_all_their_gpus_unless_gpus_is_given():
     assert {m["name"]: m["gpus"] for m in two["machines"]}.get("2x-rtx-3090") == 2
 
 
-def test_machine_request_keeps_explicit_gpus_and_cpu():
-    from fitcheck.estimate.request import InferenceRequest
-    from fitcheck.profiles import load_profile
-    from fitcheck.render.where import machine_request
+def test_where_and_check_agree_on_multi_gpu_machines():
+    """`where` lists a machine exactly when `fitcheck MODEL --profile NAME` exits 0 for it."""
+    for args in (["llama3.3-70b", "-p", "awq"], ["qwen-14b", "-p", "bf16"]):
+        _, doc = doc_of(*args, "--kind", "desktop")
+        listed = {m["name"]: m for m in doc["machines"]}
+        for name in ("2x-rtx-3090", "rtx-4090"):
+            r = CliRunner().invoke(cli, [*args, "--profile", name, "--json"])
+            check = json.loads(r.output)
+            assert (name in listed) == (r.exit_code == 0), (args, name)
+            if name in listed:
+                assert listed[name]["gpus"] == check["request"]["gpus"]
+                assert listed[name]["status"] == check["verdict"]["status"]
 
-    eight = load_profile("8x-h100")
-    assert machine_request(InferenceRequest(), eight).gpus == 8
-    assert machine_request(InferenceRequest(gpus=2), eight).gpus == 2
-    assert machine_request(InferenceRequest(device="cpu"), eight).gpus is None
-    assert machine_request(InferenceRequest(), load_profile("rtx-4090")).gpus is None
+
+def test_where_answers_training_modes():
+    code, doc = doc_of("qwen-7b", "--mode", "qlora", "--kind", "cloud")
+    assert code == 0 and doc["request"]["mode"] == "qlora" and doc["request"]["seq_len"] == 2048
+    assert doc["machines"] and all(m["training_tokens_per_s"] for m in doc["machines"])
+    assert all(m["decode_tokens_per_s"] is None for m in doc["machines"])
+    r = run("qwen-7b", "--mode", "lora", "--kind", "cloud")
+    assert r.exit_code == 0 and "training tok/s" in r.output
+    assert run("qwen-7b", "--mode", "lora", "--context", "8192").exit_code == 2  # an inference option
 
 
-def test_shared_option_decorators_define_where_options():
-    from fitcheck.cli.options import PRECISION_CHOICES
+def test_the_vocabulary_defines_where_options():
     from fitcheck.cli.where_cmd import where
+    from fitcheck.options import PRECISIONS
 
     params = {p.name: p for p in where.params}
-    assert tuple(params["precision"].type.choices) == PRECISION_CHOICES
+    assert tuple(params["precision"].type.choices) == PRECISIONS
     assert params["kv_dtype"].default == "auto" and params["headroom"].default == 10.0
     assert "each machine" in params["engine"].help and params["params"].metavar == "COUNT"
     assert run("qwen-7b", "--headroom", "150").exit_code == 2

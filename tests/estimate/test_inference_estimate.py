@@ -6,10 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia, unknown_free_gpu
 
-from fitcheck.check import check_inference
+from fitcheck.pipeline import check
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.inference import estimate_inference
-from fitcheck.estimate.request import InferenceRequest, resolve_inference
+from fitcheck.plan import resolve_inference
+from fitcheck.request import Request
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, judge
 
 
@@ -19,7 +20,7 @@ class Resolved:  # what fitcheck.model.resolve returns, minimally
 
 
 def est(spec, m, **req):
-    plan = resolve_inference(InferenceRequest(**req), spec, m)
+    plan = resolve_inference(Request(**req), spec, m)
     return estimate_inference(spec, plan)
 
 
@@ -28,9 +29,9 @@ CPU_ONLY = machine([], ram_gib=16)
 
 
 def test_defaults_bf16_transformers_on_ampere_or_newer_and_q4_on_cpu():
-    assert resolve_inference(InferenceRequest(), QWEN25_7B, RTX4090).precision == "bf16"
-    assert resolve_inference(InferenceRequest(), QWEN25_7B, machine([nvidia("Tesla T4", 15360, cc="7.5")])).precision == "fp16"
-    plan = resolve_inference(InferenceRequest(), QWEN25_7B, CPU_ONLY)
+    assert resolve_inference(Request(), QWEN25_7B, RTX4090).precision == "bf16"
+    assert resolve_inference(Request(), QWEN25_7B, machine([nvidia("Tesla T4", 15360, cc="7.5")])).precision == "fp16"
+    plan = resolve_inference(Request(), QWEN25_7B, CPU_ONLY)
     assert (plan.precision, plan.engine, plan.device) == ("q4_k_m", "llama.cpp", "cpu")
 
 
@@ -120,25 +121,24 @@ def test_tight_and_unknown_verdicts():
     assert judge(e2, mystery, 0.1).status == UNKNOWN
 
 
-def test_more_gpus_than_the_machine_has_is_bad_input():
-    with pytest.raises(FitcheckError, match="--gpus 2, but test has 1 GPU"):
-        resolve_inference(InferenceRequest(gpus=2), QWEN25_7B, RTX4090)
+def test_more_gpus_than_the_machine_has_cannot_run_here():
+    assert resolve_inference(Request(gpus=2), QWEN25_7B, RTX4090).problems == ("--gpus 2, but test has 1 GPU",)
 
 
 def test_verdict_still_catches_a_plan_with_more_gpus_than_the_machine():
     # Plans built by hand (API users, searches) bypass resolve_inference's check.
-    plan = resolve_inference(InferenceRequest(), QWEN25_7B, RTX4090).with_changes(gpus=2)
+    plan = resolve_inference(Request(), QWEN25_7B, RTX4090).with_changes(gpus=2)
     v = judge(estimate_inference(QWEN25_7B, plan), RTX4090, 0.1)
     assert v.status == DOES_NOT_FIT and "2 GPUs" in v.reasons[0]
 
 
 def test_default_precision_follows_a_named_engine():
-    assert resolve_inference(InferenceRequest(engine="transformers"), QWEN25_7B, CPU_ONLY).precision in ("bf16", "fp32")
-    assert resolve_inference(InferenceRequest(engine="llama.cpp"), QWEN25_7B, RTX4090).precision == "q4_k_m"
+    assert resolve_inference(Request(engine="transformers"), QWEN25_7B, CPU_ONLY).precision in ("bf16", "fp32")
+    assert resolve_inference(Request(engine="llama.cpp"), QWEN25_7B, RTX4090).precision == "q4_k_m"
 
 
 def test_check_reports_largest_context_and_batch_and_alternatives():
-    r = check_inference(Resolved(QWEN25_7B), InferenceRequest(context=32768, batch=2), RTX4090)
+    r = check(Resolved(QWEN25_7B), Request(context=32768, batch=2), RTX4090)
     assert r.verdict.status == DOES_NOT_FIT
     assert r.max_context and 4096 < r.max_context < 32768
     assert r.alternatives, "something must fit on a 24 GB GPU"
@@ -150,18 +150,23 @@ def test_check_reports_largest_context_and_batch_and_alternatives():
 
 def test_fp8_needs_ada_or_hopper():
     a100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
-    with pytest.raises(FitcheckError, match="compute capability"):
-        resolve_inference(InferenceRequest(precision="fp8"), QWEN25_7B, a100)
+    (problem,) = resolve_inference(Request(precision="fp8"), QWEN25_7B, a100).problems
+    assert "compute capability >= 8.9 (this GPU: 8)" in problem
+    assert not resolve_inference(Request(precision="fp8"), QWEN25_7B, RTX4090).problems
 
 
 @pytest.mark.parametrize("req, msg", [
     (dict(precision="q4_k_m", engine="vllm"), "GGUF"),
     (dict(kv_dtype="q8_0", engine="vllm"), "llama.cpp type"),
-    (dict(device="gpu"), "no GPU"),
 ])
 def test_incompatible_requests_are_one_line_errors(req, msg):
     with pytest.raises(FitcheckError, match=msg):
-        resolve_inference(InferenceRequest(**req), QWEN25_7B, CPU_ONLY if req.get("device") else RTX4090)
+        resolve_inference(Request(**req), QWEN25_7B, RTX4090)
+
+
+def test_a_gpu_asked_of_a_machine_without_one_cannot_run_here():
+    (problem,) = resolve_inference(Request(device="gpu"), QWEN25_7B, CPU_ONLY).problems
+    assert "--device gpu needs a GPU" in problem
 
 
 def test_cpu_inference_keeps_a_kv_cache():
@@ -173,7 +178,7 @@ def test_prefill_logits_for_every_position():
     from dataclasses import replace as _replace
 
     from fitcheck.estimate.inference import estimate_inference as _est
-    from fitcheck.estimate.request import Plan as _Plan
+    from fitcheck.plan import Plan as _Plan
     from estimate_specs import QWEN25_05B as S
     base = _Plan(precision="bf16", engine="transformers", device="gpu", gpus=1, context=1024, batch=1,
                  prompt_tokens=1024, kv_dtype="bf16", gpu_layers=None, gpu_memory_utilization=0.9,

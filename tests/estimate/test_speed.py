@@ -5,7 +5,8 @@ import math
 import pytest
 
 from fitcheck.estimate import speed as SP
-from fitcheck.estimate.request import InferenceRequest, resolve_inference
+from fitcheck.plan import resolve_inference
+from fitcheck.request import Request
 from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory, Unknown
 from fitcheck.units import GiB
 from estimate_specs import LLAMA2_7B, MIXTRAL, QWEN25_05B, QWEN25_7B
@@ -23,7 +24,7 @@ def box(gpu_bw=None, cpu_bw=100e9, gpu_tflops=100.0, cpu_tflops=2.0, vram_gib=80
 
 
 def plan_for(spec, machine, **kw):
-    return resolve_inference(InferenceRequest(**kw), spec, machine)
+    return resolve_inference(Request(**kw), spec, machine)
 
 
 def test_gpu_decode_is_bytes_over_bandwidth_times_efficiency():

@@ -8,7 +8,8 @@ from fitcheck.errors import FitcheckError
 from fitcheck.estimate.lora import lora_params, parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, GRADIENTS, LOGITS, MASTER_WEIGHTS, OPTIMIZER, WEIGHTS
 from fitcheck.estimate.training import estimate_training, model_state_bytes
-from fitcheck.estimate.training_request import TrainingRequest, resolve_training
+from fitcheck.plan import resolve_training
+from fitcheck.request import Request
 from fitcheck.model.spec import ModelSpec
 from estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
 from machines import machine, nvidia
@@ -22,7 +23,7 @@ A100X8 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")] * 8)
 
 
 def plan(spec=QWEN25_7B, **kw):
-    return resolve_training(TrainingRequest(**kw), spec, A100X8 if (kw.get("gpus") or 1) > 1 else A100)
+    return resolve_training(Request(**{"mode": "lora", **kw}), spec, A100X8 if (kw.get("gpus") or 1) > 1 else A100)
 
 
 def est(spec=QWEN25_7B, **kw):

@@ -6,7 +6,8 @@ from fitcheck.estimate.lora import adapter_saved_bytes_per_token, parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, LOGITS
 from fitcheck.estimate.training import estimate_training
 from fitcheck.estimate.training_activations import logits_bytes_per_token
-from fitcheck.estimate.training_request import TrainingRequest, resolve_training
+from fitcheck.plan import resolve_training
+from fitcheck.request import Request
 from estimate_specs import QWEN25_7B
 from machines import machine, nvidia
 
@@ -16,7 +17,7 @@ A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
 def gpu(**kw):
     kw.setdefault("mode", "lora")
     kw.setdefault("precision", "bf16")
-    plan = resolve_training(TrainingRequest(seq_len=kw.pop("seq_len", 1024), **kw), QWEN25_7B, A100)
+    plan = resolve_training(Request(seq_len=kw.pop("seq_len", 1024), **kw), QWEN25_7B, A100)
     return estimate_training(QWEN25_7B, plan).gpu_devices[0]
 
 

@@ -7,13 +7,13 @@ from click.testing import CliRunner
 from estimate_specs import QWEN25_7B
 from machines import machine, nvidia
 
-from fitcheck.check import check_inference
+from fitcheck.pipeline import check
 from fitcheck.cli import cli
 from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, validate
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.commands import fitcheck_command
 from fitcheck.estimate.inference import estimate_inference
-from fitcheck.estimate.request import InferenceRequest, logits_mode, parse_transformers_version, resolve_inference
+from fitcheck.plan import logits_mode, parse_transformers_version, resolve_inference
+from fitcheck.request import Request
 from fitcheck.preflight.plan_file import parse_plan
 from fitcheck.preflight.run import request_for
 
@@ -43,21 +43,21 @@ def test_malformed_versions_are_bad_input(bad):
     with pytest.raises(FitcheckError, match="--transformers-version"):
         parse_transformers_version(bad)
     with pytest.raises(FitcheckError):
-        InferenceRequest(transformers_version=bad).validate()
+        Request(transformers_version=bad).validate()
 
 
 def test_resolve_records_the_logits_for_transformers_only():
-    plan = resolve_inference(InferenceRequest(transformers_version="4.38.2"), QWEN25_7B, RTX4090)
+    plan = resolve_inference(Request(transformers_version="4.38.2"), QWEN25_7B, RTX4090)
     assert (plan.engine, plan.logits, plan.transformers_version) == ("transformers", "all-fp32", "4.38.2")
     assumption = next(a for a in plan.assumptions if a.name == "logits")
     assert assumption.option == "--transformers-version" and "4.38.2" in assumption.why
-    vllm = resolve_inference(InferenceRequest(engine="vllm", transformers_version="4.38.2"), QWEN25_7B, RTX4090)
+    vllm = resolve_inference(Request(engine="vllm", transformers_version="4.38.2"), QWEN25_7B, RTX4090)
     assert vllm.transformers_version is None and not any(a.name == "logits" for a in vllm.assumptions)
 
 
 def test_an_old_release_holds_fp32_logits_for_every_prompt_position():
     def activations(version):
-        plan = resolve_inference(InferenceRequest(context=8192, transformers_version=version), QWEN25_7B, RTX4090)
+        plan = resolve_inference(Request(context=8192, transformers_version=version), QWEN25_7B, RTX4090)
         return estimate_inference(QWEN25_7B, plan).devices[0].component("activations")
 
     # the last position's fp32 logits become every position's bf16 logits plus their fp32 copy
@@ -65,15 +65,15 @@ def test_an_old_release_holds_fp32_logits_for_every_prompt_position():
 
 
 def test_upgrading_is_the_first_alternative_and_its_command_drops_the_flag():
-    old = check_inference(Resolved(QWEN25_7B), InferenceRequest(context=16384, transformers_version="4.38.2"), RTX4090)
-    new = check_inference(Resolved(QWEN25_7B), InferenceRequest(context=16384), RTX4090)
+    old = check(Resolved(QWEN25_7B), Request(context=16384, transformers_version="4.38.2"), RTX4090)
+    new = check(Resolved(QWEN25_7B), Request(context=16384), RTX4090)
     assert new.verdict.status == "fits" and old.verdict.status == "does_not_fit"
     first = old.alternatives[0]
     assert first.title.startswith("Upgrade transformers") and first.plan.logits == "last"
-    assert first.changes == (("transformers_version", ">=4.45"),)
-    assert "--transformers-version" not in fitcheck_command("qwen-7b", first.plan)
+    assert first.changes == (("transformers_version", None),)  # typed: unset means a current release
+    assert "--transformers-version" not in first.fitcheck_command
     quantized = next(a for a in old.alternatives if ("precision", "awq") in a.changes)
-    assert "--transformers-version 4.38.2" in fitcheck_command("qwen-7b", quantized.plan)
+    assert "--transformers-version 4.38.2" in quantized.fitcheck_command
 
 
 def test_cli_option_bad_value_and_wrong_mode_exit_2():
@@ -109,9 +109,9 @@ def test_interactive_answer_and_the_upgrade_alternative():
     with pytest.raises(Invalid, match="auto"):
         validate("transformers_version", "old")
 
-    class Upgrade:
-        changes = (("transformers_version", ">=4.45"),)
-
-    answers = apply_alternative(Answers(transformers_version="4.38.2"), Upgrade())
-    assert answers.transformers_version is None and answers.request().transformers_version is None
-    assert Answers(transformers_version="4.40").request().transformers_version == "4.40"
+    asked = Answers(request=Request(context=16384, transformers_version="4.38.2"))
+    result = check(Resolved(QWEN25_7B), asked.request, RTX4090)
+    upgrade = next(a for a in result.alternatives if a.title.startswith("Upgrade transformers"))
+    answers = apply_alternative(asked, upgrade)
+    assert answers.request.transformers_version is None and answers.request.context == 16384
+    assert asked.with_answer("transformers_version", "4.40").request.transformers_version == "4.40"

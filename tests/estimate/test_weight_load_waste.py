@@ -6,7 +6,8 @@ from machines import machine, nvidia
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import estimate_inference, weight_load_waste
-from fitcheck.estimate.request import InferenceRequest, resolve_inference
+from fitcheck.plan import resolve_inference
+from fitcheck.request import Request
 from fitcheck.estimate.weights import weight_tensor_sizes
 from fitcheck.model.spec import ModelSpec
 
@@ -43,8 +44,8 @@ def test_qwen_18b_attention_matrices_leave_a_quarter_of_their_segments():
 
 
 def test_inference_overhead_counts_the_segments_once_per_gpu_share():
-    one = resolve_inference(InferenceRequest(), QWEN25_7B, machine([nvidia()]))
-    two = resolve_inference(InferenceRequest(gpus=2), QWEN25_7B, machine([nvidia(index=0), nvidia(index=1)]))
+    one = resolve_inference(Request(), QWEN25_7B, machine([nvidia()]))
+    two = resolve_inference(Request(gpus=2), QWEN25_7B, machine([nvidia(index=0), nvidia(index=1)]))
     waste = weight_load_waste(QWEN25_7B, "bf16")
     detail = next(c.detail for c in estimate_inference(QWEN25_7B, one).devices[0].components if c.name == "overhead")
     assert f"{waste / MiB:,.0f} MiB" in detail

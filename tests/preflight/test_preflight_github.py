@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fitcheck.check import check_inference
-from fitcheck.estimate.request import InferenceRequest
+from fitcheck.pipeline import check
+from fitcheck.request import Request
 from fitcheck.preflight import github
 from fitcheck.preflight.requirements import evaluate, parse_requirement
 from fitcheck.profiles import load_profile
@@ -16,10 +16,10 @@ def test_escaping_matches_the_runner():
 
 
 def test_does_not_fit_is_an_error_naming_why_and_what_fits():
-    result = check_inference("llama-3.1-70b", InferenceRequest(), load_profile("rtx-4090"))
+    result = check("llama-3.1-70b", Request(), load_profile("rtx-4090"))
     (line,) = github.check_annotations(result)
     assert line.startswith("::error title=fitcheck%3A llama-3.1-70b does not fit on rtx-4090::")
-    assert "GiB but only" in line and "Fits instead: " in line and "fitcheck llama-3.1-70b --precision" in line
+    assert "GiB but only" in line and "Fits instead: " in line and "fitcheck meta-llama/Llama-3.1-70B-Instruct --precision" in line
     md = github.check_summary(result, evaluate([parse_requirement("gpus>=2")], result.machine))
     assert md.startswith("### ❌ fitcheck: llama-3.1-70b does not fit on rtx-4090")
     assert "| GPU0 |" in md and "| `gpus>=2` | 1 | ❌ failed |" in md and "**What fits instead" in md
@@ -27,7 +27,7 @@ def test_does_not_fit_is_an_error_naming_why_and_what_fits():
 
 def test_tight_is_a_warning_or_an_error_when_strict():
     # about 16 GiB of 24 free: inside a 50 % headroom
-    result = check_inference("qwen-7b", InferenceRequest(), load_profile("rtx-4090"), headroom=0.5)
+    result = check("qwen-7b", Request(headroom=50), load_profile("rtx-4090"))
     assert result.verdict.status == "tight", result.verdict.summary()
     assert github.check_annotations(result)[0].startswith("::warning ")
     assert github.check_annotations(result, strict=True)[0].startswith("::error ")
@@ -35,16 +35,16 @@ def test_tight_is_a_warning_or_an_error_when_strict():
 
 
 def test_fits_is_a_notice():
-    result = check_inference("qwen-7b", InferenceRequest(), load_profile("h100-sxm"))
+    result = check("qwen-7b", Request(), load_profile("h100-sxm"))
     assert github.check_annotations(result)[0].startswith("::notice title=fitcheck%3A qwen-7b fits on h100-sxm::")
 
 
 def test_training_alternatives_show_training_commands_from_the_json_document():
-    from fitcheck.check import check_training
-    from fitcheck.estimate.training_request import TrainingRequest
+    from fitcheck.pipeline import check
+    from fitcheck.request import Request
     from fitcheck.render.check import check_document
 
-    result = check_training("qwen-7b", TrainingRequest(mode="qlora"), load_profile("rtx-4090"))
+    result = check("qwen-7b", Request(mode="qlora"), load_profile("rtx-4090"))
     assert result.verdict.status == "does_not_fit" and result.alternatives
     doc = check_document(result)
     expected = [a["fitcheck_command"] for a in doc["alternatives"]]
@@ -62,7 +62,7 @@ def test_training_alternatives_show_training_commands_from_the_json_document():
 def test_inference_commands_match_the_json_document():
     from fitcheck.render.check import check_document
 
-    result = check_inference("llama-3.1-70b", InferenceRequest(), load_profile("rtx-4090"))
+    result = check("llama-3.1-70b", Request(), load_profile("rtx-4090"))
     expected = [a["fitcheck_command"] for a in check_document(result)["alternatives"]]
     assert expected and github.alternative_commands(result) == expected
     assert expected[0] in github.check_annotations(result)[0]

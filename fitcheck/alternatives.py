@@ -1,0 +1,364 @@
+"""What runs instead: alternative requests, each re-checked through the same pipeline, ranked.
+
+An alternative is the request with a few fields replaced (typed changes, never strings).  Each
+candidate is resolved and estimated exactly as a request typed by the user would be, so one the
+capability table refuses, or one whose options contradict each other, never shows up, and its
+command (built from the changed request) reproduces its status and bytes.
+
+Candidates are drawn from the capability table: only precisions, KV types, optimizers and
+sharding the machine's device kind runs.  Cost (lower is better) ranks them: quality first
+(precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing), then what the
+user gives up of the request (context, batch, sequence length).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from fitcheck import engines
+from fitcheck.estimate.formats import WEIGHT_FORMATS, weight_format
+from fitcheck.estimate.result import Estimate
+from fitcheck.estimate.search import largest_fitting
+from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
+from fitcheck.machine import Machine
+from fitcheck.model.spec import ModelSpec
+from fitcheck.plan import AnyPlan, Plan, TrainingPlan
+from fitcheck.request import Request
+
+MAX_ALTERNATIVES = 5
+MAX_TRAINING_ALTERNATIVES = 6
+MIN_USEFUL_CONTEXT = 512
+MIN_USEFUL_SEQ = 256
+
+# Inference costs: a precision step of quality loss costs 10; offloading to CPU is slow (15 + share),
+# CPU-only slower (45); giving up context or sequences costs in proportion to what is given up.
+COST_PER_QUALITY_STEP = 10
+COST_KV = {"fp8": 4, "q8_0": 4, "q4_0": 9}
+COST_PER_GPU = 2            # using more of the machine's own GPUs costs little
+COST_TIGHT = 3              # fits only inside the headroom
+# Training costs.
+COST_CHECKPOINTING = 5      # ≈ 30 % more compute (one extra forward per step)
+COST_ACCUMULATION = 2
+COST_8BIT_OPTIMIZER = 4
+COST_LORA = 15              # full → LoRA: far fewer trainable parameters
+COST_QLORA = 10             # LoRA → QLoRA: a 4-bit base
+COST_SHARDING = 5           # ZeRO / FSDP communication
+COST_OFFLOAD_OPTIMIZER = 20
+COST_OFFLOAD_PARAMS = 30
+
+# The lower-precision weights a practitioner reaches for with each engine.
+_LOWER_PRECISIONS = {
+    "transformers": ("int8", "awq", "gptq-int4", "nf4"),
+    "vllm": ("fp8", "gptq-int8", "awq", "gptq-int4"),
+    "llama.cpp": engines.GGUF_TYPES,
+}
+_GGUF_LADDER = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One request checked: its plan, estimate and verdict."""
+
+    request: Request
+    plan: AnyPlan
+    estimate: Estimate
+    verdict: Verdict
+
+
+Evaluate = Callable[[Request], "Outcome | None"]   # None: the request is malformed (never offered)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    title: str
+    request: Request                          # the whole request to ask instead
+    plan: AnyPlan
+    estimate: Estimate
+    verdict: Verdict
+    cost: float
+    changes: tuple[tuple[str, Any], ...]      # request fields replaced, with their new (typed) values
+    fitcheck_command: str = ""
+    engine_command: str = ""
+
+
+def changed_fields(before: Request, after: Request) -> tuple[tuple[str, Any], ...]:
+    return tuple((f.name, getattr(after, f.name)) for f in fields(Request)
+                 if getattr(before, f.name) != getattr(after, f.name))
+
+
+class _Search:
+    """Collects candidates: each evaluated once (by plan), kept when it fits or fits tightly."""
+
+    def __init__(self, base: Request, evaluate: Evaluate):
+        self.base = base
+        self.evaluate = evaluate
+        self.found: list[Alternative] = []
+        self.seen: set = set()
+
+    def fits(self, request: Request) -> bool:
+        out = self.evaluate(request)
+        return out is not None and out.verdict.status == FITS
+
+    def consider(self, title: str, request: Request, cost: float) -> Outcome | None:
+        out = self.evaluate(request)
+        if out is None:
+            return None
+        key = out.plan.with_changes(assumptions=())
+        if key in self.seen:
+            return out
+        self.seen.add(key)
+        if out.verdict.status in (FITS, TIGHT):
+            self.found.append(Alternative(title, request, out.plan, out.estimate, out.verdict,
+                                          cost + (COST_TIGHT if out.verdict.status == TIGHT else 0),
+                                          changed_fields(self.base, request)))
+        return out
+
+    def ranked(self, n: int) -> tuple[Alternative, ...]:
+        return tuple(sorted(self.found, key=lambda a: a.cost)[:n])
+
+
+def _runs(out: Outcome | None) -> bool:
+    return out is not None and out.verdict.status in (FITS, TIGHT)
+
+
+def _quality(precision: str) -> int:
+    return weight_format(precision).quality_loss
+
+
+def _gpus_fit(out: Outcome | None) -> bool:
+    if out is None:
+        return False
+    v = out.verdict
+    return not v.reasons and all(d.status == FITS for d in v.devices if d.kind == "gpu")
+
+
+def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
+                      evaluate: Evaluate) -> tuple[Alternative, ...]:
+    if isinstance(plan, TrainingPlan):
+        return _training(spec, request, plan, machine, evaluate)
+    return _inference(spec, request, plan, machine, evaluate)
+
+
+# ---- inference -----------------------------------------------------------------------------------
+def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
+               evaluate: Evaluate) -> tuple[Alternative, ...]:
+    # The request with the plan's precision and engine pinned: an alternative changes one thing.
+    base = request.with_changes(precision=plan.precision, engine=plan.engine)
+    s = _Search(base, evaluate)
+    kind, cc = engines.machine_kind(machine, plan.device)
+    visible = len(machine.gpus)
+    on_gpu = plan.device != "cpu" and visible > 0
+
+    def max_context(candidate: Request) -> int | None:
+        return largest_fitting(lambda n: s.fits(candidate.with_changes(context=n)), MIN_USEFUL_CONTEXT,
+                               candidate.context - 1)
+
+    def context_cost(ctx: int) -> float:
+        return 10 + 40 * (1 - ctx / request.context)
+
+    # 1. Lower-precision weights with the same engine (alone, over all GPUs, then at the context that fits).
+    current_bits = weight_format(plan.precision).linear_bits
+    runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
+    all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
+    for p in _LOWER_PRECISIONS[plan.engine]:
+        if p not in runnable or WEIGHT_FORMATS[p].linear_bits >= current_bits:
+            continue
+        step = max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+        cand = base.with_changes(precision=p)
+        desc = weight_format(p).description
+        out = s.consider(f"Quantize the weights to {desc}", cand, step)
+        if not _runs(out) and all_gpus > plan.gpus:
+            cand = cand.with_changes(gpus=all_gpus)
+            out = s.consider(f"{desc} over {all_gpus} GPUs", cand, step + COST_PER_GPU * (all_gpus - plan.gpus))
+        if not _runs(out):
+            ctx = max_context(cand)
+            if ctx:
+                s.consider(f"{desc} with a {ctx:,}-token context", cand.with_changes(context=ctx),
+                           step + context_cost(ctx))
+
+    # 1a. A transformers release that computes the prefill's logits for the last position only.
+    if plan.engine == "transformers" and plan.logits == "all-fp32":
+        s.consider("Upgrade transformers to 4.45 or later (prompt logits for the last position only)",
+                   base.with_changes(transformers_version=None), 1)
+
+    # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
+    if plan.engine == "transformers" and on_gpu and engines.runs_here("vllm", plan.precision, kind, cc) is None \
+            and plan.precision not in ("int8", "nf4", "fp32"):
+        s.consider("Serve with vLLM (paged KV cache, chunked prefill)",
+                   base.with_changes(engine="vllm", transformers_version=None,
+                                     gpus=base.gpus if base.gpus is None else min(base.gpus, max(all_gpus, 1))), 3)
+
+    # 2. Quantized KV cache.
+    for kv in {"vllm": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
+        if kv != plan.kv_dtype:
+            s.consider(f"Quantize the KV cache to {kv}", base.with_changes(kv_dtype=kv), COST_KV[kv])
+
+    # 3. Shorter context, 4. fewer concurrent sequences.
+    ctx = max_context(base)
+    if ctx:
+        s.consider(f"Shorten the context to {ctx:,} tokens", base.with_changes(context=ctx), context_cost(ctx))
+    if plan.batch > 1:
+        b = largest_fitting(lambda n: s.fits(base.with_changes(batch=n)), 1, plan.batch - 1)
+        if b:
+            s.consider(f"Serve {b} concurrent sequence{'s' if b > 1 else ''} instead of {plan.batch}",
+                       base.with_changes(batch=b), 4 + 20 * (1 - b / plan.batch))
+
+    # 5. More of the machine's GPUs (tensor parallel with vLLM, layer split otherwise).
+    if plan.device == "gpu" and all_gpus > plan.gpus:
+        s.consider(f"Spread over {all_gpus} GPUs" + (" (tensor parallel)" if plan.engine == "vllm" else ""),
+                   base.with_changes(gpus=all_gpus), COST_PER_GPU * (all_gpus - plan.gpus))
+
+    # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
+    #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
+    kv = plan.kv_dtype if plan.kv_dtype in ("q8_0", "q4_0") else "auto"
+    start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
+    ladder = [g for g in _GGUF_LADDER if weight_format(g).linear_bits <= weight_format(start).linear_bits]
+    gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
+    gpu_ok = visible > 0 and request.device != "cpu" and engines.runs_here("llama.cpp", start, gpu_kind, gpu_cc) is None
+    gguf_base = base.with_changes(engine="llama.cpp", kv_dtype=kv, gpu_layers=None, transformers_version=None,
+                                  gpu_memory_utilization=Request().gpu_memory_utilization,
+                                  device="auto" if request.device == "gpu" else request.device)
+    n_gpus = visible
+    for gguf in ladder:
+        gguf_step = max(_quality(gguf) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+        cand = gguf_base.with_changes(precision=gguf)
+        placed = False
+        if gpu_ok:
+            where = f"{n_gpus} GPUs" if n_gpus > 1 else "the GPU"
+            full = cand.with_changes(gpus=None if base.gpus is None else n_gpus)
+            placed = _runs(s.consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp", full,
+                                      gguf_step + 5 + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
+            if not placed:
+                # RAM need falls and GPU need rises with -ngl: take the most layers the GPUs hold.
+                n = largest_fitting(lambda k, c=full: _gpus_fit(evaluate(c.with_changes(gpu_layers=k))), 1,
+                                    spec.num_layers)
+                if n:
+                    share = 1 - n / spec.num_layers
+                    placed = _runs(s.consider(
+                        f"Offload {spec.num_layers - n} of {spec.num_layers} layers to the CPU with llama.cpp ({gguf})",
+                        full.with_changes(gpu_layers=n), gguf_step + 15 + 30 * share))
+        if not placed and (plan.device != "cpu" or plan.precision != gguf or plan.problems):
+            placed = _runs(s.consider(f"Run on the CPU with llama.cpp ({gguf})",
+                                      cand.with_changes(device="cpu", gpus=None), gguf_step + (45 if visible else 5)))
+        if placed:
+            break
+    return s.ranked(MAX_ALTERNATIVES)
+
+
+# ---- training ------------------------------------------------------------------------------------
+def _training(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Machine,
+              evaluate: Evaluate) -> tuple[Alternative, ...]:
+    """Each candidate changes one axis (or that axis plus gradient checkpointing, or a smaller
+    micro-batch keeping the effective batch).  Keeping the effective batch by gradient accumulation
+    is nearly free; a shorter sequence comes last (it changes what is learned)."""
+    base = request  # the training defaults depend on the mode and device only, which changes set explicitly
+    s = _Search(base, evaluate)
+    kind, cc = engines.machine_kind(machine, plan.device)
+
+    def consider(title: str, cand: Request, cost: float, with_checkpointing: bool = True) -> None:
+        out = s.consider(title, cand, cost)
+        if out is None or _runs(out):
+            return
+        if with_checkpointing and not cand.grad_checkpointing:
+            consider(title + ", with gradient checkpointing", cand.with_changes(grad_checkpointing=True),
+                     cost + COST_CHECKPOINTING, False)
+        elif cand.batch > 1 and cand.batch == base.batch:
+            # Still too big: the same change at a smaller micro-batch, keeping the effective batch.
+            b = largest_fitting(lambda n: s.fits(cand.with_changes(batch=n)), 1, cand.batch - 1)
+            if b:
+                accum = -(-cand.batch * cand.grad_accum // b)
+                s.consider(f"{title}, micro-batch {b} × accumulation {accum}",
+                           cand.with_changes(batch=b, grad_accum=accum), cost + COST_ACCUMULATION)
+
+    # 1. Gradient checkpointing.
+    if not plan.grad_checkpointing:
+        consider("Turn on gradient checkpointing", base.with_changes(grad_checkpointing=True), COST_CHECKPOINTING,
+                 False)
+
+    # 2. A smaller micro-batch, keeping the effective batch with gradient accumulation.
+    if plan.batch > 1:
+        b = largest_fitting(lambda n: s.fits(base.with_changes(batch=n)), 1, plan.batch - 1)
+        if b:
+            accum = -(-plan.batch * plan.grad_accum // b)
+            consider(f"Micro-batch {b} with gradient accumulation {accum} (same effective batch)",
+                     base.with_changes(batch=b, grad_accum=accum), COST_ACCUMULATION, False)
+
+    # 3. An 8-bit optimizer (bitsandbytes), where its kernels run.
+    if plan.optimizer in ("adamw", "sgd") and engines.OPTIMIZER_RUNS["adamw-8bit"].problem(kind, cc) is None:
+        consider("Use 8-bit AdamW (bitsandbytes)", base.with_changes(optimizer="adamw-8bit"), COST_8BIT_OPTIMIZER)
+
+    # 4. Fewer trainable parameters: full → LoRA → QLoRA; LoRA on fewer modules or a lower rank.
+    half = plan.compute_dtype if plan.compute_dtype in ("bf16", "fp16") else "bf16"
+    if plan.mode == "full":
+        consider(f"LoRA (r={plan.lora_rank}, all linear layers) instead of full fine-tuning",
+                 base.with_changes(mode="lora", precision=half, lora_targets="all-linear",
+                                   lora_train_embeddings=False, master_weights=None), COST_LORA)
+    if plan.mode in ("full", "lora") and engines.TRAINING_BASE_RUNS["nf4"].problem(kind, cc) is None:
+        consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})",
+                 base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None),
+                 (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA)
+    if plan.mode in ("lora", "qlora"):
+        if plan.lora_targets != "attention":
+            consider("LoRA on the attention projections only", base.with_changes(lora_targets="attention"), 6)
+        for r in (8, 4):
+            if r < plan.lora_rank:
+                consider(f"LoRA rank {r}", base.with_changes(lora_rank=r), 3 + (plan.lora_rank - r) / plan.lora_rank * 3)
+        if plan.lora_train_embeddings:
+            consider("Freeze the embeddings and lm_head (adapters only)",
+                     base.with_changes(lora_train_embeddings=False), 4)
+
+    # 5. Shard across the machine's GPUs, 6. offload to RAM (ZeRO-Offload) — where DeepSpeed/FSDP run.
+    shards = plan.device == "gpu" and engines.SHARDING_RUNS.problem(kind, cc) is None
+    n = len(machine.gpus) if shards else 0
+    if n > 1 and (plan.gpus < n or (plan.zero is None and plan.fsdp is None)):
+        for zero in (2, 3):
+            consider(f"DeepSpeed ZeRO-{zero} across {n} GPUs",
+                     base.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"), COST_SHARDING + (zero - 2) * 2)
+        consider(f"FSDP full-shard across {n} GPUs",
+                 base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
+    if shards and plan.offload == "none":
+        zero = max(plan.zero or 2, 2)
+        consider("Offload the optimizer to the CPU (DeepSpeed ZeRO-Offload)",
+                 base.with_changes(zero=zero, fsdp=None, offload="optimizer"), COST_OFFLOAD_OPTIMIZER)
+        consider("Offload optimizer and parameters to the CPU (ZeRO-3 Offload)",
+                 base.with_changes(zero=3, fsdp=None, offload="optimizer+params"), COST_OFFLOAD_PARAMS)
+
+    # 7. A shorter sequence (last: it changes what is learned).
+    seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ, plan.seq_len - 1)
+    if seq:
+        consider(f"Shorten the sequence to {seq:,} tokens", base.with_changes(seq_len=seq),
+                 10 + 40 * (1 - seq / plan.seq_len), False)
+
+    # Cannot run here (e.g. QLoRA's kernels on Apple, ZeRO on the CPU): the nearest request that runs.
+    if plan.problems:
+        _runnable_training(s, base, plan, machine)
+    return s.ranked(MAX_TRAINING_ALTERNATIVES)
+
+
+def _runnable_training(s: _Search, base: Request, plan: TrainingPlan, machine: Machine) -> None:
+    """For a plan this machine cannot run: the same training with what does run here swapped in."""
+    fixed = base
+    if not machine.gpus and (base.device == "gpu" or base.gpus is not None):
+        fixed = fixed.with_changes(device="auto", gpus=None)
+    elif base.gpus is not None and base.gpus > len(machine.gpus):
+        fixed = fixed.with_changes(gpus=len(machine.gpus))
+    kind, cc = engines.machine_kind(machine, "cpu" if fixed.device == "cpu" or not machine.gpus else "gpu")
+    if engines.OPTIMIZER_RUNS[base.optimizer].problem(kind, cc):
+        fixed = fixed.with_changes(optimizer="adamw")
+    if engines.ATTENTION_RUNS[base.attention].problem(kind, cc):
+        fixed = fixed.with_changes(attention="sdpa")
+    if (base.zero is not None or base.fsdp is not None) and engines.SHARDING_RUNS.problem(kind, cc):
+        fixed = fixed.with_changes(zero=None, fsdp=None, offload="none", gpus=None)
+    if kind == engines.CPU and base.gpus is not None:
+        fixed = fixed.with_changes(gpus=None)
+    base_runs = engines.TRAINING_BASE_RUNS.get(plan.precision)
+    if base_runs is not None and base_runs.problem(kind, cc):
+        fixed = fixed.with_changes(mode="lora", precision="bf16", master_weights=None)
+    if fixed != base:
+        what = ", ".join(f"{k} {'default' if v is None else v}" for k, v in changed_fields(base, fixed))
+        out = s.consider(f"What runs here: {what}", fixed, 8)
+        if out is not None and not _runs(out) and not fixed.grad_checkpointing:
+            s.consider("What runs here, with gradient checkpointing",
+                       fixed.with_changes(grad_checkpointing=True), 8 + COST_CHECKPOINTING)

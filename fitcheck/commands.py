@@ -1,0 +1,195 @@
+"""The commands that run a plan: fitcheck's own (from the option vocabulary, so it reproduces the
+request) and the engine's (vLLM, llama.cpp, transformers; accelerate/peft/DeepSpeed for training).
+Pure string building; shlex-quoted."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from fitcheck.estimate.formats import weight_format
+from fitcheck.options import command_args
+from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION, AnyPlan, Plan, TrainingPlan
+from fitcheck.request import Request
+
+
+def fitcheck_command(model_args: tuple[str, ...], request: Request, *, profile: str | None = None,
+                     extra: tuple[str, ...] = ()) -> str:
+    """`fitcheck MODEL ...` that asks ``request`` again: every option that differs from its default
+    (fitcheck.options), the precision and engine always, the machine's --profile."""
+    always = ("mode", "precision") if request.training else ("precision", "engine")
+    args = ["fitcheck", *model_args, *command_args(request.option_values(), request.mode, always=always)]
+    if profile:
+        args += ["--profile", profile]
+    args += list(extra)
+    return shlex.join(args)
+
+
+def engine_command(model_id: str, plan: AnyPlan, quantized_repos: dict[str, str] | None = None, *,
+                   local: bool = False) -> str:
+    """The command that runs ``plan`` with its engine (``local``: model_id is a path on this machine)."""
+    if isinstance(plan, TrainingPlan):
+        return training_engine_command(model_id, plan)
+    repos = quantized_repos or {}
+    if plan.engine == "vllm":
+        return _vllm(model_id, plan, repos)
+    if plan.engine == "llama.cpp":
+        return _llama_cpp(model_id, plan, repos, local)
+    return _transformers(model_id, plan, repos)
+
+
+_HF_QUANT_KEYS = {"awq": "awq", "gptq-int4": "gptq-int4", "int4": "gptq-int4", "gptq-int8": "gptq-int8", "fp8": "fp8"}
+
+
+def _quantized_repo(model_id: str, precision: str, repos: dict[str, str]) -> tuple[str, bool]:
+    key = _HF_QUANT_KEYS.get(precision)
+    if key and key in repos:
+        return repos[key], True
+    return model_id, False
+
+
+def _needs_checkpoint(model_id: str, precision: str) -> str:
+    """A trailing shell comment when no pre-quantized repository of this model is known."""
+    return f"  # {model_id} as a pre-quantized {precision.upper()} checkpoint: none known to fitcheck, use one you trust"
+
+
+def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
+    repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
+    args = ["vllm", "serve", repo, "--max-model-len", str(plan.context)]
+    if plan.batch > 1:
+        args += ["--max-num-seqs", str(plan.batch)]
+    fmt = weight_format(plan.precision)
+    comment = ""
+    if plan.precision == "fp8" and not prequantized:
+        args += ["--quantization", "fp8"]  # online dynamic FP8 quantization of a 16-bit checkpoint
+    elif fmt.family in ("gptq", "awq") and not prequantized:
+        comment = _needs_checkpoint(model_id, plan.precision)
+    elif plan.precision in ("int8", "nf4"):
+        args += ["--quantization", "bitsandbytes"]
+    elif plan.precision in ("fp16", "fp32"):
+        args += ["--dtype", {"fp16": "float16", "fp32": "float32"}[plan.precision]]
+    if plan.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    if plan.gpus > 1:
+        args += ["--tensor-parallel-size", str(plan.gpus)]
+    if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
+        args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
+    return shlex.join(args) + comment
+
+
+def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str], local: bool = False) -> str:
+    quant = plan.precision.upper()
+    comment = ""
+    if "gguf" in repos:
+        src = ["-hf", f"{repos['gguf']}:{quant}"]
+    elif local and model_id.lower().endswith(".gguf"):
+        src = ["-m", model_id]
+    else:
+        base = model_id.rstrip("/").split("/")[-1].removesuffix(".json")
+        src = ["-m", f"{base}-{quant}.gguf"]
+        if local:
+            comment = f"  # convert {model_id} with llama.cpp's convert_hf_to_gguf.py, then llama-quantize to {quant}"
+    args = ["llama-server", *src, "-c", str(plan.context * plan.batch)]
+    if plan.batch > 1:
+        args += ["-np", str(plan.batch)]
+    if plan.device == "cpu":
+        args += ["-ngl", "0"]
+    elif plan.gpu_layers is not None:
+        args += ["-ngl", str(plan.gpu_layers)]
+    else:
+        args += ["-ngl", "999"]
+    if plan.kv_dtype in ("q8_0", "q4_0"):
+        args += ["-fa", "on", "-ctk", plan.kv_dtype, "-ctv", plan.kv_dtype]
+    return shlex.join(args) + comment
+
+
+def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
+    repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
+    comment = _needs_checkpoint(model_id, plan.precision) if (
+        weight_format(plan.precision).family in ("gptq", "awq") and not prequantized) else ""
+    # GPTQ/AWQ kernels compute in float16.
+    dtype = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
+             "gptq-int8": "torch.float16", "int4": "torch.float16"}.get(plan.precision, "torch.bfloat16")
+    extra = ""
+    if plan.precision == "nf4":
+        extra = (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "
+                 "bnb_4bit_use_double_quant=True)")
+    elif plan.precision == "int8":
+        extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
+    device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
+    return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if extra else ''}; "
+            f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
+            f"device_map={device_map}{extra})\"" + comment)
+
+
+# ---- training: accelerate launch, peft, TrainingArguments, DeepSpeed ---------------------------
+# transformers TrainingArguments(optim=...) names (training_args.OptimizerNames).
+HF_OPTIM = {"adamw": "adamw_torch", "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit",
+            "sgd": "sgd", "adafactor": "adafactor"}
+HF_ATTENTION = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+
+
+def lora_config(plan: TrainingPlan) -> str:
+    """peft LoraConfig(...) for the plan's adapters."""
+    targets = ("'all-linear'" if plan.lora_targets == "all-linear" else
+               repr(["q_proj", "k_proj", "v_proj", "o_proj"]) if plan.lora_targets == "attention" else
+               repr(plan.lora_targets.split(",")))
+    extra = ", modules_to_save=['embed_tokens', 'lm_head']" if plan.lora_train_embeddings else ""
+    return f"LoraConfig(r={plan.lora_rank}, lora_alpha={2 * plan.lora_rank}, target_modules={targets}{extra})"
+
+
+def deepspeed_config(plan: TrainingPlan) -> str:
+    """The DeepSpeed config values that matter for memory (zero_optimization and precision)."""
+    if plan.zero is None:
+        return ""
+    z = {"stage": plan.zero}
+    if plan.offload in ("optimizer", "optimizer+params"):
+        z["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if plan.offload == "optimizer+params":
+        z["offload_param"] = {"device": "cpu", "pin_memory": True}
+    prec = {"bf16": '"bf16": {"enabled": true}', "fp16": '"fp16": {"enabled": true}'}.get(plan.compute_dtype, "")
+    zo = str(z).replace("'", '"').replace("True", "true")
+    return "{" + (prec + ", " if prec else "") + f'"zero_optimization": {zo}' + "}"
+
+
+def training_arguments(plan: TrainingPlan) -> str:
+    args = [f"per_device_train_batch_size={plan.batch}", f"gradient_accumulation_steps={plan.grad_accum}",
+            f"optim='{HF_OPTIM[plan.optimizer]}'"]
+    if plan.grad_checkpointing:
+        args.append("gradient_checkpointing=True")
+    if plan.compute_dtype in ("bf16", "fp16"):
+        args.append(f"{plan.compute_dtype}=True")
+    if plan.device == "cpu":
+        args.append("use_cpu=True")
+    return "TrainingArguments(" + ", ".join(args) + ")"
+
+
+def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
+    """`accelerate launch` flags plus the Python-side settings (peft, transformers, DeepSpeed).
+
+    On the CPU: `accelerate launch --cpu` with one process, and TrainingArguments(use_cpu=True)."""
+    args = ["accelerate", "launch"] + (["--cpu"] if plan.device == "cpu" else []) + ["--num_processes", str(plan.gpus)]
+    if plan.compute_dtype in ("bf16", "fp16"):
+        args += ["--mixed_precision", plan.compute_dtype]
+    if plan.zero is not None:
+        args += ["--use_deepspeed", "--zero_stage", str(plan.zero)]
+        if plan.offload in ("optimizer", "optimizer+params"):
+            args += ["--offload_optimizer_device", "cpu"]
+        if plan.offload == "optimizer+params":
+            args += ["--offload_param_device", "cpu"]
+    if plan.fsdp is not None:
+        args += ["--use_fsdp", "--fsdp_sharding_strategy", plan.fsdp.upper().replace("-", "_")]
+        if plan.offload != "none":
+            args += ["--fsdp_offload_params", "true"]
+    args += ["--gradient_accumulation_steps", str(plan.grad_accum), "train.py"]
+    notes = [f"from_pretrained('{model_id}', attn_implementation='{HF_ATTENTION[plan.attention]}'"
+             + (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "
+                "bnb_4bit_use_double_quant=True)" if plan.precision == "nf4" else
+                ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)" if plan.precision == "int8" else "") + ")"]
+    if plan.mode != "full":
+        notes.append(lora_config(plan))
+    notes.append(training_arguments(plan))
+    ds = deepspeed_config(plan)
+    if ds:
+        notes.append(f"deepspeed config {ds}")
+    return shlex.join(args) + "  # " + "; ".join(notes)

@@ -1,0 +1,324 @@
+"""The request vocabulary: one declaration per option, and everything derived from it.
+
+Each :class:`Option` says its name, type, default, choices or range, the modes it applies to and
+its help.  From this one table come:
+
+- the click options of ``fitcheck check`` and ``fitcheck where`` (:func:`click_options`),
+- validation of a value typed anywhere (:meth:`Option.parse`, used by click, plan files and the
+  interactive prompts) and of a whole request (:func:`validate_values`),
+- the fields a plan file accepts (:data:`PLAN_FIELDS`),
+- the command that reproduces a request (:func:`command_args`): the options that differ from their
+  defaults, in this table's order, so ``fitcheck`` parsing that command gives the same request back.
+
+A default is written here and nowhere else; :class:`fitcheck.request.Request` reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fitcheck.errors import FitcheckError
+
+INFERENCE = "inference"
+TRAINING_MODES = ("full", "lora", "qlora")
+MODES = (INFERENCE, *TRAINING_MODES)
+ALL_MODES = frozenset(MODES)
+TRAINING = frozenset(TRAINING_MODES)
+LORA = frozenset({"lora", "qlora"})
+ONLY_INFERENCE = frozenset({INFERENCE})
+
+PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
+              "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
+ENGINES = ("transformers", "vllm", "llama.cpp")
+DEVICES = ("auto", "gpu", "cpu")
+KV_DTYPES = ("auto", "fp16", "bf16", "fp32", "fp8", "q8_0", "q4_0")
+OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
+ATTENTIONS = ("flash", "sdpa", "eager")
+OFFLOADS = ("none", "optimizer", "optimizer+params")
+FSDP_MODES = ("full-shard", "shard-grad-op")
+MASTER_WEIGHTS = ("fp32", "none")
+ZERO_STAGES = (0, 1, 2, 3)
+
+# Bounds on what a request may ask, so absurd numbers are bad input, not overflows.
+MAX_CONTEXT = 2**30        # tokens per sequence (Llama 4 Scout advertises 10M)
+MAX_BATCH = 2**20          # concurrent sequences / micro-batch
+MAX_GPUS = 4096
+MAX_GPU_LAYERS = 100_000
+MAX_LORA_RANK = 65_536
+MAX_GRAD_ACCUM = 2**20
+
+
+@dataclass(frozen=True)
+class Option:
+    """One request option.  ``kind`` is int, float, str, choice or flag; None means "not set"."""
+
+    name: str                         # the Request field
+    flags: tuple[str, ...]            # click declarations; the first is the long flag
+    kind: str
+    default: Any
+    help: str
+    modes: frozenset[str] = ALL_MODES
+    choices: tuple[Any, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    metavar: str | None = None
+    check: Callable[[Any], None] | None = None   # extra validation of a value (raises FitcheckError)
+    prompt: str | None = None         # the interactive question, where it asks this one
+    nullable: bool = False            # "auto"/"none" typed means None
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    def applies(self, mode: str) -> bool:
+        return mode in self.modes
+
+    def parse(self, value: Any) -> Any:
+        """A value typed on the command line, in a plan file or at a prompt, checked; FitcheckError if not."""
+        if value is None:
+            return None
+        if self.nullable and isinstance(value, str) and value.strip().lower() in ("auto", "none", "off"):
+            return None
+        if self.kind == "flag":
+            if isinstance(value, bool):
+                return value
+            low = str(value).strip().lower()
+            if low in ("on", "yes", "true", "1"):
+                return True
+            if low in ("off", "no", "false", "0"):
+                return False
+            raise FitcheckError(f"{self.flag} is on or off, got {value!r}")
+        if self.kind == "choice":
+            for c in self.choices:
+                if str(c).lower() == str(value).strip().lower():
+                    return c
+            raise FitcheckError(f"{self.flag}: {value!r} is not one of: " + ", ".join(str(c) for c in self.choices))
+        if self.kind == "int":
+            number = _int(value)
+            if number is None:
+                raise FitcheckError(f"{self.flag} must be a whole number, got {value!r}")
+            self._bounds(number)
+            return number
+        if self.kind == "float":
+            if isinstance(value, bool):
+                raise FitcheckError(f"{self.flag} must be a number, got {value!r}")
+            try:
+                real = float(value)
+            except (TypeError, ValueError):
+                raise FitcheckError(f"{self.flag} must be a number, got {value!r}") from None
+            if real != real:  # NaN
+                raise FitcheckError(f"{self.flag} must be a number, got {value!r}")
+            self._bounds(real)
+            return real
+        text = str(value).strip()
+        if not text:
+            raise FitcheckError(f"{self.flag} must not be empty")
+        if self.check is not None:
+            self.check(text)
+        return text
+
+    def _bounds(self, number: float) -> None:
+        if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
+            raise FitcheckError(f"{self.flag} must be between {_num(self.low)} and {_num(self.high)}, got {number:.6g}")
+
+    def text(self, value: Any) -> str:
+        """The value as typed on a command line."""
+        if isinstance(value, float):
+            return f"{value:g}"
+        return str(value)
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "no limit"
+    return f"{x:,.0f}" if float(x).is_integer() and abs(x) >= 10_000 else f"{x:g}"
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    raw = str(value).strip().replace(",", "").replace("_", "")
+    if raw.lower().endswith("k") and raw[:-1].isdigit():
+        return int(raw[:-1]) * 1024
+    return int(raw) if raw.isdigit() else None
+
+
+def _check_transformers_version(text: str) -> None:
+    from fitcheck.plan import parse_transformers_version
+
+    parse_transformers_version(text)
+
+
+def _check_lora_targets(text: str) -> None:
+    from fitcheck.estimate.lora import parse_targets
+
+    parse_targets(text)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("mode", ("--mode",), "choice", INFERENCE, choices=MODES, prompt="Mode",
+           help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
+                "micro-batch per GPU)."),
+    Option("precision", ("--precision", "-p"), "choice", None, choices=PRECISIONS, nullable=True,
+           prompt="Precision (auto, bf16, fp16, int8, awq, gptq-int4, nf4, q8_0, q4_k_m, ...)",
+           help="Weights format. Default: the best this machine runs — bf16 on GPUs with compute capability "
+                ">= 8.0 and Apple, fp16 on older GPUs, q4_k_m on CPU-only machines; a checkpoint read from "
+                "files keeps its format where it runs here."),
+    Option("context", ("--context", "-c"), "int", 4096, modes=ONLY_INFERENCE, low=1, high=MAX_CONTEXT,
+           prompt="Context length, tokens (prompt + generated)",
+           help="Tokens per sequence, prompt plus generated (not the model's maximum)."),
+    Option("seq_len", ("--seq-len",), "int", 2048, modes=TRAINING, low=1, high=MAX_CONTEXT,
+           prompt="Sequence length, tokens", help="Training: tokens per sequence."),
+    Option("batch", ("--batch", "-b"), "int", 1, low=1, high=MAX_BATCH, prompt="Batch (concurrent sequences)",
+           help="Concurrent sequences (training: the micro-batch per GPU)."),
+    Option("kv_dtype", ("--kv-dtype",), "choice", "auto", modes=ONLY_INFERENCE, choices=KV_DTYPES,
+           help="KV-cache element type (auto: the engine's default; fp8 with vLLM, q8_0/q4_0 with llama.cpp)."),
+    Option("engine", ("--engine",), "choice", None, modes=ONLY_INFERENCE, choices=ENGINES, nullable=True,
+           help="Default: the engine that runs the precision on this machine — llama.cpp for GGUF types and "
+                "CPU-only machines, transformers otherwise."),
+    Option("gpu_memory_utilization", ("--gpu-memory-utilization",), "float", 0.9, modes=ONLY_INFERENCE,
+           low=0.05, high=1.0, help="vLLM's reservation, a fraction of total GPU memory."),
+    Option("gpus", ("--gpus",), "int", None, low=1, high=MAX_GPUS, nullable=True,
+           help="GPUs to use. Default: inference spreads over all of the machine's GPUs (tensor parallel "
+                "with vLLM, layer split otherwise); training uses all of them with --zero/--fsdp, else one."),
+    Option("device", ("--device",), "choice", "auto", choices=DEVICES,
+           help="Where to run or train: auto (the GPU when there is one), gpu, or cpu."),
+    Option("gpu_layers", ("--gpu-layers", "-ngl"), "int", None, modes=ONLY_INFERENCE, low=0, high=MAX_GPU_LAYERS,
+           nullable=True, help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM."),
+    Option("transformers_version", ("--transformers-version",), "str", None, modes=ONLY_INFERENCE,
+           metavar="X.Y", check=_check_transformers_version, nullable=True,
+           help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
+                "logits are fp32 for every position, not just the last. Default: 4.45 or later."),
+    Option("grad_accum", ("--grad-accum",), "int", 1, modes=TRAINING, low=1, high=MAX_GRAD_ACCUM,
+           help="Training: gradient accumulation steps (> 1 keeps gradients allocated between micro-batches)."),
+    Option("optimizer", ("--optimizer",), "choice", "adamw", modes=TRAINING, choices=OPTIMIZERS,
+           help="Training: optimizer (the 8-bit ones are bitsandbytes: CUDA/ROCm)."),
+    Option("master_weights", ("--master-weights",), "choice", None, modes=TRAINING, choices=MASTER_WEIGHTS,
+           nullable=True, help="Training: fp32 master copy of the trainable weights (default fp32)."),
+    Option("grad_checkpointing", ("--grad-checkpointing/--no-grad-checkpointing",), "flag", False, modes=TRAINING,
+           help="Training: recompute activations in backward (keeps only layer inputs)."),
+    Option("attention", ("--attention",), "choice", "sdpa", modes=TRAINING, choices=ATTENTIONS,
+           help="Training: attention kernel (flash: flash-attention 2 on CUDA >= 8.0 or ROCm; eager keeps "
+                "seq² probabilities)."),
+    Option("lora_rank", ("--lora-rank",), "int", 16, modes=LORA, low=1, high=MAX_LORA_RANK, help="LoRA/QLoRA rank r."),
+    Option("lora_targets", ("--lora-targets",), "str", "all-linear", modes=LORA,
+           metavar="all-linear|attention|q_proj,v_proj,...", check=_check_lora_targets,
+           help="LoRA/QLoRA: modules that get adapters."),
+    Option("lora_train_embeddings", ("--lora-train-embeddings",), "flag", False, modes=LORA,
+           help="LoRA/QLoRA: also train embeddings and lm_head (peft modules_to_save)."),
+    Option("zero", ("--zero",), "choice", None, modes=TRAINING, choices=ZERO_STAGES, nullable=True,
+           help="Training: DeepSpeed ZeRO stage across --gpus (default: all of the machine's GPUs)."),
+    Option("fsdp", ("--fsdp",), "choice", None, modes=TRAINING, choices=FSDP_MODES, nullable=True,
+           help="Training: PyTorch FSDP sharding across --gpus (default: all of the machine's GPUs)."),
+    Option("offload", ("--offload",), "choice", "none", modes=TRAINING, choices=OFFLOADS,
+           help="Training: ZeRO-Offload to RAM (RAM need is checked too)."),
+    Option("headroom", ("--headroom",), "float", 10.0, low=0, high=99,
+           help="Safety margin, percent of free memory kept unused."),
+)
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}
+# Plan-file case fields: every request option, plus what a case names besides the request.
+PLAN_FIELDS: tuple[str, ...] = ("model", "name", *BY_NAME, "params", "profile", "strict")
+
+
+def option(name: str) -> Option:
+    return BY_NAME[name]
+
+
+def validate_values(values: dict[str, Any]) -> None:
+    """Each option's value checked against its declaration (FitcheckError naming the flag)."""
+    for name, value in values.items():
+        opt = BY_NAME.get(name)
+        if opt is None or value is None:
+            continue
+        opt.parse(value)
+
+
+def not_applying(mode: str, names: Iterable[str]) -> list[Option]:
+    """The options among ``names`` that do not apply to ``mode``."""
+    return [BY_NAME[n] for n in names if n in BY_NAME and not BY_NAME[n].applies(mode)]
+
+
+def mode_error(mode: str, options: list[Option]) -> FitcheckError:
+    flags = ", ".join(o.flag.split("/")[0] for o in options)
+    if mode == INFERENCE:
+        return FitcheckError(f"{flags} applies to training: add --mode full, lora or qlora")
+    hint = " (training uses --seq-len)" if any(o.name == "context" for o in options) else ""
+    return FitcheckError(f"{flags} applies to inference, not --mode {mode}{hint}")
+
+
+def command_args(values: dict[str, Any], mode: str, *, always: Iterable[str] = ()) -> list[str]:
+    """Arguments that give back ``values`` (a request's fields): options that apply to ``mode`` and
+    differ from their default, in the vocabulary's order; ``always`` are written even at the default."""
+    keep = set(always)
+    args: list[str] = []
+    for opt in OPTIONS:
+        if opt.name not in values or not opt.applies(mode):
+            continue
+        value = values[opt.name]
+        if value == opt.default and opt.name not in keep:
+            continue
+        if value is None:
+            continue
+        flag = opt.flag
+        if opt.kind == "flag":
+            on, _, off = flag.partition("/")
+            args.append(on if value else (off or on))
+            continue
+        args += [flag, opt.text(value)]
+    return args
+
+
+# ---- click ------------------------------------------------------------------------------------
+def _click_type(opt: Option):
+    import click
+
+    if opt.kind == "choice":
+        return click.Choice([str(c) for c in opt.choices], case_sensitive=False)
+    if opt.kind == "int":
+        return click.IntRange(min=None if opt.low is None else int(opt.low),
+                              max=None if opt.high is None else int(opt.high))
+    if opt.kind == "float":
+        return click.FloatRange(min=opt.low, max=opt.high)
+    return click.STRING
+
+
+def _callback(opt: Option):
+    import click
+
+    def convert(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return opt.parse(value)
+        except FitcheckError as exc:
+            raise click.BadParameter(exc.one_line()) from None
+    return convert
+
+
+def click_options(names: Iterable[str] | None = None, *, help_overrides: dict[str, str] | None = None):
+    """A decorator adding the click options for ``names`` (default: all), each from its declaration."""
+    import click
+
+    chosen = [BY_NAME[n] for n in names] if names is not None else list(OPTIONS)
+    helps = help_overrides or {}
+
+    def decorator(func):
+        for opt in reversed(chosen):
+            attrs: dict[str, Any] = {"help": helps.get(opt.name, opt.help)}
+            if opt.kind == "flag":
+                attrs.update(default=opt.default, show_default="/" in opt.flag)
+                if "/" not in opt.flag:
+                    attrs["is_flag"] = True
+            else:
+                attrs.update(type=_click_type(opt), default=opt.default, callback=_callback(opt),
+                             show_default=opt.default is not None)
+                if opt.metavar:
+                    attrs["metavar"] = opt.metavar
+            func = click.option(*opt.flags, opt.name, **attrs)(func)
+        return func
+    return decorator

@@ -1,0 +1,456 @@
+"""A Request resolved against a machine: every choice concrete, every default recorded.
+
+``resolve(request, spec, machine)`` returns a :class:`Plan` (inference) or :class:`TrainingPlan`
+(full, lora, qlora).  Defaults come from the capability table (fitcheck.engines): the best
+precision and engine this machine runs for this checkpoint, never a pair the table refuses.  Each
+default is an `Assumption` naming the flag that changes it.
+
+A request the machine cannot run (kernels missing, compute capability too low, no GPU, fewer GPUs
+than asked) still resolves: the plan carries ``problems``, and the verdict is *cannot run here*
+with the alternatives that do run.  Only a malformed request raises (FitcheckError, exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Union
+
+from fitcheck import engines
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import weight_format, weight_format_or_none
+from fitcheck.estimate.lora import parse_targets
+from fitcheck.estimate.result import Assumption
+from fitcheck.machine import Machine, known
+from fitcheck.model.spec import ModelSpec
+from fitcheck.options import DEFAULTS
+from fitcheck.request import Request
+
+DEFAULT_CONTEXT = DEFAULTS["context"]
+DEFAULT_SEQ_LEN = DEFAULTS["seq_len"]
+DEFAULT_GPU_MEMORY_UTILIZATION = DEFAULTS["gpu_memory_utilization"]
+DEFAULT_LORA_RANK = DEFAULTS["lora_rank"]
+DEFAULT_LORA_TARGETS = DEFAULTS["lora_targets"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A fully resolved inference configuration: every field concrete."""
+
+    precision: str
+    engine: str
+    device: str                 # 'gpu', 'cpu' or 'offload' (llama.cpp split between GPU and CPU)
+    gpus: int                   # GPUs used (0 for CPU)
+    context: int
+    batch: int
+    prompt_tokens: int
+    kv_dtype: str               # concrete: fp16, bf16, fp32, fp8, q8_0, q4_0
+    gpu_layers: int | None      # llama.cpp layers on the GPU (None: all)
+    gpu_memory_utilization: float
+    gpu_total_bytes: int | None  # vLLM reserves a fraction of this
+    compute_capability: float | None
+    unified_memory: bool = False
+    assumptions: tuple[Assumption, ...] = ()
+    decodes: bool = True        # tokens are generated after the prompt (False: a prefill-only pass)
+    # transformers' prefill logits: 'last' position only (>= 4.45, logits_to_keep=1, what generate()
+    # asks for), 'all' positions in the compute dtype (logits_to_keep=0), or 'all-fp32': every
+    # position upcast in the model's forward (transformers < 4.45: `logits = logits.float()`).
+    logits: str = "last"
+    transformers_version: str | None = None  # as typed (--transformers-version); None: a current one
+    problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
+    mode: str = "inference"
+
+    def with_changes(self, **changes) -> Plan:
+        return replace(self, **changes)
+
+    @property
+    def training(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A fully resolved training configuration."""
+
+    mode: str
+    precision: str               # base weights format
+    compute_dtype: str           # bf16 | fp16 | fp32: activations and 16-bit copies
+    seq_len: int
+    batch: int
+    grad_accum: int
+    optimizer: str
+    master_weights: str          # fp32 | none
+    grad_checkpointing: bool
+    attention: str
+    lora_rank: int
+    lora_targets: str
+    lora_dropout: float
+    lora_train_embeddings: bool
+    gpus: int
+    zero: int | None
+    fsdp: str | None
+    offload: str
+    ds_bucket_elements: int | None
+    compute_capability: float | None = None
+    assumptions: tuple[Assumption, ...] = ()
+    device: str = "gpu"          # gpu | cpu: where the step runs (cpu: one process, RAM is the memory)
+    problems: tuple[str, ...] = ()
+
+    def with_changes(self, **changes) -> TrainingPlan:
+        return replace(self, **changes)
+
+    @property
+    def training(self) -> bool:
+        return True
+
+    @property
+    def framework(self) -> str:
+        """deepspeed | fsdp | ddp | single (one process, plain PyTorch/Trainer)."""
+        if self.zero is not None:
+            return "deepspeed"
+        if self.fsdp is not None:
+            return "fsdp"
+        return "ddp" if self.gpus > 1 else "single"
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch * self.grad_accum * self.gpus
+
+    # The names an inference Plan has, so renderers read any plan alike.
+    @property
+    def context(self) -> int:
+        return self.seq_len
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.seq_len
+
+    @property
+    def kv_dtype(self) -> str:
+        return "none"             # no KV cache in training
+
+    @property
+    def engine(self) -> str:
+        return {"deepspeed": "deepspeed", "fsdp": "fsdp"}.get(self.framework, "transformers")
+
+    @property
+    def gpu_layers(self) -> None:
+        return None
+
+    @property
+    def gpu_memory_utilization(self) -> None:
+        return None
+
+
+AnyPlan = Union[Plan, TrainingPlan]
+
+
+def resolve(request: Request, spec: ModelSpec, machine: Machine) -> AnyPlan:
+    """The plan for ``request`` on ``machine`` (either mode)."""
+    return resolve_training(request, spec, machine) if request.training else resolve_inference(request, spec, machine)
+
+
+# ---- transformers' prefill logits ------------------------------------------------------------
+# transformers 4.45 added `logits_to_keep` (then `num_logits_to_keep`) to generate(): the prefill
+# computes logits for the last position only.  Before it, Llama-style models computed them for
+# every prompt position and upcast them (`logits = logits.float()` in *ForCausalLM.forward).
+LAST_LOGITS_SINCE = (4, 45)
+# Remote-code architectures whose forward has no logits_to_keep and keeps the compute dtype
+# (Qwen(1) modeling_qwen.py: `lm_logits = self.lm_head(hidden_states)`).
+_ALL_LOGITS_ARCHITECTURES = frozenset({"qwen"})
+
+
+def parse_transformers_version(text: str) -> tuple[int, int]:
+    """(major, minor) of a version such as '4.38.2' or '4.46'; bad input is a FitcheckError."""
+    parts = str(text).strip().lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        major = minor = -1
+    if not 2 <= major <= 99 or not 0 <= minor <= 999:
+        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}")
+    return major, minor
+
+
+def logits_mode(architecture: str, transformers_version: str | None) -> tuple[str, str]:
+    """(Plan.logits, why) for transformers' prefill with this architecture and version."""
+    if architecture in _ALL_LOGITS_ARCHITECTURES:
+        return "all", f"{architecture} remote code computes logits for every prompt position"
+    if transformers_version is None:
+        return "last", "transformers >= 4.45 assumed: logits for the last prompt position"
+    if parse_transformers_version(transformers_version) < LAST_LOGITS_SINCE:
+        return "all-fp32", f"transformers {transformers_version}: fp32 logits for every prompt position"
+    return "last", f"transformers {transformers_version}: logits for the last prompt position"
+
+
+# ---- inference ---------------------------------------------------------------------------------
+def _gpu_problems(machine: Machine, asked: str, gpus: int) -> list[str]:
+    visible = len(machine.gpus)
+    if not visible:
+        status = f" ({machine.gpu_status})" if machine.gpu_status else ""
+        return [f"{asked} needs a GPU, but {machine.name} has none{status}"]
+    if gpus > visible:
+        return [f"--gpus {gpus}, but {machine.name} has {visible} GPU{'s' if visible > 1 else ''}"]
+    return []
+
+
+def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float | None) -> tuple[str | None, str]:
+    """The checkpoint's stored format when it runs here (with ``engine`` or its default), else
+    (None, why not)."""
+    stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+    if stored is None:
+        return None, ""
+    name = stored.name
+    choices = [engine] if engine else engines.engines_for(name)
+    if engine and engines.engine_precision_problem(engine, name):
+        return None, f"the checkpoint's {name} does not load in {engine}"
+    for e in choices:
+        if engines.runs_here(e, name, kind, cc) is None:
+            return name, "the checkpoint's stored format"
+    why = engines.runs_here(choices[0], name, kind, cc) if choices else f"no engine loads {name}"
+    return None, f"the checkpoint's {name} does not run here ({why})"
+
+
+def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
+    """Fill every default of an inference ``req`` for ``machine`` and record how each was chosen.
+
+    Order: device, the engine the user named (or that a KV-cache type implies), the precision
+    (typed, the checkpoint's where it runs here, else the machine's best), then the engine default
+    for that precision, the GPUs (all of the machine's, split as the engine splits), the KV cache.
+    """
+    req.validate()
+    notes: list[Assumption] = []
+    has_gpu = bool(machine.gpus)
+    problems: list[str] = []
+
+    # Device: auto -> the GPU when there is one; --gpu-layers means llama.cpp partial offload.
+    if req.device == "cpu":
+        device = "cpu"
+    elif req.device == "gpu" or req.gpus or req.gpu_layers is not None or has_gpu:
+        device = "gpu"
+    else:
+        device = "cpu"
+    if device == "gpu" and not has_gpu:
+        asked = ("--device gpu" if req.device == "gpu" else f"--gpus {req.gpus}" if req.gpus
+                 else "--gpu-layers")
+        problems += _gpu_problems(machine, asked, req.gpus or 1)
+    if req.gpu_layers is not None:
+        device = "offload"
+    notes.append(Assumption("device", device, "from --device" if req.device != "auto" else
+                            ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
+    kind, cc = engines.machine_kind(machine, device)
+
+    # The engine asked for, or implied by a KV-cache type only one engine has.
+    implied = {"q8_0": "llama.cpp", "q4_0": "llama.cpp", "fp8": "vllm"}.get(req.kv_dtype)
+    hint = req.engine or implied or ("llama.cpp" if device == "offload" else None)
+
+    # Precision: typed, the checkpoint's stored format where it runs here, else the best here.
+    if req.precision:
+        precision = weight_format(req.precision).name
+        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+    else:
+        stored, why_stored = _stored_precision(spec, hint, kind, cc)
+        if stored:
+            precision = stored
+            notes.append(Assumption("precision", precision, why_stored, "--precision"))
+        else:
+            precision, why = engines.default_precision(machine, device, hint)
+            notes.append(Assumption("precision", precision, f"{why_stored}; {why}" if why_stored else why,
+                                    "--precision"))
+
+    if req.engine:
+        engine = req.engine
+        notes.append(Assumption("engine", engine, "from --engine", "--engine"))
+    elif hint and not engines.engine_precision_problem(hint, precision):
+        engine = hint
+        notes.append(Assumption("engine", engine, f"--kv-dtype {req.kv_dtype} is a {engine} type" if implied
+                                else "partial offload (--gpu-layers) is llama.cpp's", "--engine"))
+    else:
+        engine = engines.default_engine(precision, kind, cc, device)
+        why = ("GGUF type or CPU" if engine == "llama.cpp" else
+               "GPU with a non-GGUF precision" if engine == "transformers" else f"the engine that runs {precision} here")
+        notes.append(Assumption("engine", engine, why, "--engine"))
+    problem = engines.engine_precision_problem(engine, precision)
+    if problem:
+        raise FitcheckError(*problem)
+    if device == "offload" and engine != "llama.cpp":
+        raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+    if not problems:
+        why_not = engines.runs_here(engine, precision, kind, cc)
+        if why_not:
+            problems.append(f"{why_not}; here: {engines.KIND_NAMES[kind]}"
+                            + (f" (compute capability {cc:g})" if cc is not None and "compute capability" not in why_not
+                               else ""))
+
+    # GPUs: all of the machine's (as the engine splits) unless --gpus says otherwise.
+    visible = len(machine.gpus)
+    if device == "cpu":
+        gpus = 0
+    elif req.gpus:
+        gpus = req.gpus
+        if has_gpu and req.gpus > visible and not problems:
+            problems += _gpu_problems(machine, f"--gpus {req.gpus}", req.gpus)
+        notes.append(Assumption("gpus", str(gpus), "from --gpus", "--gpus"))
+    else:
+        gpus = max(engines.usable_gpus(engine, visible, spec.num_attention_heads), 1)
+        why = "one GPU" if gpus == 1 else (
+            f"all {gpus} GPUs of this machine" if gpus == visible else
+            f"{gpus} of {visible} GPUs: tensor parallelism needs a power of two dividing the attention heads")
+        notes.append(Assumption("gpus", str(gpus), why, "--gpus"))
+
+    # KV-cache dtype.
+    if req.kv_dtype == "auto":
+        kv = engines.default_kv(engine, precision, kind, cc)
+        notes.append(Assumption("kv_dtype", kv, "engine default", "--kv-dtype"))
+    else:
+        kv = req.kv_dtype
+        notes.append(Assumption("kv_dtype", kv, "from --kv-dtype", "--kv-dtype"))
+    problem = engines.kv_problem(engine, kv)
+    if problem:
+        raise FitcheckError(*problem)
+
+    prompt = req.prompt_tokens or req.context
+    notes.append(Assumption("context", str(req.context), "from --context" if req.context != DEFAULT_CONTEXT else
+                            "default (not the model's maximum)", "--context"))
+    notes.append(Assumption("batch", str(req.batch), "concurrent sequences", "--batch"))
+    gpu_total = None
+    unified = False
+    if device != "cpu" and visible:
+        g = machine.gpus[0]
+        gpu_total = g.memory_total_bytes if known(g.memory_total_bytes) else None
+        unified = g.unified_memory
+    logits = "last"
+    if engine == "transformers":
+        logits, why = logits_mode(spec.architecture, req.transformers_version)
+        notes.append(Assumption("logits", logits, why, "--transformers-version"))
+    if engine == "vllm":
+        notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
+                                "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
+                                "from --gpu-memory-utilization", "--gpu-memory-utilization"))
+    return Plan(
+        precision=precision, engine=engine, device=device, gpus=gpus, context=req.context,
+        batch=req.batch, prompt_tokens=prompt, kv_dtype=kv, gpu_layers=req.gpu_layers,
+        gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
+        compute_capability=cc if device != "cpu" else None, unified_memory=unified, assumptions=tuple(notes),
+        logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
+        problems=tuple(problems),
+    )
+
+
+# ---- training ----------------------------------------------------------------------------------
+CPU_PRECISION_WHY = "CPU training: bf16 assumed"
+
+
+def _training_problems(req: Request, plan_precision: str, device: str, gpus: int, machine: Machine) -> list[str]:
+    """Why this machine cannot run the training request, from the capability table."""
+    kind, cc = engines.machine_kind(machine, device)
+    where = "this run is on the CPU (--device cpu)" if req.device == "cpu" else (
+        f"{machine.name} has no GPU" if kind == engines.CPU else f"here: {engines.KIND_NAMES[kind]}")
+    out: list[str] = []
+    if device == "gpu" and not machine.gpus:
+        return _gpu_problems(machine, "--device gpu" if req.device == "gpu" else f"--gpus {req.gpus}", gpus)
+    if device == "gpu" and gpus > len(machine.gpus):
+        out += _gpu_problems(machine, f"--gpus {gpus}", gpus)
+    if kind == engines.CPU and req.gpus is not None:
+        out.append(f"--gpus {req.gpus} needs GPUs, but {where}: CPU training runs one process")
+    if req.zero is not None or req.fsdp is not None:
+        what = f"--zero {req.zero} (DeepSpeed ZeRO)" if req.zero is not None else f"--fsdp {req.fsdp}"
+        problem = engines.SHARDING_RUNS.problem(kind, cc)
+        if problem:
+            out.append(f"{what}: {problem}, but {where}")
+    base = engines.TRAINING_BASE_RUNS.get(plan_precision)
+    if base is not None and base.problem(kind, cc):
+        what = f"QLoRA's {plan_precision} base" if req.mode == "qlora" else f"a {plan_precision} base"
+        out.append(f"{what}: {base.problem(kind, cc)}, but {where}")
+    optimizer = engines.OPTIMIZER_RUNS[req.optimizer].problem(kind, cc)
+    if optimizer:
+        out.append(f"--optimizer {req.optimizer}: {optimizer}, but {where}")
+    attention = engines.ATTENTION_RUNS[req.attention].problem(kind, cc)
+    if attention:
+        out.append(f"--attention {req.attention}: {attention}, but {where}")
+    return out
+
+
+def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> TrainingPlan:
+    """Fill every default of a training ``req`` for ``machine`` and record how each was chosen.
+
+    The device comes first: on the CPU (no GPU here, or --device cpu) a training run is one process
+    in RAM.  With --zero or --fsdp and no --gpus, the run shards over all of the machine's GPUs.
+    """
+    req.validate()
+    has_gpu = bool(machine.gpus)
+    if req.device == "cpu":
+        device = "cpu"
+    else:
+        device = "gpu" if (has_gpu or req.device == "gpu" or req.gpus) else "cpu"
+    notes: list[Assumption] = [Assumption("mode", req.mode, "from --mode", "--mode")]
+    notes.append(Assumption("device", device, "from --device" if req.device != "auto" else
+                            ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
+    cc = engines.machine_kind(machine, device)[1] if device == "gpu" else None
+    if device == "gpu" and has_gpu:
+        half, half_why = engines.default_precision(machine, "gpu", "transformers")
+    else:
+        half, half_why = "bf16", CPU_PRECISION_WHY
+    if half not in ("bf16", "fp16"):
+        half = "bf16"
+    if req.precision:
+        precision = weight_format(req.precision).name
+        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+    elif req.mode == "qlora":
+        precision = "nf4"
+        notes.append(Assumption("precision", precision, "QLoRA's bitsandbytes NF4 base (Dettmers et al. 2023)",
+                                "--precision"))
+    else:
+        precision = half
+        notes.append(Assumption("precision", precision, half_why, "--precision"))
+    compute = precision if precision in ("bf16", "fp16", "fp32") else half
+    master = req.master_weights or "fp32"
+    notes.append(Assumption("master_weights", master, "from --master-weights" if req.master_weights else
+                            ("mixed precision: fp32 master copy" if req.mode == "full"
+                             else "trainable adapters kept in fp32 (peft)"), "--master-weights"))
+    notes.append(Assumption("optimizer", req.optimizer, "from --optimizer" if req.optimizer != "adamw" else "default",
+                            "--optimizer"))
+    notes.append(Assumption("seq_len", str(req.seq_len), "from --seq-len" if req.seq_len != DEFAULT_SEQ_LEN
+                            else "default", "--seq-len"))
+    notes.append(Assumption("batch", str(req.batch), "micro-batch per GPU" if device == "gpu"
+                            else "micro-batch of the one CPU process", "--batch"))
+    notes.append(Assumption("grad_checkpointing", "on" if req.grad_checkpointing else "off",
+                            "from the option" if req.grad_checkpointing else "Trainer default (off)",
+                            "--grad-checkpointing"))
+    notes.append(Assumption("attention", req.attention, "transformers default (sdpa)" if req.attention == "sdpa"
+                            else "from --attention", "--attention"))
+    if req.mode != "full":
+        targets = parse_targets(req.lora_targets)
+        notes.append(Assumption("lora", f"r={req.lora_rank}, targets {targets.label}"
+                                + (", embeddings trained" if req.lora_train_embeddings else ""),
+                                "defaults" if (req.lora_rank, req.lora_targets) == (DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS)
+                                else "from the options", "--lora-rank/--lora-targets"))
+    visible = len(machine.gpus)
+    sharded = req.zero is not None or req.fsdp is not None
+    if device == "cpu":
+        gpus = 1  # one process
+    elif req.gpus:
+        gpus = req.gpus
+        notes.append(Assumption("gpus", str(gpus), "from --gpus", "--gpus"))
+    elif sharded and visible > 1:
+        gpus = visible
+        notes.append(Assumption("gpus", str(gpus), f"all {visible} GPUs of this machine ({'--zero' if req.zero is not None else '--fsdp'} shards over them)", "--gpus"))
+    else:
+        gpus = 1
+        notes.append(Assumption("gpus", "1", "one GPU (add --zero or --fsdp to shard over more)" if visible > 1
+                                else "one GPU", "--gpus"))
+    if req.zero is not None:
+        notes.append(Assumption("sharding", f"DeepSpeed ZeRO-{req.zero}", "from --zero", "--zero"))
+    elif req.fsdp is not None:
+        notes.append(Assumption("sharding", f"FSDP {req.fsdp}", "from --fsdp", "--fsdp"))
+    if req.offload != "none":
+        notes.append(Assumption("offload", req.offload, "from --offload", "--offload"))
+    problems = _training_problems(req, precision, device, gpus, machine)
+    return TrainingPlan(
+        mode=req.mode, precision=precision, compute_dtype=compute, seq_len=req.seq_len, batch=req.batch,
+        grad_accum=req.grad_accum, optimizer=req.optimizer, master_weights=master,
+        grad_checkpointing=req.grad_checkpointing, attention=req.attention, lora_rank=req.lora_rank,
+        lora_targets=parse_targets(req.lora_targets).text if req.mode != "full" else req.lora_targets,
+        lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
+        zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
+        compute_capability=cc, assumptions=tuple(notes), device=device, problems=tuple(problems),
+    )

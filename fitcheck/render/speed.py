@@ -1,0 +1,118 @@
+"""Speed in words and in JSON: decode/prefill rates, training throughput, the CPU-or-GPU advice.
+
+Shared by the `fitcheck MODEL` and `fitcheck where` renderers.
+"""
+
+from __future__ import annotations
+
+from fitcheck.estimate.speed import DeviceAdvice, Efficiency, Rate, SpeedEstimate, TrainingSpeed
+
+
+def rate_text(rate: Rate | None, unit: str = "tok/s") -> str:
+    """'35–60 tok/s' (two significant figures at each end), or 'unknown'."""
+    if rate is None:
+        return "unknown"
+    return f"{_num(rate.low)}–{_num(rate.high)} {unit}"
+
+
+def _num(x: float) -> str:
+    if x >= 100:
+        return f"{round(x, -1 if x < 1000 else -2):,.0f}"
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def rate_dict(rate: Rate | None) -> dict | None:
+    return None if rate is None else {"low": round(rate.low, 2), "high": round(rate.high, 2)}
+
+
+def efficiency_dict(e: Efficiency) -> dict:
+    return {"name": e.name, "low": e.low, "high": e.high, "why": e.why}
+
+
+def speed_document(speed: SpeedEstimate | None) -> dict | None:
+    """The JSON form of one speed estimate."""
+    if speed is None:
+        return None
+    return {
+        "device": speed.device, "engine": speed.engine, "precision": speed.precision, "batch": speed.batch,
+        "at_context": speed.context,
+        "decode_tokens_per_s": rate_dict(speed.decode),
+        "per_sequence_tokens_per_s": rate_dict(speed.per_sequence),
+        "prefill_tokens_per_s": rate_dict(speed.prefill),
+        "bound": speed.bound,
+        "bytes_per_step": {"weights": speed.weight_bytes_per_step, "kv_cache": speed.kv_bytes_per_step},
+        "bandwidth_bytes_per_s": speed.bandwidth_bytes_per_s,
+        "assumptions": [efficiency_dict(e) for e in speed.assumptions],
+        "unknown": speed.unknown or None,
+    }
+
+
+def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
+    """The JSON form of a TrainingSpeed."""
+    if speed is None:
+        return None
+    step = speed.step_seconds
+    return {
+        "device": speed.device, "devices": speed.devices, "peak_tflops": speed.peak_tflops,
+        "flops_per_token": speed.flops_per_token, "tokens_per_step": speed.tokens_per_step,
+        "training_tokens_per_s": rate_dict(speed.rate),
+        "step_seconds": None if step is None else {"low": round(step[0], 3), "high": round(step[1], 3)},
+        "assumptions": [efficiency_dict(speed.mfu)], "unknown": speed.unknown or None,
+    }
+
+
+def training_speed_line(speed: TrainingSpeed | None) -> str:
+    """One table line: training tokens/s and the optimizer step's time, or why unknown."""
+    if speed is None:
+        return "Speed:    not estimated"
+    if speed.rate is None:
+        return f"Speed:    unknown ({speed.unknown})"
+    fast, slow = speed.step_seconds
+    devices = f"{speed.devices} × " if speed.devices > 1 else ""
+    return (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
+            f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "
+            f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}")
+
+
+def _seconds_range(fast: float, slow: float) -> str:
+    """'0.96–1.6 s', '6.7–20 s', '1.2–2.0 min', in the unit of the slower end."""
+    unit, div = ("h", 3600) if slow >= 3600 else ("min", 60) if slow >= 60 else ("s", 1)
+
+    def fig(x: float) -> str:
+        return f"{x:.2g}" if x < 10 else _num(x)
+    return f"{fig(fast / div)}–{fig(slow / div)} {unit}"
+
+
+def advice_document(advice: DeviceAdvice | None) -> dict | None:
+    """The JSON form of a DeviceAdvice (CPU or GPU)."""
+    if advice is None:
+        return None
+    return {
+        "choice": advice.choice, "reason": advice.reason,
+        "gpu": _option(advice.gpu, advice.gpu_fits), "cpu": _option(advice.cpu, advice.cpu_fits),
+    }
+
+
+def _option(speed: SpeedEstimate | None, fits: bool | None) -> dict | None:
+    if speed is None:
+        return None
+    return {"device": speed.device, "engine": speed.engine, "precision": speed.precision, "fits": fits,
+            "decode_tokens_per_s": rate_dict(speed.decode), "unknown": speed.unknown or None}
+
+
+def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
+    """One table line: this plan's speed and the CPU-or-GPU advice."""
+    if speed is None:
+        return "Speed:    not estimated"
+    if speed.decode is None:
+        text = f"Speed:    unknown ({speed.unknown})"
+    else:
+        per = f" ({rate_text(speed.per_sequence)} per sequence)" if speed.batch > 1 else ""
+        text = (f"Speed:    {rate_text(speed.decode)} decode at {speed.context:,} tokens{per}, "
+                f"{rate_text(speed.prefill)} prefill; {speed.bound}-bound")
+    if advice is not None and advice.gpu is None:
+        text += "; no GPU here"
+    elif advice is not None:
+        best = {"gpu": "GPU", "cpu": "CPU", None: "neither"}[advice.choice]
+        text += f"; better here: {best} ({advice.reason})"
+    return text

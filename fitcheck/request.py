@@ -1,0 +1,136 @@
+"""What the user asks, in every mode: one frozen :class:`Request`, defaults from the vocabulary.
+
+The same type comes from the command line, a plan file, the interactive answers and the Python
+API, and an alternative is a Request with some fields replaced.  None means "pick the default for
+this machine" (fitcheck.plan resolves it, recording why).
+
+Validation here is of the request alone: a value out of range, an unknown choice, options that
+contradict each other whatever the machine.  Those are malformed input (exit 2).  Whether *this
+machine* can run it is the capability table's question (fitcheck.engines): a verdict, not an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from fitcheck.errors import FitcheckError
+from fitcheck.options import BY_NAME, DEFAULTS, INFERENCE, mode_error, not_applying, validate_values
+
+# Precisions each training mode takes as its base weights.
+PRECISIONS_BY_MODE = {
+    "full": ("bf16", "fp16", "fp32"),
+    "lora": ("bf16", "fp16", "int8"),
+    "qlora": ("nf4", "gptq-int4", "int4", "awq"),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """A question as asked; every field an option of fitcheck.options (defaults there)."""
+
+    mode: str = DEFAULTS["mode"]
+    precision: str | None = DEFAULTS["precision"]
+    context: int = DEFAULTS["context"]                 # inference: tokens per sequence
+    seq_len: int = DEFAULTS["seq_len"]                 # training: tokens per sequence
+    batch: int = DEFAULTS["batch"]
+    kv_dtype: str = DEFAULTS["kv_dtype"]
+    engine: str | None = DEFAULTS["engine"]
+    gpu_memory_utilization: float = DEFAULTS["gpu_memory_utilization"]
+    gpus: int | None = DEFAULTS["gpus"]
+    device: str = DEFAULTS["device"]
+    gpu_layers: int | None = DEFAULTS["gpu_layers"]
+    transformers_version: str | None = DEFAULTS["transformers_version"]
+    grad_accum: int = DEFAULTS["grad_accum"]
+    optimizer: str = DEFAULTS["optimizer"]
+    master_weights: str | None = DEFAULTS["master_weights"]
+    grad_checkpointing: bool = DEFAULTS["grad_checkpointing"]
+    attention: str = DEFAULTS["attention"]
+    lora_rank: int = DEFAULTS["lora_rank"]
+    lora_targets: str = DEFAULTS["lora_targets"]
+    lora_train_embeddings: bool = DEFAULTS["lora_train_embeddings"]
+    zero: int | None = DEFAULTS["zero"]
+    fsdp: str | None = DEFAULTS["fsdp"]
+    offload: str = DEFAULTS["offload"]
+    headroom: float = DEFAULTS["headroom"]             # percent of free memory kept unused
+    # Not options: the Python API may set them (the prefill length; training internals).
+    prompt_tokens: int | None = None                   # inference prefill (default: the whole context)
+    lora_dropout: float = 0.0                          # peft LoraConfig default
+    ds_bucket_elements: int | None = None              # DeepSpeed reduce_bucket_size (None: HF "auto" = hidden²)
+
+    @property
+    def training(self) -> bool:
+        return self.mode != INFERENCE
+
+    @property
+    def length(self) -> int:
+        """Tokens per sequence in this mode (context, or seq_len when training)."""
+        return self.seq_len if self.training else self.context
+
+    def with_changes(self, **changes: Any) -> Request:
+        return replace(self, **changes)
+
+    def option_values(self) -> dict[str, Any]:
+        """The fields that are options, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in BY_NAME}
+
+    def given(self) -> list[str]:
+        """Options set to something other than their default."""
+        return [n for n, v in self.option_values().items() if v != DEFAULTS[n]]
+
+    def validate(self) -> None:
+        """Malformed-request checks (FitcheckError, exit 2); nothing here depends on the machine."""
+        validate_values(self.option_values())
+        wrong = not_applying(self.mode, self.given())
+        if wrong:
+            raise mode_error(self.mode, wrong)
+        if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
+            raise FitcheckError("the prompt must be between 1 token and the context length")
+        if self.gpus is not None and self.device == "cpu":
+            raise FitcheckError(f"--gpus {self.gpus} with --device cpu: pick one",
+                                "drop --gpus, or use --device gpu" if not self.training else "drop --gpus")
+        if self.training:
+            self._validate_training()
+        else:
+            self._validate_inference()
+
+    def _validate_inference(self) -> None:
+        from fitcheck.engines import engine_precision_problem, kv_problem
+
+        if self.gpu_layers is not None and self.device == "cpu":
+            raise FitcheckError("--gpu-layers offloads layers to a GPU, and --device cpu has none",
+                                "drop --gpu-layers, or --device cpu")
+        if self.gpu_layers is not None and self.engine not in (None, "llama.cpp"):
+            raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+        if self.engine is not None and self.precision is not None:
+            problem = engine_precision_problem(self.engine, self.precision)
+            if problem:
+                raise FitcheckError(*problem)
+        if self.engine is not None and self.kv_dtype != "auto":
+            problem = kv_problem(self.engine, self.kv_dtype)
+            if problem:
+                raise FitcheckError(*problem)
+
+    def _validate_training(self) -> None:
+        if self.zero is not None and self.fsdp is not None:
+            raise FitcheckError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are alternatives", "pass one of them")
+        if self.offload != "none":
+            if self.fsdp is not None:
+                if self.offload != "optimizer+params" or self.fsdp != "full-shard":
+                    raise FitcheckError("FSDP offloads parameters, gradients and optimizer together",
+                                        "use --fsdp full-shard --offload optimizer+params")
+            elif self.zero is None or self.zero == 0:
+                raise FitcheckError("--offload needs DeepSpeed ZeRO",
+                                    "add --zero 2 (optimizer) or --zero 3 (optimizer+params)")
+            elif self.offload == "optimizer+params" and self.zero != 3:
+                raise FitcheckError("parameter offload needs ZeRO-3", "use --zero 3 --offload optimizer+params")
+        if self.precision is not None:
+            from fitcheck.estimate.formats import weight_format
+
+            p = weight_format(self.precision).name
+            allowed = PRECISIONS_BY_MODE[self.mode]
+            if p not in allowed:
+                raise FitcheckError(f"--precision {self.precision} is not a {self.mode} base",
+                                    f"{self.mode} takes: " + ", ".join(allowed))
+        if not 0 <= self.lora_dropout < 1:
+            raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")
