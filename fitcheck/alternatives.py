@@ -47,6 +47,7 @@ COST_QLORA = 10             # LoRA → QLoRA: a 4-bit base
 COST_SHARDING = 5           # ZeRO / FSDP communication
 COST_OFFLOAD_OPTIMIZER = 20
 COST_OFFLOAD_PARAMS = 30
+COST_RUNNABLE = 8           # what the request named does not run here: swapped for what does
 
 # The lower-precision weights a practitioner reaches for with each engine.
 _LOWER_PRECISIONS = {
@@ -250,20 +251,36 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
 # ---- training ------------------------------------------------------------------------------------
 def _training(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Machine,
               evaluate: Evaluate) -> tuple[Alternative, ...]:
+    s = _Search(request, evaluate)
+    _training_candidates(s, spec, request, plan, machine, 0.0)
+    # Cannot run here (QLoRA's kernels on Apple, ZeRO on the CPU, flash-attention on a T4): the same
+    # training with what runs here swapped in, and the candidates from there.
+    if plan.problems:
+        fixed = _runnable_training(request, plan, machine)
+        out = evaluate(fixed) if fixed != request else None
+        if out is not None and not out.plan.problems:
+            what = ", ".join(f"{k} {'default' if v is None else v}" for k, v in changed_fields(request, fixed))
+            s.consider(f"What runs here: {what}", fixed, COST_RUNNABLE)
+            _training_candidates(s, spec, fixed, out.plan, machine, COST_RUNNABLE)  # type: ignore[arg-type]
+    return s.ranked(MAX_TRAINING_ALTERNATIVES)
+
+
+def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: TrainingPlan, machine: Machine,
+                         extra: float) -> None:
     """Each candidate changes one axis (or that axis plus gradient checkpointing, or a smaller
     micro-batch keeping the effective batch).  Keeping the effective batch by gradient accumulation
-    is nearly free; a shorter sequence comes last (it changes what is learned)."""
-    base = request  # the training defaults depend on the mode and device only, which changes set explicitly
-    s = _Search(base, evaluate)
+    is nearly free; a shorter sequence comes last (it changes what is learned).  The training
+    defaults depend on the mode and device only, which the changes set explicitly."""
     kind, cc = engines.machine_kind(machine, plan.device)
 
     def consider(title: str, cand: Request, cost: float, with_checkpointing: bool = True) -> None:
+        cost += extra
         out = s.consider(title, cand, cost)
         if out is None or _runs(out):
             return
         if with_checkpointing and not cand.grad_checkpointing:
             consider(title + ", with gradient checkpointing", cand.with_changes(grad_checkpointing=True),
-                     cost + COST_CHECKPOINTING, False)
+                     cost - extra + COST_CHECKPOINTING, False)
         elif cand.batch > 1 and cand.batch == base.batch:
             # Still too big: the same change at a smaller micro-batch, keeping the effective batch.
             b = largest_fitting(lambda n: s.fits(cand.with_changes(batch=n)), 1, cand.batch - 1)
@@ -331,13 +348,8 @@ def _training(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Ma
         consider(f"Shorten the sequence to {seq:,} tokens", base.with_changes(seq_len=seq),
                  10 + 40 * (1 - seq / plan.seq_len), False)
 
-    # Cannot run here (e.g. QLoRA's kernels on Apple, ZeRO on the CPU): the nearest request that runs.
-    if plan.problems:
-        _runnable_training(s, base, plan, machine)
-    return s.ranked(MAX_TRAINING_ALTERNATIVES)
 
-
-def _runnable_training(s: _Search, base: Request, plan: TrainingPlan, machine: Machine) -> None:
+def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
     """For a plan this machine cannot run: the same training with what does run here swapped in."""
     fixed = base
     if not machine.gpus and (base.device == "gpu" or base.gpus is not None):
@@ -356,9 +368,4 @@ def _runnable_training(s: _Search, base: Request, plan: TrainingPlan, machine: M
     base_runs = engines.TRAINING_BASE_RUNS.get(plan.precision)
     if base_runs is not None and base_runs.problem(kind, cc):
         fixed = fixed.with_changes(mode="lora", precision="bf16", master_weights=None)
-    if fixed != base:
-        what = ", ".join(f"{k} {'default' if v is None else v}" for k, v in changed_fields(base, fixed))
-        out = s.consider(f"What runs here: {what}", fixed, 8)
-        if out is not None and not _runs(out) and not fixed.grad_checkpointing:
-            s.consider("What runs here, with gradient checkpointing",
-                       fixed.with_changes(grad_checkpointing=True), 8 + COST_CHECKPOINTING)
+    return fixed
