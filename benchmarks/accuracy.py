@@ -33,10 +33,10 @@ import re  # noqa: E402
 from fitcheck.errors import FitcheckError  # noqa: E402
 from fitcheck.estimate.formats import weight_format  # noqa: E402
 from fitcheck.estimate.inference import estimate_inference  # noqa: E402
-from fitcheck.plan import Plan, logits_mode  # noqa: E402
 from fitcheck.model.hf_config import spec_from_config  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
+from fitcheck.plan import Plan, logits_mode  # noqa: E402
 from fitcheck.units import GiB  # noqa: E402
 
 DEFAULT_CSV = REPO.parent / "shared" / "reference" / "calibration" / "measured.csv"

@@ -233,8 +233,10 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                                       gguf_step + 5 + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
             if not placed:
                 # RAM need falls and GPU need rises with -ngl: take the most layers the GPUs hold.
-                n = largest_fitting(lambda k, c=full: _gpus_fit(evaluate(c.with_changes(gpu_layers=k))), 1,
-                                    spec.num_layers)
+                def holds(k: int, c: Request = full) -> bool:
+                    return _gpus_fit(evaluate(c.with_changes(gpu_layers=k)))
+
+                n = largest_fitting(holds, 1, spec.num_layers)
                 if n:
                     share = 1 - n / spec.num_layers
                     placed = _runs(s.consider(
@@ -321,7 +323,8 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
             consider("LoRA on the attention projections only", base.with_changes(lora_targets="attention"), 6)
         for r in (8, 4):
             if r < plan.lora_rank:
-                consider(f"LoRA rank {r}", base.with_changes(lora_rank=r), 3 + (plan.lora_rank - r) / plan.lora_rank * 3)
+                consider(f"LoRA rank {r}", base.with_changes(lora_rank=r),
+                         3 + (plan.lora_rank - r) / plan.lora_rank * 3)
         if plan.lora_train_embeddings:
             consider("Freeze the embeddings and lm_head (adapters only)",
                      base.with_changes(lora_train_embeddings=False), 4)

@@ -5,7 +5,6 @@ Pure string building; shlex-quoted."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from fitcheck.estimate.formats import weight_format
 from fitcheck.options import command_args
@@ -50,7 +49,8 @@ def _quantized_repo(model_id: str, precision: str, repos: dict[str, str]) -> tup
 
 def _needs_checkpoint(model_id: str, precision: str) -> str:
     """A trailing shell comment when no pre-quantized repository of this model is known."""
-    return f"  # {model_id} as a pre-quantized {precision.upper()} checkpoint: none known to fitcheck, use one you trust"
+    return (f"  # {model_id} as a pre-quantized {precision.upper()} checkpoint: none known to fitcheck, "
+            "use one you trust")
 
 
 def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
@@ -142,7 +142,7 @@ def deepspeed_config(plan: TrainingPlan) -> str:
     """The DeepSpeed config values that matter for memory (zero_optimization and precision)."""
     if plan.zero is None:
         return ""
-    z = {"stage": plan.zero}
+    z: dict[str, object] = {"stage": plan.zero}
     if plan.offload in ("optimizer", "optimizer+params"):
         z["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if plan.offload == "optimizer+params":
@@ -185,7 +185,8 @@ def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
     notes = [f"from_pretrained('{model_id}', attn_implementation='{HF_ATTENTION[plan.attention]}'"
              + (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "
                 "bnb_4bit_use_double_quant=True)" if plan.precision == "nf4" else
-                ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)" if plan.precision == "int8" else "") + ")"]
+                ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)" if plan.precision == "int8"
+                else "") + ")"]
     if plan.mode != "full":
         notes.append(lora_config(plan))
     notes.append(training_arguments(plan))

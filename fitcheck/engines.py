@@ -134,7 +134,8 @@ def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | N
     if name in ENGINES[engine].precisions:
         return None
     if name in GGUF_TYPES:
-        return f"precision {name} is a GGUF type: only --engine llama.cpp runs it", "drop --engine, or add --engine llama.cpp"
+        return (f"precision {name} is a GGUF type: only --engine llama.cpp runs it",
+                "drop --engine, or add --engine llama.cpp")
     return f"llama.cpp does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
 
 

@@ -27,8 +27,3 @@ class FitcheckError(Exception):
     def one_line(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
-
-class UnknownFactError(FitcheckError):
-    """A machine fact the verdict needs could not be read (exit 3)."""
-
-    exit_code = EXIT_UNKNOWN

@@ -11,7 +11,7 @@ writes the same structure as TOML (``probe --save`` writes exactly what ``--prof
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar, Union
+from typing import TypeGuard, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -35,11 +35,11 @@ class Unknown:
 
 
 # A value of type T, or Unknown(reason).  Spelled out as a Union for Python 3.10.
-Fact = Union[T, Unknown]
+Fact = Union[T, Unknown]  # noqa: UP007
 
 
-def known(value: object) -> bool:
-    """True when ``value`` is a real value (not Unknown and not None)."""
+def known(value: T | Unknown | None) -> TypeGuard[T]:
+    """True when ``value`` is a real value (not Unknown and not None); type checkers narrow on it."""
     return value is not None and not isinstance(value, Unknown)
 
 

@@ -72,6 +72,11 @@ class Option:
     def flag(self) -> str:
         return self.flags[0]
 
+    @property
+    def question(self) -> str:
+        """What the interactive mode asks for this option."""
+        return self.prompt or self.help
+
     def applies(self, mode: str) -> bool:
         return mode in self.modes
 
@@ -307,7 +312,7 @@ def click_options(names: Iterable[str] | None = None, *, help_overrides: dict[st
     chosen = [BY_NAME[n] for n in names] if names is not None else list(OPTIONS)
     helps = help_overrides or {}
 
-    def decorator(func):
+    def decorator(func: Any) -> Any:
         for opt in reversed(chosen):
             attrs: dict[str, Any] = {"help": helps.get(opt.name, opt.help)}
             if opt.kind == "flag":

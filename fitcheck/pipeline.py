@@ -36,7 +36,7 @@ from fitcheck.estimate.speed import (
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, UNKNOWN, Verdict, judge
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import AnyPlan, resolve
+from fitcheck.plan import AnyPlan, TrainingPlan, resolve
 from fitcheck.request import Request
 
 MAX_BATCH_SEARCHED = 4096
@@ -120,13 +120,13 @@ class Evaluator:
 
 
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
-    if plan.training:
+    if isinstance(plan, TrainingPlan):
         from fitcheck.estimate.training import estimate_training
 
-        return estimate_training(spec, plan)  # type: ignore[arg-type]
+        return estimate_training(spec, plan)
     from fitcheck.estimate.inference import estimate_inference
 
-    return estimate_inference(spec, plan)  # type: ignore[arg-type]
+    return estimate_inference(spec, plan)
 
 
 def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int | None:
@@ -197,14 +197,13 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
             max_batch = largest(evaluate, request, "batch", MAX_BATCH_SEARCHED)
 
     speed = advice = training_speed = None
-    if plan.training:
+    if isinstance(plan, TrainingPlan):
         training_speed = estimate_training_speed(spec, plan, machine)
     else:
-        speed = estimate_speed(spec, plan, machine)  # type: ignore[arg-type]
+        speed = estimate_speed(spec, plan, machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
         if verdict.status != UNKNOWN and not plan.problems:
-            advice = advise_device(spec, plan, machine,  # type: ignore[arg-type]
-                                   lambda p: evaluate.judge(p, request.headroom / 100)[1].runs)
+            advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs)
     return CheckResult(
         query=query, model=resolved, machine=machine, request=request, plan=plan, estimate=estimate,
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,

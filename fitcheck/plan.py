@@ -13,7 +13,6 @@ with the alternatives that do run.  Only a malformed request raises (FitcheckErr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Union
 
 from fitcheck import engines
 from fitcheck.errors import FitcheckError
@@ -141,7 +140,7 @@ class TrainingPlan:
         return None
 
 
-AnyPlan = Union[Plan, TrainingPlan]
+AnyPlan = Plan | TrainingPlan
 
 
 def resolve(request: Request, spec: ModelSpec, machine: Machine) -> AnyPlan:
@@ -266,8 +265,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
                                 else "partial offload (--gpu-layers) is llama.cpp's", "--engine"))
     else:
         engine = engines.default_engine(precision, kind, cc, device)
-        why = ("GGUF type or CPU" if engine == "llama.cpp" else
-               "GPU with a non-GGUF precision" if engine == "transformers" else f"the engine that runs {precision} here")
+        why = ("GGUF type or CPU" if engine == "llama.cpp" else "GPU with a non-GGUF precision"
+               if engine == "transformers" else f"the engine that runs {precision} here")
         notes.append(Assumption("engine", engine, why, "--engine"))
     problem = engines.engine_precision_problem(engine, precision)
     if problem:
@@ -422,8 +421,9 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         targets = parse_targets(req.lora_targets)
         notes.append(Assumption("lora", f"r={req.lora_rank}, targets {targets.label}"
                                 + (", embeddings trained" if req.lora_train_embeddings else ""),
-                                "defaults" if (req.lora_rank, req.lora_targets) == (DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS)
-                                else "from the options", "--lora-rank/--lora-targets"))
+                                "defaults" if (req.lora_rank, req.lora_targets)
+                                == (DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS) else "from the options",
+                                "--lora-rank/--lora-targets"))
     visible = len(machine.gpus)
     sharded = req.zero is not None or req.fsdp is not None
     if device == "cpu":
@@ -433,7 +433,9 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         notes.append(Assumption("gpus", str(gpus), "from --gpus", "--gpus"))
     elif sharded and visible > 1:
         gpus = visible
-        notes.append(Assumption("gpus", str(gpus), f"all {visible} GPUs of this machine ({'--zero' if req.zero is not None else '--fsdp'} shards over them)", "--gpus"))
+        flag = "--zero" if req.zero is not None else "--fsdp"
+        notes.append(Assumption("gpus", str(gpus), f"all {visible} GPUs of this machine ({flag} shards over them)",
+                                "--gpus"))
     else:
         gpus = 1
         notes.append(Assumption("gpus", "1", "one GPU (add --zero or --fsdp to shard over more)" if visible > 1

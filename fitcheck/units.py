@@ -50,11 +50,16 @@ def parse_count(text: str) -> int:
     return int(round(float(m.group(1)) * _COUNT_UNITS[m.group(2).lower()]))
 
 
+def gib(n_bytes: int | float, digits: int = 2) -> str:
+    """'14.38': bytes in GiB (2^30), the number only (a table whose header says GiB)."""
+    return f"{n_bytes / GiB:.{digits}f}"
+
+
 def format_gib(n_bytes: int | float | None, digits: int = 2) -> str:
     """'14.38 GiB'; None -> 'unknown'."""
     if n_bytes is None:
         return "unknown"
-    return f"{n_bytes / GiB:.{digits}f} GiB"
+    return f"{gib(n_bytes, digits)} GiB"
 
 
 def format_bytes(n_bytes: int | float | None) -> str:

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 sys.path.insert(0, str(ROOT / "dev"))
 from update_readme_examples import machine_independent  # noqa: E402
+
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 
 

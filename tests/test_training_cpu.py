@@ -5,22 +5,21 @@ commands they print.
 """
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
-from fitcheck.cli import cli
-from fitcheck.errors import FitcheckError
-from dataclasses import replace
-
 from fitcheck.alternatives import find_alternatives
+from fitcheck.cli import cli
 from fitcheck.commands import engine_command, fitcheck_command
+from fitcheck.errors import FitcheckError
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, Verdict
+from fitcheck.model.resolve import resolve_model
 from fitcheck.pipeline import Evaluator
 from fitcheck.plan import resolve_training
-from fitcheck.request import Request
-from fitcheck.model.resolve import resolve_model
 from fitcheck.profiles import load_profile
+from fitcheck.request import Request
 
 NO_GPU = "github-ubuntu-latest"
 GPU = "rtx-4090"

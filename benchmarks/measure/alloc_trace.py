@@ -201,9 +201,8 @@ SWEEP = (
 def estimate(row: dict) -> tuple[int, int]:
     """The estimator's (peak allocated, peak reserved) bytes on one GPU for a sweep row's run."""
     from fitcheck.estimate.inference import estimate_inference
-    from fitcheck.plan import Plan
     from fitcheck.estimate.training import estimate_training
-    from fitcheck.plan import TrainingPlan
+    from fitcheck.plan import Plan, TrainingPlan
 
     from .models import spec_for
 

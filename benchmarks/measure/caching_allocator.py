@@ -29,8 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fitcheck.estimate.allocator import ROUND_LARGE, CachingAllocator, OutOfMemory  # noqa: F401 (re-exported)
-from fitcheck.estimate.allocator import round_size, segment_size  # noqa: F401 (re-exported)
+from fitcheck.estimate.allocator import ROUND_LARGE, CachingAllocator, OutOfMemory, round_size, segment_size  # noqa: F401 (re-exported)  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from pathlib import Path
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.plan import Plan
 from fitcheck.estimate.weights import weight_bytes
+from fitcheck.plan import Plan
 
 from .hf_config import scaled_spec
 from .models import spec_for

@@ -115,7 +115,9 @@ def cli(ctx: click.Context) -> None:
     """
     if ctx.invoked_subcommand is None:
         if "interactive" in COMMANDS and sys.stdin.isatty() and _module_exists(COMMANDS["interactive"][0]):
-            ctx.invoke(cli.get_command(ctx, "interactive"))
+            command = cli.get_command(ctx, "interactive")
+            assert command is not None
+            ctx.invoke(command)
         else:
             click.echo(ctx.get_help())
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import json_option, load_machine, params_option, profile_option, request_from, typed_for_other_mode
+from fitcheck.cli.options import (
+    json_option,
+    load_machine,
+    params_option,
+    profile_option,
+    request_from,
+    typed_for_other_mode,
+)
 from fitcheck.options import click_options
 
 

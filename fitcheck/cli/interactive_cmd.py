@@ -12,6 +12,7 @@ The pure part (answers, parsing a change, applying an alternative) is separate f
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import click
 
@@ -185,7 +186,7 @@ class Session:
     answers: Answers
     models: dict
     machines: dict
-    result: object = None
+    result: Any = None        # the last CheckResult (fitcheck.pipeline)
 
     def machine(self):
         if self.answers.machine not in self.machines:
@@ -233,7 +234,7 @@ def _set_answer(session: Session, field: str, text: str) -> bool:
     return True
 
 
-def _ask(session: Session, field: str, label: str, default) -> None:
+def _ask(session: Session, field: str, label: str, default: Any) -> None:
     """Ask until the answer is valid; Enter takes the default."""
     while True:
         text = _read(f"{label} [{default}]: ")
@@ -244,11 +245,11 @@ def _ask(session: Session, field: str, label: str, default) -> None:
 def _questions(session: Session) -> None:
     """The questions, each an option's prompt from the vocabulary, with its current value as default."""
     _ask(session, "model", "Model (a catalog name, alias or Hugging Face id)", session.answers.model)
-    _ask(session, "mode", f"{BY_NAME['mode'].prompt} ({', '.join(choices('mode'))})", session.answers.request.mode)
-    _ask(session, "precision", BY_NAME["precision"].prompt, _shown(session.answers.request.precision))
+    _ask(session, "mode", f"{BY_NAME['mode'].question} ({', '.join(choices('mode'))})", session.answers.request.mode)
+    _ask(session, "precision", BY_NAME["precision"].question, _shown(session.answers.request.precision))
     length = "seq_len" if session.answers.request.training else "context"
-    _ask(session, "context", BY_NAME[length].prompt, session.answers.get(length))
-    _ask(session, "batch", BY_NAME["batch"].prompt, session.answers.request.batch)
+    _ask(session, "context", BY_NAME[length].question, session.answers.get(length))
+    _ask(session, "batch", BY_NAME["batch"].question, session.answers.request.batch)
     _ask(session, "machine", "Machine (this, or a profile name such as rtx-4090; `fitcheck profiles` lists them)",
          session.answers.machine)
 

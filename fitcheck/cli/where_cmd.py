@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import json_option, params_option, request_from, typed_for_other_mode
-from fitcheck.options import click_options
 from fitcheck.machine import PROFILE_KINDS as KINDS
+from fitcheck.options import click_options
 
 
 @click.command("where")

@@ -25,8 +25,8 @@ The estimator uses it for the segments a model's weights occupy when they load t
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 MIN_BLOCK = 512
 SMALL_SIZE = 1 << 20            # kSmallSize: requests up to this use the small pool
@@ -58,8 +58,8 @@ class Block:
     size: int
     small: bool
     free: bool = True
-    prev: "Block | None" = None
-    next: "Block | None" = None
+    prev: Block | None = None
+    next: Block | None = None
 
 
 class OutOfMemory(RuntimeError):

@@ -33,15 +33,63 @@ _NF4_DQ = 4 + 8 / 64 + 32 / (64 * 256)
 # LLM.int8 (bitsandbytes): int8 weights + one fp32 scale per output row (negligible per weight).
 _INT8_ROW = 8.0
 
-# GGML block types: bits per weight from ggml-common.h block structs (pinned to llama.cpp b4000):
-# block_q4_0 = 2 + 16 bytes / 32 weights = 4.5 bits; block_q8_0 = 2 + 32 bytes / 32 = 8.5;
-# block_q4_K = 144 bytes / 256 = 4.5; block_q5_K = 176/256 = 5.5; block_q6_K = 210/256 = 6.5625;
-# block_q3_K = 110/256 = 3.4375; block_q2_K = 84/256 = 2.625; block_q5_0 = 22/32 = 5.5;
-# block_q5_1 = 24/32 = 6.0; block_q4_1 = 20/32 = 5.0.
+@dataclass(frozen=True)
+class GGMLType:
+    name: str
+    block_size: int      # elements per block
+    type_size: int       # bytes per block
+
+    def nbytes(self, elements: int) -> int:
+        return elements // self.block_size * self.type_size
+
+
+# ggml type id -> (name, elements per block, bytes per block).  From GGML_QUANT_SIZES in
+# llama.cpp gguf-py/gguf/constants.py (which mirrors the block structs and static_asserts of
+# ggml/src/ggml-common.h); QK_K = 256.  Ids 4, 5 (Q4_2, Q4_3) and 31-33, 36-38 (removed
+# Q4_0_4_4 ... and IQ4_NL_4_4 repacks) are gone upstream and rejected here.
+_QK_K = 256
+GGML_TYPES: dict[int, GGMLType] = {t_id: GGMLType(*spec) for t_id, spec in {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 2 + 16),
+    3: ("Q4_1", 32, 2 + 2 + 16),
+    6: ("Q5_0", 32, 2 + 4 + 16),
+    7: ("Q5_1", 32, 2 + 2 + 4 + 16),
+    8: ("Q8_0", 32, 2 + 32),
+    9: ("Q8_1", 32, 4 + 4 + 32),
+    10: ("Q2_K", 256, 2 + 2 + _QK_K // 16 + _QK_K // 4),
+    11: ("Q3_K", 256, 2 + _QK_K // 4 + _QK_K // 8 + 12),
+    12: ("Q4_K", 256, 2 + 2 + _QK_K // 2 + 12),
+    13: ("Q5_K", 256, 2 + 2 + _QK_K // 2 + _QK_K // 8 + 12),
+    14: ("Q6_K", 256, 2 + _QK_K // 2 + _QK_K // 4 + _QK_K // 16),
+    15: ("Q8_K", 256, 4 + _QK_K + _QK_K // 8),
+    16: ("IQ2_XXS", 256, 2 + _QK_K // 4),
+    17: ("IQ2_XS", 256, 2 + _QK_K // 4 + _QK_K // 32),
+    18: ("IQ3_XXS", 256, 2 + _QK_K // 4 + _QK_K // 8),
+    19: ("IQ1_S", 256, 2 + _QK_K // 8 + _QK_K // 16),
+    20: ("IQ4_NL", 32, 2 + 16),
+    21: ("IQ3_S", 256, 2 + _QK_K // 4 + _QK_K // 8 + _QK_K // 32 + 4),
+    22: ("IQ2_S", 256, 2 + _QK_K // 4 + _QK_K // 16),
+    23: ("IQ4_XS", 256, 2 + 2 + _QK_K // 2 + _QK_K // 64),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, _QK_K // 8 + _QK_K // 16 + _QK_K // 32),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 2 + 4 * 13),
+    35: ("TQ2_0", 256, 2 + 64),
+    39: ("MXFP4", 32, 1 + 16),
+}.items()}
+
+
+# Bits per weight of each ggml block type, from the block layouts above (block_q4_0 = 2 + 16 bytes
+# per 32 weights = 4.5 bits; block_q4_K = 144 bytes / 256 = 4.5; block_q6_K = 210 / 256 = 6.5625 ...).
 GGML_TYPE_BITS: dict[str, float] = {
-    "f32": 32.0, "f16": 16.0, "bf16": 16.0,
-    "q8_0": 8.5, "q6_k": 6.5625, "q5_k": 5.5, "q4_k": 4.5, "q3_k": 3.4375, "q2_k": 2.625,
-    "q4_0": 4.5, "q4_1": 5.0, "q5_0": 5.5, "q5_1": 6.0,
+    t.name.lower(): t.type_size * 8 / t.block_size for t in GGML_TYPES.values()
+    if t.name.lower() in ("f32", "f16", "bf16", "q8_0", "q6_k", "q5_k", "q4_k", "q3_k", "q2_k",
+                          "q4_0", "q4_1", "q5_0", "q5_1")
 }
 # k-quants need rows (input dimension) divisible by 256; llama.cpp falls back per tensor
 # (llama-quant.cpp, "tensor cols are not divisible by 256, required for k-quants").

@@ -19,7 +19,6 @@ from fitcheck.estimate import activations as A
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.plan import Plan
 from fitcheck.estimate.result import (
     ACTIVATIONS,
     KV_CACHE,
@@ -37,6 +36,7 @@ from fitcheck.estimate.weights import (
     weight_tensor_sizes,
 )
 from fitcheck.model.spec import ModelSpec
+from fitcheck.plan import Plan
 from fitcheck.units import MiB
 
 # CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by

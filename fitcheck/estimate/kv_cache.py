@@ -11,12 +11,12 @@ bytes = Σ over attention layers of (elements per token) × (tokens that layer k
 
 from __future__ import annotations
 
+from fitcheck.estimate.activations import LLAMA_CPP_UBATCH
 from fitcheck.estimate.formats import KV_DTYPE_BYTES
 from fitcheck.model.spec import ModelSpec
 
 # llama.cpp keeps n_swa + n_ubatch cells for sliding-window layers (llama-kv-cache-iswa.cpp:
 # size_swa = min(size_base, GGML_PAD(hparams.n_swa*n_seq_max + n_ubatch, n_pad))).
-LLAMA_CPP_UBATCH = 512
 
 
 def kv_elements_per_token(spec: ModelSpec, engine: str) -> int:

@@ -1,7 +1,7 @@
 """How fast: decode and prefill tokens/s for a Plan on a Machine, training time, and CPU vs GPU.  Pure.
 
 Every figure is a range (low, high) from named efficiency factors, shown to the user as
-assumptions.  The formulas (ESTIMATION.md, "CPU or GPU, and cost"):
+assumptions.  The formulas (the estimation notes (shared/reference/ESTIMATION.md, outside this repository), "CPU or GPU, and cost"):
 
 decode (memory-bandwidth bound), one step of a batch of B sequences:
     t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU), layers × host time per layer)
@@ -19,18 +19,18 @@ training: 6 × P FLOPs per token (Kaplan et al. 2020, C ≈ 6N); × 4/3 with act
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.plan import Plan, resolve_inference
-from fitcheck.request import Request
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine, known
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
+from fitcheck.plan import Plan, resolve_inference
+from fitcheck.request import Request
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class Rate:
         """The geometric middle, used to rank and to compare with measurements."""
         return math.sqrt(self.low * self.high)
 
-    def scaled(self, factor: float) -> "Rate":
+    def scaled(self, factor: float) -> Rate:
         return Rate(self.low * factor, self.high * factor)
 
 

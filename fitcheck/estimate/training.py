@@ -45,9 +45,9 @@ from fitcheck.estimate.result import (
     Estimate,
 )
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, input_sites, training_activations
-from fitcheck.plan import TrainingPlan
 from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, weight_bytes
 from fitcheck.model.spec import ModelSpec
+from fitcheck.plan import TrainingPlan
 from fitcheck.units import GiB
 
 TEMP_BUFFERS = "temp_buffers"

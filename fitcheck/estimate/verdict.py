@@ -72,7 +72,7 @@ class Verdict:
         return f"{word}: {worst.reason}" if worst else word
 
 
-def _free(machine: Machine, device: str, kind: str, index: int) -> tuple[int | None, str]:
+def _free(machine: Machine, kind: str, index: int) -> tuple[int | None, str]:
     if kind == "cpu":
         avail = machine.memory.available_bytes
         return (avail, "RAM available") if known(avail) else (None, f"available RAM {avail}")
@@ -93,7 +93,7 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
         reasons.append(f"needs {len(gpu_needs)} GPUs; {machine.name} has {len(machine.gpus)}"
                        + (f" ({machine.gpu_status})" if machine.gpu_status and not machine.gpus else ""))
     # With several GPUs the least-free one limits: pair the largest needs with the least-free GPUs.
-    gpu_order = sorted(range(len(machine.gpus)), key=lambda i: _free(machine, "", "gpu", i)[0] or 0)
+    gpu_order = sorted(range(len(machine.gpus)), key=lambda i: _free(machine, "gpu", i)[0] or 0)
     gi = 0
     unified_gpu_need = 0
     # vLLM reserves gpu_memory_utilization × total itself, leaving the rest free: its reservation
@@ -103,11 +103,11 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
         if need.kind == "gpu":
             index = gpu_order[gi] if gi < len(gpu_order) else len(machine.gpus) + gi
             gi += 1
-            free, what = _free(machine, need.device, "gpu", index)
+            free, what = _free(machine, "gpu", index)
             if index < len(machine.gpus) and machine.gpus[index].unified_memory:
                 unified_gpu_need += need.total_bytes
         else:
-            free, what = _free(machine, need.device, "cpu", 0)
+            free, what = _free(machine, "cpu", 0)
             if unified_gpu_need and free is not None:
                 free = max(free - unified_gpu_need, 0)  # unified memory: the GPU's share comes out of RAM
                 what += " after the GPU's share of unified memory"
@@ -122,7 +122,7 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
             devices = [d if d.kind != "gpu" or d.status != FITS else
                        DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT,
                                      "the KV cache needed is close to vLLM's pool") for d in devices]
-    status = max((d.status for d in devices), key=_ORDER.get, default=UNKNOWN)
+    status = max((d.status for d in devices), key=lambda s: _ORDER[s], default=UNKNOWN)
     if reasons:
         status = DOES_NOT_FIT
     return Verdict(status, tuple(devices), headroom, tuple(reasons))

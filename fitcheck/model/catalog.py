@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from fitcheck.model.spec import ModelSpec
 
@@ -126,7 +126,7 @@ def load_catalog() -> Catalog:
     return Catalog(entries, MappingProxyType({e.hf_id.lower(): e for e in entries}))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _spec_for(hf_id: str) -> ModelSpec:
     from fitcheck.model.hf_config import spec_from_config
 

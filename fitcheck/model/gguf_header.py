@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass, field
 
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import GGML_TYPES, GGMLType  # noqa: F401  (GGMLType: part of this module's API)
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT, gguf-py constants.py
@@ -43,55 +44,8 @@ _SCALARS = {
 _STRING, _ARRAY = 8, 9
 
 
-@dataclass(frozen=True)
-class GGMLType:
-    name: str
-    block_size: int      # elements per block
-    type_size: int       # bytes per block
+# The ggml block layouts live with the other storage formats (fitcheck.estimate.formats).
 
-    def nbytes(self, elements: int) -> int:
-        return elements // self.block_size * self.type_size
-
-
-# ggml type id -> (name, elements per block, bytes per block).  From GGML_QUANT_SIZES in
-# llama.cpp gguf-py/gguf/constants.py (which mirrors the block structs and static_asserts of
-# ggml/src/ggml-common.h); QK_K = 256.  Ids 4, 5 (Q4_2, Q4_3) and 31-33, 36-38 (removed
-# Q4_0_4_4 ... and IQ4_NL_4_4 repacks) are gone upstream and rejected here.
-_QK_K = 256
-GGML_TYPES: dict[int, GGMLType] = {t_id: GGMLType(*spec) for t_id, spec in {
-    0: ("F32", 1, 4),
-    1: ("F16", 1, 2),
-    2: ("Q4_0", 32, 2 + 16),
-    3: ("Q4_1", 32, 2 + 2 + 16),
-    6: ("Q5_0", 32, 2 + 4 + 16),
-    7: ("Q5_1", 32, 2 + 2 + 4 + 16),
-    8: ("Q8_0", 32, 2 + 32),
-    9: ("Q8_1", 32, 4 + 4 + 32),
-    10: ("Q2_K", 256, 2 + 2 + _QK_K // 16 + _QK_K // 4),
-    11: ("Q3_K", 256, 2 + _QK_K // 4 + _QK_K // 8 + 12),
-    12: ("Q4_K", 256, 2 + 2 + _QK_K // 2 + 12),
-    13: ("Q5_K", 256, 2 + 2 + _QK_K // 2 + _QK_K // 8 + 12),
-    14: ("Q6_K", 256, 2 + _QK_K // 2 + _QK_K // 4 + _QK_K // 16),
-    15: ("Q8_K", 256, 4 + _QK_K + _QK_K // 8),
-    16: ("IQ2_XXS", 256, 2 + _QK_K // 4),
-    17: ("IQ2_XS", 256, 2 + _QK_K // 4 + _QK_K // 32),
-    18: ("IQ3_XXS", 256, 2 + _QK_K // 4 + _QK_K // 8),
-    19: ("IQ1_S", 256, 2 + _QK_K // 8 + _QK_K // 16),
-    20: ("IQ4_NL", 32, 2 + 16),
-    21: ("IQ3_S", 256, 2 + _QK_K // 4 + _QK_K // 8 + _QK_K // 32 + 4),
-    22: ("IQ2_S", 256, 2 + _QK_K // 4 + _QK_K // 16),
-    23: ("IQ4_XS", 256, 2 + 2 + _QK_K // 2 + _QK_K // 64),
-    24: ("I8", 1, 1),
-    25: ("I16", 1, 2),
-    26: ("I32", 1, 4),
-    27: ("I64", 1, 8),
-    28: ("F64", 1, 8),
-    29: ("IQ1_M", 256, _QK_K // 8 + _QK_K // 16 + _QK_K // 32),
-    30: ("BF16", 1, 2),
-    34: ("TQ1_0", 256, 2 + 4 * 13),
-    35: ("TQ2_0", 256, 2 + 64),
-    39: ("MXFP4", 32, 1 + 16),
-}.items()}
 
 # general.file_type (enum llama_ftype in llama.h; LlamaFileType in gguf-py constants.py) -> the
 # name llama.cpp's quantize tool uses, lower-cased.  The 16/32-bit types are not quantized.

@@ -12,7 +12,8 @@ Anything missing, of the wrong type, or absurd raises :class:`FitcheckError` nam
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fitcheck.errors import FitcheckError
 from fitcheck.model.spec import ModelSpec
@@ -126,7 +127,7 @@ class _Reader:
             raise FitcheckError(f"{self._where(key)} must be a list of whole numbers")
         return value
 
-    def sub(self, key: str) -> "_Reader | None":
+    def sub(self, key: str) -> _Reader | None:
         value = self.raw.get(key)
         if value is None:
             return None

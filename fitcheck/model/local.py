@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 from fitcheck.errors import FitcheckError
 from fitcheck.model import gguf_header, safetensors_header

@@ -110,9 +110,9 @@ def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(
         if fmt == "github":
             from fitcheck.preflight import github
 
-            for line in github.check_annotations(result, strict, doc=doc) + github.requirement_annotations(outcomes):
+            for line in github.check_annotations(result, strict) + github.requirement_annotations(outcomes):
                 click.echo(line)
-            append_summary(github.check_summary(result, outcomes, strict, doc=doc))
+            append_summary(github.check_summary(result, outcomes, strict))
     write_output(output, doc)
     code = result.exit_code
     if strict and result.verdict.status == TIGHT:
@@ -188,12 +188,12 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
         if fmt == "github":
             from fitcheck.preflight import github
 
-            for c, case_doc in zip(case_results, doc["cases"]):
+            for c in case_results:
                 if c.result is None:
                     click.echo(github.annotation("error", f"fitcheck: {c.case.name}", c.error))
                 elif c.exit_code != 0:
                     click.echo(github.check_annotations(c.result, strict or c.case.get("strict", False),
-                                                        name=c.case.name, doc=case_doc["check"])[0])
+                                                        name=c.case.name)[0])
             for line in github.requirement_annotations(outcomes):
                 click.echo(line)
             append_summary(github.plan_summary(path, case_results, outcomes))

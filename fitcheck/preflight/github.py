@@ -38,7 +38,7 @@ def _machine_name(result) -> str:
     return result.machine.name
 
 
-def alternative_commands(result, doc: dict | None = None) -> list[str]:
+def alternative_commands(result) -> list[str]:
     """The `fitcheck ...` command of each alternative, best first (inference or training, with --profile)."""
     return [a.fitcheck_command for a in result.alternatives]
 
@@ -56,7 +56,7 @@ def check_title(result, name: str | None = None) -> str:
     return f"fitcheck: {label} {_WORD[result.verdict.status]} on {_machine_name(result)}"
 
 
-def check_message(result, strict: bool = False, doc: dict | None = None) -> str:
+def check_message(result, strict: bool = False) -> str:
     """One paragraph a developer understands from the log alone: why, and what fits instead."""
     plan = result.plan
     if plan.training:
@@ -68,15 +68,15 @@ def check_message(result, strict: bool = False, doc: dict | None = None) -> str:
         msg += f" It fits only inside the {result.headroom:.0%} headroom" + (" (--strict)." if strict else ".")
     if result.alternatives:
         best = result.alternatives[0]
-        msg += f" Fits instead: {best.title} — {alternative_commands(result, doc)[0]}"
+        msg += f" Fits instead: {best.title} — {alternative_commands(result)[0]}"
     elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
         msg += f" {nothing_fits(result.plan)}."
     return msg
 
 
-def check_annotations(result, strict: bool = False, name: str | None = None, doc: dict | None = None) -> list[str]:
+def check_annotations(result, strict: bool = False, name: str | None = None) -> list[str]:
     return [annotation(_level(result.verdict.status, strict), check_title(result, name),
-                       check_message(result, strict, doc))]
+                       check_message(result, strict))]
 
 
 def requirement_annotations(outcomes) -> list[str]:
@@ -103,11 +103,11 @@ def _requirements_md(outcomes) -> list[str]:
     return lines
 
 
-def check_summary(result, outcomes=(), strict: bool = False, doc: dict | None = None) -> str:
+def check_summary(result, outcomes=(), strict: bool = False) -> str:
     """Markdown for one check: verdict, memory per device, requirements, what fits instead."""
     status = result.verdict.status
-    commands = alternative_commands(result, doc)
-    lines = [f"### {_ICON[status]} {check_title(result)}", "", check_message(result, strict, doc), "",
+    commands = alternative_commands(result)
+    lines = [f"### {_ICON[status]} {check_title(result)}", "", check_message(result, strict), "",
              "| Device | Needs | Free | Verdict |", "|---|---|---|---|"]
     for d in result.verdict.devices:
         label = d.device.upper() if d.kind == "gpu" else "RAM"
@@ -115,7 +115,7 @@ def check_summary(result, outcomes=(), strict: bool = False, doc: dict | None = 
     lines += _requirements_md(outcomes)
     if result.alternatives:
         lines += ["", "**What fits instead (best first)**", ""]
-        for i, (a, command) in enumerate(zip(result.alternatives, commands), 1):
+        for i, (a, command) in enumerate(zip(result.alternatives, commands, strict=True), 1):
             lines.append(f"{i}. {a.title}: `{command}`")
     return "\n".join(lines) + "\n"
 

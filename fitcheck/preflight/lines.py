@@ -7,7 +7,7 @@ Colour is used only when the stream is a terminal and NO_COLOR is unset or empty
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, WORDS
 from fitcheck.preflight.requirements import FAILED, OK

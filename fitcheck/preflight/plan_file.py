@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fitcheck.errors import FitcheckError
-
 from fitcheck.options import BY_NAME, PLAN_FIELDS
 
 FIELDS = PLAN_FIELDS

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.machine import Machine, known
-from fitcheck.units import GB, GiB, parse_size
+from fitcheck.units import GB, format_gib, parse_size
 
 SIZE, COUNT, VERSION = "size", "count", "version"
 
@@ -125,7 +125,7 @@ def parse_requirements(texts) -> tuple[Requirement, ...]:
 
 
 def _size(n: int, decimal: bool = False) -> str:
-    return f"{n / GB:.2f} GB ({n / GiB:.2f} GiB)" if decimal else f"{n / GiB:.2f} GiB"
+    return f"{n / GB:.2f} GB ({format_gib(n)})" if decimal else format_gib(n)
 
 
 def _show_version(v: tuple[int, ...]) -> str:

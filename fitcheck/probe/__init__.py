@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from fitcheck.machine import CPU, GPU, Disk, Host, Machine, SystemMemory, Unknown, value_or_none
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Mapping
 
 from fitcheck.machine import GPU, Unknown
 from fitcheck.probe.files import read_int, read_text, under

@@ -15,8 +15,8 @@ import ctypes
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from fitcheck.machine import Machine
 from fitcheck.units import MiB

@@ -11,8 +11,8 @@ import math
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from fitcheck.machine import CPU, Unknown
 from fitcheck.probe.cgroup import read_cgroup_dirs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Mapping
+from collections.abc import Mapping
 
 from fitcheck.machine import Disk, Unknown
 

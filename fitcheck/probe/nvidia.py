@@ -9,11 +9,13 @@ one GPU or one function the driver lacks hides nothing else (the approach of nvi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 from fitcheck.machine import GPU, MigInstance, SystemMemory, Unknown, known
 from fitcheck.probe.cuda_visible import parse_cuda_visible_devices
@@ -86,10 +88,8 @@ def _shutdown() -> None:
     with _lock:
         module = _state["module"]
         if module is not None and _state["error"] is None:
-            try:
+            with contextlib.suppress(Exception):  # shutting down: nothing left to report to
                 module.nvmlShutdown()
-            except Exception:
-                pass
         _state.update(module=None, error=None, done=False)
 
 

@@ -54,12 +54,13 @@ import datetime
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fitcheck.errors import FitcheckError
-from fitcheck.machine import MACHINE_KINDS, CPU, GPU, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
-from fitcheck.units import GB, GiB, MiB, TB, format_bytes, parse_size
+from fitcheck.machine import CPU, GPU, MACHINE_KINDS, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
+from fitcheck.units import GB, TB, GiB, MiB, format_bytes, parse_size
 
 SCHEMA = "fitcheck.machine/1"
 KINDS = MACHINE_KINDS
@@ -293,7 +294,7 @@ class _Reader:
             raise self.error(where, f"expected a table, got {_show(raw)}")
         accepted = _accepted_keys(specs)
         by_field: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
-        for key, value in raw.items():
+        for key in raw:
             if key == "unknown" or key in extra_keys:
                 continue
             if key not in accepted:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
-from typing import Iterable
 
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
@@ -22,7 +22,7 @@ from fitcheck.profiles.toml_writer import dumps
 try:
     import tomllib
 except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 SHIPPED_PACKAGE = "fitcheck.hardware_profiles"
 SHIPPED_LABEL = "hardware_profiles"  # how shipped files are named in messages and Machine.source

@@ -32,7 +32,8 @@ from fitcheck import __version__
 from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, TIGHT, UNKNOWN, WORDS
 from fitcheck.machine import Machine, known
 from fitcheck.pipeline import CheckResult
-from fitcheck.units import GiB, format_count, format_gib
+from fitcheck.plan import TrainingPlan
+from fitcheck.units import format_count, format_gib, gib
 
 SCHEMA = "fitcheck.check/1"
 
@@ -114,7 +115,8 @@ def check_document(result: CheckResult) -> dict:
             "peak_reserved_bytes": est.peak_reserved_bytes,
             "total_bytes": est.total_bytes,
             "facts": dict(est.facts),
-            "assumptions": [{"name": a.name, "value": a.value, "why": a.why, "option": a.option} for a in est.assumptions],
+            "assumptions": [{"name": a.name, "value": a.value, "why": a.why, "option": a.option}
+                            for a in est.assumptions],
             "notes": list(est.notes),
         },
         "verdict": {
@@ -182,7 +184,8 @@ def render_check_table(result: CheckResult) -> str:
     if spec.is_moe:
         params += f", {format_count(spec.active_params)} active"
     generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
-    lines.append(f"Model:    {result.model_id} ({params}{', ' + spec.architecture if spec.architecture else ''}){generic}")
+    arch = f", {spec.architecture}" if spec.architecture else ""
+    lines.append(f"Model:    {result.model_id} ({params}{arch}){generic}")
     if result.model.note:
         lines.append(f"          {result.model.note}")
     lines.append(f"Machine:  {machine_line(result.machine)}")
@@ -191,7 +194,8 @@ def render_check_table(result: CheckResult) -> str:
     if plan.training:
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
-        lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens, "
+        lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, "
+                     f"context {plan.context:,} tokens, "
                      f"batch {plan.batch}, KV cache {plan.kv_dtype}")
     lines.append("")
 
@@ -208,7 +212,8 @@ def render_check_table(result: CheckResult) -> str:
     for dv in result.verdict.devices:
         free_row.append(_gib(dv.free_bytes) if dv.free_bytes is not None else "unknown")
     rows.append(free_row)
-    lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=("left",) + ("right",) * len(est.devices)))
+    lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                          colalign=("left",) + ("right",) * len(est.devices)))
     lines.append("")
     lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
                  f" (headroom {result.headroom:.0%})")
@@ -221,7 +226,7 @@ def render_check_table(result: CheckResult) -> str:
         lines.append("Largest that fits: unknown until the free memory above can be read")
     elif result.verdict.status == CANNOT_RUN:
         lines.append("Largest that fits: nothing — this machine cannot run the request as asked")
-    elif plan.training:
+    elif isinstance(plan, TrainingPlan):
         seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
         mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
         lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
@@ -266,7 +271,8 @@ def nothing_fits(plan) -> str:
         return "Nothing fits on this machine, even quantized or offloaded"
     if plan.device == "cpu":
         return "Nothing fits on this machine, even with LoRA, gradient checkpointing or a shorter sequence"
-    return "Nothing fits on this machine, even with LoRA or QLoRA, gradient checkpointing, offload or a shorter sequence"
+    return ("Nothing fits on this machine, even with LoRA or QLoRA, gradient checkpointing, offload or a "
+            "shorter sequence")
 
 
 def _needs_line(devices) -> str:
@@ -283,7 +289,7 @@ def _needs_line(devices) -> str:
 
 def _gib(n: int | None) -> str:
     """A table cell in GiB (the column header says GiB)."""
-    return "-" if n is None else f"{n / GiB:.2f}"
+    return "-" if n is None else gib(n)
 
 
 # ---- training plans (--mode full|lora|qlora) -------------------------------------------------

@@ -5,7 +5,8 @@ JSON: ``{"schema": "fitcheck.profiles/1", "profiles": [<fitcheck.machine/1 dict>
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from fitcheck.machine import MACHINE_KINDS, Machine
 from fitcheck.render.facts import gib_text, gpu_group_text, price_text, show

@@ -65,9 +65,10 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
     """One table line: training tokens/s and the optimizer step's time, or why unknown."""
     if speed is None:
         return "Speed:    not estimated"
-    if speed.rate is None:
+    step = speed.step_seconds
+    if speed.rate is None or step is None:
         return f"Speed:    unknown ({speed.unknown})"
-    fast, slow = speed.step_seconds
+    fast, slow = step
     devices = f"{speed.devices} × " if speed.devices > 1 else ""
     return (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
             f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "

@@ -24,7 +24,7 @@ from fitcheck.estimate.speed import Efficiency
 from fitcheck.estimate.verdict import TIGHT
 from fitcheck.pipeline import WhereResult, WhereRow
 from fitcheck.render.speed import efficiency_dict, rate_dict, rate_text
-from fitcheck.units import GiB
+from fitcheck.units import gib
 
 SCHEMA = "fitcheck.where/2"
 
@@ -44,7 +44,7 @@ def _memory_text(row: WhereRow) -> str:
     if d is None:
         return "unknown"
     label = "RAM" if d.kind == "cpu" else "GPU"
-    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
+    return f"{gib(d.need_bytes, 1)} of {gib(d.free_bytes, 0)} GiB {label}"
 
 
 def _usd(x: float) -> str:
@@ -65,6 +65,7 @@ def render_where_table(result: WhereResult) -> str:
     if fitting:
         rows = []
         for r in fitting:
+            assert r.plan is not None
             mtok = r.usd_per_million_tokens
             rate = r.speed.decode if r.speed else (r.training_speed.rate if r.training_speed else None)
             tight = " (tight)" if r.verdict is not None and r.verdict.status == TIGHT else ""
@@ -88,7 +89,8 @@ def render_where_table(result: WhereResult) -> str:
                      "(see each profile).")
     else:
         lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the "
-                     "price per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
+                     "price per hour ÷ that throughput. Prices are indicative on-demand list prices "
+                     "(see each profile).")
     assumptions = _assumptions(result)
     if assumptions:
         lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
@@ -139,7 +141,8 @@ def where_document(result: WhereResult) -> dict:
         "model": {"query": result.query, "id": result.model.hf_id or spec.name, "params_total": spec.total_params,
                   "params_active": spec.active_params},
         "request": {"mode": req.mode, "seq_len": req.seq_len if req.training else None,
-                    "precision": req.precision, "context": req.context if not req.training else None, "batch": req.batch, "kv_dtype": req.kv_dtype,
+                    "precision": req.precision, "context": req.context if not req.training else None,
+                    "batch": req.batch, "kv_dtype": req.kv_dtype,
                     "engine": req.engine, "gpus": req.gpus, "headroom_pct": round(result.headroom * 100, 3),
                     "kind": result.kind, "max_price_usd_per_hour": result.max_price},
         "machines": machines,

@@ -4,9 +4,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from test_check_cmd import ALT_KEYS, ESTIMATE_KEYS, REQUEST_KEYS, VERDICT_KEYS
 
 from fitcheck.cli import cli
-from test_check_cmd import ALT_KEYS, ESTIMATE_KEYS, REQUEST_KEYS, VERDICT_KEYS
 
 # Training adds these request keys (additive to the inference contract).
 TRAINING_REQUEST_KEYS = {"seq_len", "grad_accum", "effective_batch", "compute_dtype", "optimizer", "master_weights",

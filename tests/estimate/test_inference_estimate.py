@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia, unknown_free_gpu
 
-from fitcheck.pipeline import check
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.inference import estimate_inference
+from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, judge
+from fitcheck.pipeline import check
 from fitcheck.plan import resolve_inference
 from fitcheck.request import Request
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, judge
 
 
 class Resolved:  # what fitcheck.model.resolve returns, minimally
@@ -177,9 +177,10 @@ def test_cpu_inference_keeps_a_kv_cache():
 def test_prefill_logits_for_every_position():
     from dataclasses import replace as _replace
 
+    from estimate_specs import QWEN25_05B as S
+
     from fitcheck.estimate.inference import estimate_inference as _est
     from fitcheck.plan import Plan as _Plan
-    from estimate_specs import QWEN25_05B as S
     base = _Plan(precision="bf16", engine="transformers", device="gpu", gpus=1, context=1024, batch=1,
                  prompt_tokens=1024, kv_dtype="bf16", gpu_layers=None, gpu_memory_utilization=0.9,
                  gpu_total_bytes=None, compute_capability=8.0, decodes=False)

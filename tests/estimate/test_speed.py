@@ -3,13 +3,13 @@
 import math
 
 import pytest
+from estimate_specs import LLAMA2_7B, MIXTRAL, QWEN25_05B, QWEN25_7B
 
 from fitcheck.estimate import speed as SP
+from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory, Unknown
 from fitcheck.plan import resolve_inference
 from fitcheck.request import Request
-from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory, Unknown
 from fitcheck.units import GiB
-from estimate_specs import LLAMA2_7B, MIXTRAL, QWEN25_05B, QWEN25_7B
 
 
 def box(gpu_bw=None, cpu_bw=100e9, gpu_tflops=100.0, cpu_tflops=2.0, vram_gib=80, ram_gib=256):

@@ -1,18 +1,18 @@
 """Training estimator: known values with sources, DeepSpeed's published formulas, invariants."""
 
 import pytest
+from estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from machines import machine, nvidia
 
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.lora import lora_params, parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, GRADIENTS, LOGITS, MASTER_WEIGHTS, OPTIMIZER, WEIGHTS
 from fitcheck.estimate.training import estimate_training, model_state_bytes
+from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import resolve_training
 from fitcheck.request import Request
-from fitcheck.model.spec import ModelSpec
-from estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
-from machines import machine, nvidia
 
 A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
 # Qwen/Qwen-7B config.json (Qwen1: fused c_attn, MHA, FFN width = intermediate_size / 2)

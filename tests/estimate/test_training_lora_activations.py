@@ -1,6 +1,8 @@
 """LoRA adapter branches' saved tensors (peft lora.Linear.forward) and the fp32 loss backward."""
 
 import pytest
+from estimate_specs import QWEN25_7B
+from machines import machine, nvidia
 
 from fitcheck.estimate.lora import adapter_saved_bytes_per_token, parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, LOGITS
@@ -8,8 +10,6 @@ from fitcheck.estimate.training import estimate_training
 from fitcheck.estimate.training_activations import logits_bytes_per_token
 from fitcheck.plan import resolve_training
 from fitcheck.request import Request
-from estimate_specs import QWEN25_7B
-from machines import machine, nvidia
 
 A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
 
@@ -111,6 +111,7 @@ def _smol():
 ])
 def test_full_fine_tuning_layer_matches_measured_saved_tensors(case, expected):
     from estimate_specs import QWEN25_05B
+
     from fitcheck.estimate.training_activations import layer_bytes_per_token
     spec = QWEN25_05B if case.startswith("qwen05") else _smol()
     got = layer_bytes_per_token(spec, attention=case.split()[-1], seq_len=128,
@@ -124,6 +125,7 @@ def test_lora_layer_on_frozen_bf16_base_matches_measured_saved_tensors(rank, tar
     # Frozen linears keep no inputs and frozen norms no normalised copy; peft's fp32 adapters
     # keep their own fp32 input copies.
     from estimate_specs import QWEN25_05B
+
     from fitcheck.estimate.training_activations import layer_bytes_per_token
     lora = adapter_saved_bytes_per_token(QWEN25_05B, parse_targets(targets), rank, adapter_bytes=4,
                                          compute_bytes=2, dropout=0.0)

@@ -7,15 +7,15 @@ from click.testing import CliRunner
 from estimate_specs import QWEN25_7B
 from machines import machine, nvidia
 
-from fitcheck.pipeline import check
 from fitcheck.cli import cli
 from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, validate
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.inference import estimate_inference
+from fitcheck.pipeline import check
 from fitcheck.plan import logits_mode, parse_transformers_version, resolve_inference
-from fitcheck.request import Request
 from fitcheck.preflight.plan_file import parse_plan
 from fitcheck.preflight.run import request_for
+from fitcheck.request import Request
 
 RTX4090 = machine([nvidia()])
 

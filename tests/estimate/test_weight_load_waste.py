@@ -6,10 +6,10 @@ from machines import machine, nvidia
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import estimate_inference, weight_load_waste
-from fitcheck.plan import resolve_inference
-from fitcheck.request import Request
 from fitcheck.estimate.weights import weight_tensor_sizes
 from fitcheck.model.spec import ModelSpec
+from fitcheck.plan import resolve_inference
+from fitcheck.request import Request
 
 MiB = 1 << 20
 # Qwen-1.8B's shape: 2048 hidden, MHA, 5504 MLP (Qwen1.5-1.8B in transformers)

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from filegen import gguf_bytes, gguf_llama, gguf_qwen3moe, write_gguf  # noqa: E402

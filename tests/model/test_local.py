@@ -10,8 +10,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from filegen import (  # noqa: E402
-    gguf_llama, gptq_tensors, llama_config, llama_tensors, safetensors_header, st_nbytes,
-    write_gguf, write_safetensors,
+    gguf_llama,
+    gptq_tensors,
+    llama_config,
+    llama_tensors,
+    safetensors_header,
+    st_nbytes,
+    write_gguf,
+    write_safetensors,
 )
 
 from fitcheck.errors import FitcheckError

@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
-from filegen import llama_tensors, safetensors_header as make_header, write_safetensors  # noqa: E402
+from filegen import llama_tensors, write_safetensors  # noqa: E402
+from filegen import safetensors_header as make_header
 
 from fitcheck.errors import FitcheckError
 from fitcheck.model import safetensors_header as sth

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from fitcheck.pipeline import check
-from fitcheck.request import Request
 from fitcheck.preflight import github
 from fitcheck.preflight.requirements import evaluate, parse_requirement
 from fitcheck.profiles import load_profile
+from fitcheck.request import Request
 
 
 def test_escaping_matches_the_runner():
@@ -41,20 +41,20 @@ def test_fits_is_a_notice():
 
 def test_training_alternatives_show_training_commands_from_the_json_document():
     from fitcheck.pipeline import check
-    from fitcheck.request import Request
     from fitcheck.render.check import check_document
+    from fitcheck.request import Request
 
     result = check("qwen-7b", Request(mode="qlora"), load_profile("rtx-4090"))
     assert result.verdict.status == "does_not_fit" and result.alternatives
     doc = check_document(result)
     expected = [a["fitcheck_command"] for a in doc["alternatives"]]
-    assert github.alternative_commands(result) == expected == github.alternative_commands(result, doc)
-    (line,) = github.check_annotations(result, doc=doc)
+    assert github.alternative_commands(result) == expected
+    (line,) = github.check_annotations(result)
     assert f"Fits instead: {result.alternatives[0].title} — {expected[0]}" in line
     assert "--mode qlora" in line and "--context" not in line and "--engine" not in line
     assert "sequence 2048, micro-batch 1" in line
-    md = github.check_summary(result, doc=doc)
-    for i, (a, cmd) in enumerate(zip(result.alternatives, expected), 1):
+    md = github.check_summary(result)
+    for i, (a, cmd) in enumerate(zip(result.alternatives, expected, strict=True), 1):
         assert f"{i}. {a.title}: `{cmd}`" in md
     assert "--mode qlora" in md and "--context" not in md
 

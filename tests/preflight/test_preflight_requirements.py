@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import CPU, GPU, Disk, Host, Machine, SystemMemory, Unknown
-from fitcheck.preflight.requirements import (FACTS, FAILED, OK, OPERATORS, UNKNOWN, evaluate, exit_code,
-                                              parse_requirement, parse_version)
+from fitcheck.preflight.requirements import (
+    FACTS,
+    FAILED,
+    OK,
+    OPERATORS,
+    UNKNOWN,
+    evaluate,
+    exit_code,
+    parse_requirement,
+    parse_version,
+)
 from fitcheck.units import GB, GiB, MiB
 
 SIZE_FACTS = [f for f, (kind, _) in FACTS.items() if kind == "size"]

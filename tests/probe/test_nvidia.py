@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pynvml as real
-
 from fake_nvml import GIB, FakeNvml, a100_80gb, memory_v1, memory_v2
+
 from fitcheck.machine import SystemMemory, Unknown
 from fitcheck.probe import nvidia
 from fitcheck.probe.nvidia import memory_bandwidth, query, read_nvidia

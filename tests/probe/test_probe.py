@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from fake_nvml import FakeNvml, a100_80gb
+
 from fitcheck.machine import Machine, Unknown
 from fitcheck.probe import nvidia, probe
 from fitcheck.probe.cpu import X86_FEATURES, normalise_features
