@@ -1,4 +1,5 @@
-"""Regenerate the output of README's `$ fitcheck ... --profile ...` console examples.
+"""Regenerate README's generated parts: the `$ fitcheck ... --profile ...` console examples and the
+`fitcheck check` options table (from the option vocabulary, fitcheck/options.py).
 
     python dev/update_readme_examples.py          # rewrite README.md in place
     python dev/update_readme_examples.py --check  # exit 1 if README is stale (tests do the same)
@@ -19,6 +20,43 @@ from fitcheck.cli import cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"(```console\n)(.*?)(```)", re.S)
+OPTIONS = re.compile(r"(<!-- options:begin -->\n)(.*?)(<!-- options:end -->)", re.S)
+
+
+def options_table() -> str:
+    """One row per option of `fitcheck check`: the request options from the vocabulary (with the
+    modes they apply to), then the command's own options, each with its default and help."""
+    import click
+
+    from fitcheck.cli.check_cmd import check
+    from fitcheck.options import ALL_MODES, BY_NAME, TRAINING
+
+    def modes(name: str) -> str:
+        opt = BY_NAME.get(name)
+        if opt is None or opt.modes == ALL_MODES:
+            return "all"
+        return "training" if opt.modes == TRAINING else ", ".join(m for m in ("inference", "full", "lora", "qlora")
+                                                                    if m in opt.modes)
+
+    rows = ["| option | default | values | modes | meaning |", "|---|---|---|---|---|"]
+    for param in check.params:
+        if not isinstance(param, click.Option) or param.name is None:
+            continue
+        flags = " / ".join(f"`{f}`" for f in [*param.opts, *param.secondary_opts])
+        default = param.default if not callable(param.default) else None
+        unset = default is None or default is False or default == () or type(default).__name__ == "Sentinel"
+        shown = "" if unset else f"`{default}`"
+        if isinstance(param.type, click.Choice):
+            values = ", ".join(str(c) for c in param.type.choices)
+        elif isinstance(param.type, (click.IntRange, click.FloatRange)):
+            low, high = param.type.min, param.type.max
+            values = f"{low:,}–{high:,}" if high is not None else f">= {low:,}"
+        else:
+            values = param.metavar or ""
+        text = " ".join((param.help or "").split()).replace("|", "\\|")
+        values = values.replace("|", "\\|")
+        rows.append(f"| {flags} | {shown} | {values} | {modes(param.name)} | {text} |")
+    return "\n".join(rows) + "\n"
 
 
 def machine_independent(command: str) -> bool:
@@ -49,6 +87,7 @@ def _regenerate(block: str) -> str:
 def main() -> int:
     text = README.read_text()
     new = BLOCK.sub(lambda m: m.group(1) + _regenerate(m.group(2)) + m.group(3), text)
+    new = OPTIONS.sub(lambda m: m.group(1) + options_table() + m.group(3), new)
     if "--check" in sys.argv:
         return 0 if new == text else 1
     README.write_text(new)

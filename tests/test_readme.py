@@ -54,3 +54,10 @@ def test_readme_example(cmd, shown):
     assert result.exit_code in (0, 1), result.output
     if machine_independent(cmd) and shown.strip():
         assert result.output.rstrip() == shown.rstrip()
+
+
+def test_readme_options_table_is_the_vocabulary():
+    from update_readme_examples import OPTIONS, options_table
+
+    (section,) = OPTIONS.findall(README.read_text())
+    assert section[1] == options_table(), "run python dev/update_readme_examples.py"
