@@ -84,7 +84,9 @@ class Option:
         """A value typed on the command line, in a plan file or at a prompt, checked; FitcheckError if not."""
         if value is None:
             return None
-        if self.nullable and isinstance(value, str) and value.strip().lower() in ("auto", "none", "off"):
+        is_choice = any(str(c).lower() == str(value).strip().lower() for c in self.choices)
+        if self.nullable and not is_choice and isinstance(value, str) \
+                and value.strip().lower() in ("auto", "none", "off"):
             return None
         if self.kind == "flag":
             if isinstance(value, bool):
