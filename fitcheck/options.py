@@ -232,10 +232,6 @@ DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}
 PLAN_FIELDS: tuple[str, ...] = ("model", "name", *BY_NAME, "params", "profile", "strict")
 
 
-def option(name: str) -> Option:
-    return BY_NAME[name]
-
-
 def validate_values(values: dict[str, Any]) -> None:
     """Each option's value checked against its declaration (FitcheckError naming the flag)."""
     for name, value in values.items():

@@ -62,11 +62,6 @@ class Request:
     def training(self) -> bool:
         return self.mode != INFERENCE
 
-    @property
-    def length(self) -> int:
-        """Tokens per sequence in this mode (context, or seq_len when training)."""
-        return self.seq_len if self.training else self.context
-
     def with_changes(self, **changes: Any) -> Request:
         return replace(self, **changes)
 

@@ -126,16 +126,12 @@ def validate(field: str, text: str, session: Session | None = None):
             options = (("auto",) if opt.nullable else ()) + choices(field)
             raise Invalid(f"{text.strip()!r} is not a {field.replace('_', ' ')}; choose one of: "
                           + ", ".join(options)) from None
-        if opt.kind == "int":
-            raise Invalid(f"the {field.replace('_', ' ')} must be a whole number >= {opt.low:g}, got {text.strip()!r}"
-                          + ("" if _int_ok(text) else "")) from None
+        if opt.kind == "int" and opt.low is not None:
+            raise Invalid(f"the {field.replace('_', ' ')} must be a whole number >= {opt.low:g}, "
+                          f"got {text.strip()!r}") from None
         if field == "transformers_version":
             raise Invalid(f"{exc.message}; or auto for 4.45 and later") from None
         raise Invalid(exc.one_line()) from None
-
-
-def _int_ok(text: str) -> bool:
-    return text.strip().isdigit()
 
 
 def parse_command(line: str, n_alternatives: int):
