@@ -188,8 +188,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     if plan.engine == "transformers" and on_gpu and engines.runs_here("vllm", plan.precision, kind, cc) is None \
             and plan.precision not in ("int8", "nf4", "fp32"):
         s.consider("Serve with vLLM (paged KV cache, chunked prefill)",
-                   base.with_changes(engine="vllm", transformers_version=None,
-                                     gpus=base.gpus if base.gpus is None else min(base.gpus, max(all_gpus, 1))), 3)
+                   base.with_changes(engine="vllm", transformers_version=None), 3)
 
     # 2. Quantized KV cache.
     for kv in {"vllm": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
