@@ -65,6 +65,10 @@ _ANY = Runs(ALL)
 _GPU_SERVING = Runs(CUDA_ROCM, why="vLLM")
 
 
+# llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (common/arg.cpp default 512).
+LLAMA_CPP_UBATCH = 512
+
+
 @dataclass(frozen=True)
 class Engine:
     name: str
@@ -72,6 +76,10 @@ class Engine:
     precisions: dict[str, Runs]                  # weights format -> where it runs with this engine
     kv_dtypes: tuple[str, ...]                   # KV-cache types it has (auto resolves to one of them)
     splits: str                                  # how it spreads over GPUs: "layers" | "tensor"
+    # How its KV cache stores what the formulas in estimate/kv_cache.py count:
+    kv_mla_latent: bool = True                   # MLA's compressed latent (False: K and V expanded per head)
+    kv_sliding_extra: int | None = 0             # sliding-window layers keep window + this many cells;
+                                                 # None: every token (transformers' DynamicCache)
 
 
 ENGINES: dict[str, Engine] = {
@@ -79,7 +87,7 @@ ENGINES: dict[str, Engine] = {
         "transformers", _ANY,
         {"fp32": _ANY, "bf16": _ANY, "fp16": _ANY, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
          "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ},
-        ("fp16", "bf16", "fp32"), "layers"),
+        ("fp16", "bf16", "fp32"), "layers", kv_mla_latent=False, kv_sliding_extra=None),
     "vllm": Engine(
         "vllm", _GPU_SERVING,
         {"fp32": _GPU_SERVING, "bf16": _GPU_SERVING, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
@@ -88,7 +96,9 @@ ENGINES: dict[str, Engine] = {
     "llama.cpp": Engine(
         "llama.cpp", Runs(frozenset({CUDA, ROCM, METAL, CPU}), why="llama.cpp's backends"),
         {**{p: Runs(frozenset({CUDA, ROCM, METAL, CPU})) for p in GGUF_TYPES + FLOATS}},
-        ("fp16", "q8_0", "q4_0"), "layers"),
+        ("fp16", "q8_0", "q4_0"), "layers",
+        # llama-kv-cache-iswa.cpp: size_swa = min(size_base, GGML_PAD(n_swa * n_seq_max + n_ubatch, n_pad))
+        kv_sliding_extra=LLAMA_CPP_UBATCH),
 }
 ENGINE_ORDER = ("transformers", "vllm", "llama.cpp")
 

@@ -18,6 +18,7 @@ Qwen2.5-7B at 30,720 prompt tokens leaves 4.1 GiB beyond weights and KV cache; t
 
 from __future__ import annotations
 
+from fitcheck.engines import LLAMA_CPP_UBATCH
 from fitcheck.model.spec import ModelSpec
 
 # MoE dispatch in transformers runs experts one after another on the tokens routed to each;
@@ -27,8 +28,6 @@ MOE_IMBALANCE = 2.0
 # `vllm serve`: 8192, vllm/engine/arg_utils.py) and max_num_seqs (256) sampled sequences.
 VLLM_PROFILE_TOKENS = 8192
 VLLM_MAX_NUM_SEQS = 256
-# llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (default 512).
-LLAMA_CPP_UBATCH = 512
 
 
 def _ffn_width_per_token(spec: ModelSpec, *, dispatch_imbalance: float) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 
+from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
@@ -313,7 +314,7 @@ def _kv_detail(spec: ModelSpec, plan: Plan, engine: str, share: float) -> str:
     from fitcheck.estimate.kv_cache import kv_elements_per_token
 
     per = kv_elements_per_token(spec, engine)
-    how = ("MLA latent" if spec.is_mla and engine != "transformers" else
+    how = ("MLA latent" if spec.is_mla and ENGINES[engine].kv_mla_latent else
            "MLA expanded per head" if spec.is_mla else f"2 × {spec.num_kv_heads} KV heads × {spec.attn_head_dim}")
     text = (f"{spec.num_attention_layers} layers × {how} = {per} elements/token × {plan.context:,} tokens × "
             f"{plan.batch} seq × {plan.kv_dtype}")

@@ -11,17 +11,14 @@ bytes = Σ over attention layers of (elements per token) × (tokens that layer k
 
 from __future__ import annotations
 
-from fitcheck.estimate.activations import LLAMA_CPP_UBATCH
+from fitcheck.engines import ENGINES
 from fitcheck.estimate.formats import KV_DTYPE_BYTES
 from fitcheck.model.spec import ModelSpec
-
-# llama.cpp keeps n_swa + n_ubatch cells for sliding-window layers (llama-kv-cache-iswa.cpp:
-# size_swa = min(size_base, GGML_PAD(hparams.n_swa*n_seq_max + n_ubatch, n_pad))).
 
 
 def kv_elements_per_token(spec: ModelSpec, engine: str) -> int:
     """Cached elements per token per full-attention layer, as `engine` stores them."""
-    if spec.is_mla and engine == "transformers":
+    if spec.is_mla and not ENGINES[engine].kv_mla_latent:
         return spec.mla_expanded_kv_elements_per_token
     return spec.kv_elements_per_token
 
@@ -44,8 +41,9 @@ def kv_cache_bytes(spec: ModelSpec, *, tokens: int, sequences: int, kv_dtype: st
     kept_sliding = tokens
     # transformers' DynamicCache keeps every token of sliding-window layers too (measured:
     # gemma-3-1b, 4,096-token prefill, 6 layers: 24 MiB held, the full-length figure).
-    if sliding and spec.sliding_window and engine != "transformers":
-        kept_sliding = min(tokens, spec.sliding_window + (LLAMA_CPP_UBATCH if engine == "llama.cpp" else 0))
+    extra = ENGINES[engine].kv_sliding_extra
+    if sliding and spec.sliding_window and extra is not None:
+        kept_sliding = min(tokens, spec.sliding_window + extra)
     total = (full * tokens + sliding * kept_sliding) * per_token * elem * sequences
     if spec.num_linear_layers and spec.linear_state_elements:
         lin = spec.num_linear_layers if layers is None else spec.num_linear_layers * min(layers, spec.num_layers) / spec.num_layers

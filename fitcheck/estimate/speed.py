@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fitcheck.engines import ENGINES
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
@@ -231,7 +232,7 @@ def _gpu_device(machine: Machine, plan: Plan) -> _Device:
     g = machine.gpus[0]
     # vLLM tensor parallel reads each GPU's shard at the same time; transformers (device_map) and
     # llama.cpp (layer split) run the GPUs one after another, so one GPU's bandwidth applies.
-    n = max(plan.gpus, 1) if plan.engine == "vllm" else 1
+    n = max(plan.gpus, 1) if ENGINES[plan.engine].splits == "tensor" else 1
     bw = g.bandwidth_bytes_per_s * n if known(g.bandwidth_bytes_per_s) else None
     peak = g.bf16_tflops * 1e12 * n if known(g.bf16_tflops) else None
     why = "" if bw else f"GPU memory bandwidth {g.bandwidth_bytes_per_s}"
