@@ -41,12 +41,12 @@ from fitcheck.plan import Plan
 from fitcheck.units import MiB
 
 # CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by
-# torch.cuda.max_memory_allocated (ESTIMATION.md: ≈0.3–0.6 GiB; more on newer GPUs).
+# torch.cuda.max_memory_allocated (≈0.3–0.6 GiB as usually reported; more on newer GPUs).
 TORCH_CUDA_CONTEXT = 512 * MiB
 # ggml's CUDA backend: context plus cuBLAS handle, smaller than PyTorch's.
 LLAMA_CPP_CUDA_CONTEXT = 320 * MiB
 # PyTorch's caching allocator keeps freed blocks of transient tensors; reserved exceeds allocated
-# by 5–15 % of what comes and goes (ESTIMATION.md).  Weights are allocated once, tensor by tensor:
+# by 5–15 % of what comes and goes.  Weights are allocated once, tensor by tensor:
 # what their segments hold beyond them follows from the allocator's rules (allocator.load_waste).
 # Replayed generate runs (benchmarks/measure/alloc_trace.py) need 0–42 MiB beyond that.
 ALLOCATOR_SLACK = 0.05

@@ -1,7 +1,7 @@
 """How fast: decode and prefill tokens/s for a Plan on a Machine, training time, and CPU vs GPU.  Pure.
 
 Every figure is a range (low, high) from named efficiency factors, shown to the user as
-assumptions.  The formulas (the estimation notes (shared/reference/ESTIMATION.md, outside this repository), "CPU or GPU, and cost"):
+assumptions.  The formulas:
 
 decode (memory-bandwidth bound), one step of a batch of B sequences:
     t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU), layers × host time per layer)

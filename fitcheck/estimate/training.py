@@ -13,7 +13,7 @@ Sharding (per GPU, N GPUs):
   gradients.  DeepSpeed ZeRO also builds the fp32 gradient of its partition at step time
   (stage_1_and_2.py `single_partition_of_fp32_groups[i].grad`; stage3.py per sub-group of at
   most `sub_group_size` = 1e9 parameters).  For ZeRO-2 this gives 2P + 18P/N per GPU, the figure
-  in ESTIMATION.md; DeepSpeed's own `estimate_zero2_model_states_mem_needs` says 4P + 16P/N (it
+  of the ZeRO paper; DeepSpeed's own `estimate_zero2_model_states_mem_needs` says 4P + 16P/N (it
   also counts a full-size gradient), the same at N = 1.
 Offload (ZeRO-Offload, Ren et al. 2021): `optimizer` moves master, optimizer states and fp32
 gradients to pinned RAM; `optimizer+params` (ZeRO-3) also the 16-bit weights.  RAM needed is

@@ -67,7 +67,7 @@ def test_zero2_model_states_match_deepspeed(n):
     e = est(mode="full", seq_len=16, gpus=n, zero=2)
     P = _p(QWEN25_7B)
     states = model_state_bytes(e)
-    # ESTIMATION.md / ZeRO paper: 2P weights + (2 grads + 4 master + 8 Adam) P / N ...
+    # ZeRO paper: 2P weights + (2 grads + 4 master + 8 Adam) P / N ...
     assert states == pytest.approx(2 * P + 14 * P / n, rel=1e-6)
     # ... + the fp32 gradient partition of the step (4P/N) = 2P + 18P/N, which DeepSpeed's
     # estimate_zero2_model_states_mem_needs (4P + 16P/N) equals at N = 1 and bounds above.

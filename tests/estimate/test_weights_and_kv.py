@@ -17,14 +17,14 @@ def wbytes(spec, precision):
 
 
 def test_7b_fp16_is_about_14_gb_not_4():
-    # ESTIMATION.md: 7B x 2 bytes = 14 GB (one seed sentence says 4 GB: that is INT4, not FP16).
+    # 7B x 2 bytes = 14 GB (one seed sentence says 4 GB: that is INT4, not FP16).
     b = wbytes(LLAMA2_7B, "fp16")
     assert 13.0 * GB < b < 14.0 * GB  # Llama-2-7b: 6.74B params -> 13.5 GB
     assert wbytes(LLAMA2_7B, "int4") < 4.5 * GB
 
 
 @pytest.mark.parametrize("spec, precision, published_gb, source", [
-    # Qwen's own GGUF: qwen2.5-7b-instruct-q4_k_m.gguf 4.68 GB (ESTIMATION.md: ≈4.36 GiB)
+    # Qwen's own GGUF: qwen2.5-7b-instruct-q4_k_m.gguf 4.68 GB (≈4.36 GiB)
     (QWEN25_7B, "q4_k_m", 4.68, "Qwen/Qwen2.5-7B-Instruct-GGUF"),
     # bartowski/Meta-Llama-3-8B-Instruct-GGUF file sizes
     (LLAMA3_8B, "q4_k_m", 4.92, "bartowski Q4_K_M"),
