@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitcheck.estimate.alternatives import Alternative, find_alternatives
+from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest, Plan, resolve_inference
 from fitcheck.estimate.result import Estimate
@@ -52,6 +53,8 @@ class CheckResult:
     speed: SpeedEstimate | None = None   # decode/prefill tokens/s of this plan (fitcheck.estimate.speed)
     device_advice: DeviceAdvice | None = None  # CPU or GPU for this request here, and why
     training_speed: TrainingSpeed | None = None  # training tokens/s and step time (training checks)
+    cost: CostSettings | None = None     # electricity price and amortisation (fitcheck.estimate.cost)
+    tokens: int | None = None            # training: tokens to train on (--tokens), for the run's time and cost
 
     @property
     def spec(self) -> ModelSpec:

@@ -137,6 +137,15 @@ class Price:
 
 
 @dataclass(frozen=True)
+class Purchase:
+    """An indicative purchase price of a machine you would own (whole system, USD)."""
+
+    usd: float
+    read_on: str  # ISO date the price was read (or announced)
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Machine:
     """A whole machine: this one (probed) or one described by a hardware profile."""
 
@@ -151,6 +160,7 @@ class Machine:
     cuda_version: Fact[str] = Unknown("no GPU driver")
     disk: Disk | None = None
     price: Price | None = None
+    purchase: Purchase | None = None  # owned machines: what buying it costs
     power_watts: Fact[int] = Unknown("not in profile")
     description: str = ""
     source: str = "probe"  # 'probe' or the profile's path

@@ -8,15 +8,19 @@ from fitcheck.cli.options import (
     PRECISION_CHOICES,  # noqa: F401  (re-exported: interactive mode reads the choices from here)
     batch_option,
     context_option,
+    cost_options,
+    cost_settings,
     engine_option,
     gpus_option,
     headroom_option,
     json_option,
     kv_dtype_option,
     load_machine,
+    mode_option,
     params_option,
     precision_option,
     profile_option,
+    tokens_option,
     transformers_version_option,
 )
 
@@ -55,9 +59,7 @@ def training_options(func):
 
 @click.command("check")
 @click.argument("model", required=False)
-@click.option("--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
-              help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
-                   "micro-batch per GPU).")
+@mode_option
 @precision_option
 @context_option
 @batch_option
@@ -89,6 +91,8 @@ def training_options(func):
               help="Check every [[case]] of a plan file (model, precision, context, batch, engine, gpus, "
                    "profile...): one verdict line each; exit 1 if any fails.")
 @training_options
+@tokens_option
+@cost_options
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
@@ -131,6 +135,10 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
 
     _check_mode_options(ctx, mode)
+    from dataclasses import replace
+
+    costs = cost_settings(training.pop("kwh_price"), training.pop("amortize_years"), training.pop("hours_per_day"))
+    tokens = training.pop("tokens")
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     if mode != "inference":
         from fitcheck.check import check_training
@@ -138,6 +146,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         machine = load_machine(profile)
         result = check_training(resolved, _training_request(mode, precision, batch, gpus, device, training), machine,
                                 headroom=headroom / 100)
+        result = replace(result, cost=costs, tokens=tokens)
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                                  outcomes=evaluate(requirements, machine)))
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
@@ -145,13 +154,13 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                                gpu_memory_utilization=gpu_memory_utilization,
                                transformers_version=transformers_version)
     machine = load_machine(profile)
-    result = check_inference(resolved, request, machine, headroom=headroom / 100)
+    result = replace(check_inference(resolved, request, machine, headroom=headroom / 100), cost=costs)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine)))
 
 
 _INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
-_TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
+_TRAINING_ONLY = ("tokens", "seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
                   "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
 
 

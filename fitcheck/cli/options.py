@@ -80,3 +80,62 @@ transformers_version_option = _shared_option(
 params_option = _shared_option(
     "--params", default=None, metavar="COUNT",
     help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
+
+
+# ---- what it costs (fitcheck.estimate.cost), shared by `check` and `where` -------------------------
+def _count(ctx, param, value):
+    """--tokens 100M -> 100000000 (k, M, B, T suffixes)."""
+    if value is None:
+        return None
+    from fitcheck.units import parse_count
+
+    try:
+        n = parse_count(value)
+    except ValueError:
+        raise click.BadParameter(f"expected a token count like 100M, 2.5B or 500000, got {value!r}") from None
+    if n < 1:
+        raise click.BadParameter(f"expected at least 1 token, got {value!r}")
+    return n
+
+
+kwh_price_option = _shared_option(
+    "--kwh-price", type=click.FloatRange(0, 100), default=None, metavar="USD",
+    help="Electricity price per kWh for owned machines. Default: $FITCHECK_KWH_PRICE, else 0.1648, the U.S. "
+    "average residential price in 2024 (EIA Electric Power Monthly, table 5.3).")
+amortize_years_option = _shared_option(
+    "--amortize-years", type=click.FloatRange(min=0.1, max=50), default=3.0, show_default=True,
+    help="Owned machines: years the purchase price is spread over.")
+hours_per_day_option = _shared_option(
+    "--hours-per-day", type=click.FloatRange(min=0.1, max=24), default=8.0, show_default=True,
+    help="Owned machines: hours of use a day the purchase price is spread over.")
+tokens_option = _shared_option(
+    "--tokens", default=None, metavar="N", callback=_count,
+    help="Training: tokens to train on (dataset tokens × epochs, e.g. 100M): the run's wall time and cost.")
+mode_option = _shared_option(
+    "--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
+    help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
+    "micro-batch per GPU).")
+python_env_option = _shared_option(
+    "--python-env", "python_envs", multiple=True, metavar="PATH",
+    help="Also read the installed packages (torch and its CUDA build, vLLM, bitsandbytes, flash-attn) of this "
+    "Python environment (a venv or conda prefix, or a site-packages folder); repeatable. $VIRTUAL_ENV, "
+    "$CONDA_PREFIX and fitcheck's own environment are always read.")
+
+
+def cost_options(func):
+    """--kwh-price, --amortize-years, --hours-per-day."""
+    return kwh_price_option(amortize_years_option(hours_per_day_option(func)))
+
+
+def cost_settings(kwh_price: float | None, amortize_years: float, hours_per_day: float):
+    """The CostSettings of these options ($FITCHECK_KWH_PRICE when --kwh-price is not given)."""
+    import os
+
+    from fitcheck.errors import FitcheckError
+    from fitcheck.estimate.cost import CostSettings, kwh_price_from
+
+    try:
+        price, source = kwh_price_from(kwh_price, os.environ)
+    except ValueError as exc:
+        raise FitcheckError(str(exc), "unset it or give --kwh-price") from None
+    return CostSettings(price, amortize_years, hours_per_day, source)

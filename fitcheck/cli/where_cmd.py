@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import (batch_option, context_option, engine_option, gpus_option, headroom_option,
-                                  json_option, kv_dtype_option, params_option, precision_option,
-                                  transformers_version_option)
+from fitcheck.cli.options import (batch_option, context_option, cost_options, cost_settings, engine_option,
+                                  gpus_option, headroom_option, json_option, kv_dtype_option, params_option,
+                                  precision_option, transformers_version_option)
 
 KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 
@@ -26,11 +26,13 @@ KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
               help="Only machines with a price of at most USD per hour.")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="Only profiles of this kind.")
 @params_option
+@cost_options
 @json_option
 @click.pass_context
 def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpus: int | None, transformers_version: str | None, headroom: float, max_price: float | None, kind: str | None,
-          params: str | None, as_json: bool) -> None:
+          params: str | None, as_json: bool, kwh_price: float | None = None, amortize_years: float = 3.0,
+          hours_per_day: float = 8.0) -> None:
     """Which hardware profiles run MODEL, how fast, and at what cost (cheapest first).
 
     Every shipped profile is judged with its own default precision and engine unless given;
@@ -55,7 +57,8 @@ def where(ctx: click.Context, model: str, precision: str | None, context: int, b
                                gpus=gpus, transformers_version=transformers_version)
     request.validate()
     result = where_result(resolved, request, list_profiles(), headroom=headroom / 100, kind=kind,
-                          max_price=max_price, query=model)
+                          max_price=max_price, query=model,
+                          cost=cost_settings(kwh_price, amortize_years, hours_per_day))
     if as_json:
         import json
 

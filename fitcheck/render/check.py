@@ -20,7 +20,11 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
   "speed": {device, engine, precision, batch, at_context, decode_tokens_per_s: {low, high},
             per_sequence_tokens_per_s, prefill_tokens_per_s, bound, bytes_per_step: {weights, kv_cache},
             bandwidth_bytes_per_s, assumptions: [{name, low, high, why}], unknown,
-            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}}
+            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}},
+  "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day, owned, usd_per_hour, power_watts,
+           purchase_usd, energy_kwh_per_million_tokens, electricity_usd_per_million_tokens,
+           amortized_usd_per_million_tokens, usd_per_million_tokens, run} | null
+           (owned or rented machines only; run: the --tokens training run, see fitcheck.render.cost)
 }
 """
 
@@ -166,7 +170,14 @@ def check_document(result) -> dict:
             for a in result.alternatives
         ],
         "speed": _speed_section(result),
+        "cost": _cost_section(result),
     }
+
+
+def _cost_section(result) -> dict | None:
+    from fitcheck.render.cost import check_cost_document
+
+    return check_cost_document(result)
 
 
 def _speed_section(result) -> dict:
@@ -254,6 +265,9 @@ def render_check_table(result) -> str:
         from fitcheck.render.where import training_speed_line
 
         lines.append(training_speed_line(result.training_speed))
+    from fitcheck.render.cost import check_cost_lines
+
+    lines += check_cost_lines(result)
     if result.alternatives:
         lines.append("")
         lines.append("What fits instead (best first):")

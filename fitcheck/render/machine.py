@@ -69,6 +69,8 @@ def _fact_rows(machine: Machine) -> list[tuple[str, str | None]]:
          else f"{show(machine.driver_version)}, CUDA {show(machine.cuda_version)}"),
         ("Disk", _disk_text(machine)),
         ("Price", _price_text(machine)),
+        ("Purchase", None if machine.purchase is None else
+         f"${machine.purchase.usd:,.0f} (indicative, {machine.purchase.read_on}; {machine.purchase.source})"),
         ("Power", None if isinstance(machine.power_watts, Unknown) and machine.kind == "probed"
          else show(machine.power_watts, lambda w: f"{w:,} W")),
         ("Notes", "; ".join(machine.notes) or None),

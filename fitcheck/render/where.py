@@ -12,10 +12,17 @@ JSON document (schema "fitcheck.where/1"; tests lock its key set):
   "request": {precision, context, batch, kv_dtype, engine, gpus, headroom_pct, kind, max_price_usd_per_hour},
   "machines": [{name, kind, description, precision, engine, device, gpus, status, need_bytes, free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
-                usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source}],
+                usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
+                owned, power_watts, purchase_usd, purchase_read_on, purchase_source,
+                energy_kwh_per_million_tokens: {low, high} | null, electricity_usd_per_million_tokens,
+                amortized_usd_per_million_tokens, break_even_hours}],
   "not_fitting": [{name, kind, status, reason}],
-  "assumptions": [{name, low, high, why}]
+  "assumptions": [{name, low, high, why}],
+  "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day, break_even_against}
 }
+Owned machines (fitcheck.render.cost): energy and electricity per million tokens from the profile's
+power draw, the amortised cost adds the purchase price spread over amortize_years × 365 ×
+hours_per_day; break_even_hours is against break_even_against, the cheapest rented machine per token.
 Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
 without a price, fastest first.
 """
@@ -27,6 +34,7 @@ from dataclasses import dataclass, replace
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.inference import estimate_inference
+from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.request import InferenceRequest, Plan, resolve_inference
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.speed import Efficiency, Rate, SpeedEstimate, estimate_speed, usd_per_million_tokens
@@ -188,6 +196,7 @@ class WhereResult:
     kind: str | None
     max_price: float | None
     rows: tuple[WhereRow, ...]      # every machine of the kind, evaluated
+    cost: CostSettings = CostSettings()  # electricity price, amortisation (owned machines)
 
     @property
     def fitting(self) -> list[WhereRow]:
@@ -238,12 +247,14 @@ def evaluate_on(spec, request: InferenceRequest, machine: Machine, headroom: flo
 
 
 def where_result(resolved, request: InferenceRequest, machines, *, headroom: float, kind: str | None = None,
-                 max_price: float | None = None, query: str | None = None) -> WhereResult:
+                 max_price: float | None = None, query: str | None = None,
+                 cost: CostSettings | None = None) -> WhereResult:
     """`request` for `resolved` judged on every machine in `machines` of `kind`."""
     from fitcheck.profiles import machines_of_kind
 
     rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
-    return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price, rows)
+    return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price, rows,
+                       cost or CostSettings())
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -277,15 +288,18 @@ def render_where_table(result: WhereResult) -> str:
              + (f", {req.precision}" if req.precision else ", each machine's default precision")
              + (f", {req.engine}" if req.engine else "")]
     fitting = result.fitting
+    from fitcheck.render.cost import where_cells, where_lines
+
     if fitting:
         rows = []
         for r in fitting:
-            mtok = r.usd_per_million_tokens
             rows.append([r.machine.name, r.machine.kind, _where_text(r), f"{r.plan.precision} {r.plan.engine}",
                          _memory_text(r), rate_text(r.speed.decode if r.speed else None, ""),
-                         _usd(r.usd_per_hour) if r.usd_per_hour is not None else "-",
-                         f"{_usd(mtok[0])}–{_usd(mtok[1])}" if mtok else "-"])
-        headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens"]
+                         *where_cells(r, result.cost)])
+        headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens",
+                   "kWh/M tokens"]
+        if all(row[-1] == "-" for row in rows):  # no owned machine: no energy column
+            rows, headers = [row[:-1] for row in rows], headers[:-1]
         lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
     else:
         lines += ["", "No hardware profile fits this request with the headroom"
@@ -297,6 +311,7 @@ def render_where_table(result: WhereResult) -> str:
     lines.append("")
     lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the price "
                  "per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
+    lines += where_lines(result, result.cost)
     assumptions = _assumptions(result)
     if assumptions:
         lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
@@ -318,6 +333,8 @@ def _assumptions(result: WhereResult) -> list[Efficiency]:
 
 
 def where_document(result: WhereResult) -> dict:
+    from fitcheck.render.cost import where_cost_document, where_machine_keys
+
     spec = result.model.spec
     req = result.request
     machines = []
@@ -336,6 +353,7 @@ def where_document(result: WhereResult) -> dict:
             "usd_per_million_tokens": {"low": round(mtok[0], 4), "high": round(mtok[1], 4)} if mtok else None,
             "price_read_on": str(r.machine.price.read_on) if r.machine.price else None,
             "price_source": r.machine.price.source if r.machine.price else None,
+            **where_machine_keys(r, result, result.cost),
         })
     return {
         "schema": SCHEMA,
@@ -352,6 +370,7 @@ def where_document(result: WhereResult) -> dict:
                                                 else "no price (--max-price given)")}
                         for r in result.not_fitting],
         "assumptions": [efficiency_dict(e) for e in _assumptions(result)],
+        "cost": where_cost_document(result, result.cost),
     }
 
 

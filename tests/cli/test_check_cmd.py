@@ -10,7 +10,12 @@ from fitcheck.cli import cli
 # The JSON document's key set is a contract (README documents it); change it only on purpose,
 # with a new schema version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed"}
+            "speed", "cost"}
+# "cost" (fitcheck.render.cost): null for a machine neither owned nor rented; "run" only with --tokens.
+COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "owned", "usd_per_hour",
+             "power_watts", "purchase_usd", "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
+             "amortized_usd_per_million_tokens", "usd_per_million_tokens", "run"}
+RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus",
                 "gpu_layers", "gpu_memory_utilization", "headroom_pct"}

@@ -6,10 +6,14 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "assumptions"}
+TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "assumptions", "cost"}
+COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "break_even_against"}
 MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "status", "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
-                "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source"}
+                "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source",
+                "owned", "power_watts", "purchase_usd", "purchase_read_on", "purchase_source",
+                "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
+                "amortized_usd_per_million_tokens", "break_even_hours"}
 REQUEST_KEYS = {"precision", "context", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
@@ -27,6 +31,7 @@ def test_json_contract_and_order():
     code, doc = doc_of("qwen-7b")
     assert code == 0
     assert set(doc) == TOP_KEYS and doc["schema"] == "fitcheck.where/1"
+    assert set(doc["cost"]) == COST_KEYS
     assert set(doc["request"]) == REQUEST_KEYS
     assert all(set(m) == MACHINE_KEYS for m in doc["machines"])
     prices = [m["usd_per_hour"] for m in doc["machines"]]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fitcheck.errors import FitcheckError
-from fitcheck.machine import CPU, GPU, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
+from fitcheck.machine import CPU, GPU, Disk, Host, Machine, MigInstance, Price, Purchase, SystemMemory, Unknown
 from fitcheck.profiles import machine_from_dict, machine_to_dict, machine_to_toml, read_profile_text
 from fitcheck.profiles.schema import KINDS, SPECS_BY_CLASS, os_allowance_bytes
 from fitcheck.units import GB, GiB, MiB
@@ -69,6 +69,8 @@ machines = st.builds(
     price=st.one_of(st.none(), st.builds(Price, usd_per_hour=st.floats(0, 1000, allow_nan=False),
                                          provider=texts, instance_type=texts,
                                          read_on=st.dates().map(lambda d: d.isoformat()), source=texts)),
+    purchase=st.one_of(st.none(), st.builds(Purchase, usd=st.floats(0, 100000, allow_nan=False),
+                                            read_on=st.dates().map(lambda d: d.isoformat()), source=texts)),
     power_watts=fact(counts), description=texts, source=texts, notes=st.lists(texts, max_size=2).map(tuple),
 )
 
