@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fitcheck.machine import Machine, known
+from fitcheck.machine import Machine
 
 # The default electricity price: the U.S. average retail price to residential customers in 2024,
 # 16.48 cents per kWh (U.S. Energy Information Administration, Electric Power Monthly, table 5.3,
@@ -111,10 +111,11 @@ def owned_cost(power_watts: int, purchase_usd: float | None, rate: Range, settin
 
 def machine_owned_cost(machine: Machine, rate: Range | None, settings: CostSettings) -> OwnedCost | None:
     """owned_cost for an owned machine whose power draw is known, else None."""
-    if rate is None or not is_owned(machine) or not known(machine.power_watts) or min(rate) <= 0:
+    watts = machine.power_watts
+    if rate is None or not is_owned(machine) or not isinstance(watts, int) or min(rate) <= 0:
         return None
     purchase = machine.purchase.usd if machine.purchase is not None else None
-    return owned_cost(int(machine.power_watts), purchase, rate, settings)
+    return owned_cost(watts, purchase, rate, settings)
 
 
 def break_even_hours(purchase_usd: float, owned_tokens_per_s: float, electricity_usd_per_hour: float,
@@ -153,9 +154,10 @@ def run_cost(tokens: int, rate: Range, machine: Machine, settings: CostSettings)
     if machine.price is not None:
         p = machine.price.usd_per_hour
         return RunCost(tokens, hours, rented_usd=(p * hours[0], p * hours[1]))
-    if not is_owned(machine) or not known(machine.power_watts):
+    watts = machine.power_watts
+    if not is_owned(machine) or not isinstance(watts, int):
         return RunCost(tokens, hours)
-    kw = int(machine.power_watts) / 1000
+    kw = watts / 1000
     energy = (kw * hours[0], kw * hours[1])
     electricity = (energy[0] * settings.kwh_price_usd, energy[1] * settings.kwh_price_usd)
     amortized = None

@@ -93,7 +93,7 @@ def where_cells(row, settings: CostSettings) -> tuple[str, str, str]:
     if owned is None:
         return (_usd(row.usd_per_hour) if row.usd_per_hour is not None else "-",
                 usd_range(mtok) if mtok else "-", "-")
-    if owned.amortized_usd_per_million is not None:
+    if owned.amortized_usd_per_million is not None and owned.amortized_usd_per_hour is not None:
         return (f"{_usd(owned.amortized_usd_per_hour)} own", f"{usd_range(owned.amortized_usd_per_million)} own",
                 kwh_range(owned.energy_kwh_per_million)[:-4])
     return ("-", f"{usd_range(owned.electricity_usd_per_million)} power", kwh_range(owned.energy_kwh_per_million)[:-4])

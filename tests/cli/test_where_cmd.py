@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
@@ -106,3 +107,45 @@ def test_shared_option_decorators_define_where_options():
     assert "each machine" in params["engine"].help and params["params"].metavar == "COUNT"
     assert run("qwen-7b", "--headroom", "150").exit_code == 2
     assert run("qwen-7b", "--kv-dtype", "fp4").exit_code == 2
+
+
+# ---- where --mode full|lora|qlora [--tokens N] -----------------------------------------------------
+TRAINING_TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "cheapest",
+                     "fastest", "cost"}
+TRAINING_REQUEST_KEYS = {"mode", "precision", "seq_len", "batch", "grad_accum", "gpus", "headroom_pct", "kind",
+                         "max_price_usd_per_hour", "tokens"}
+TRAINING_MACHINE_KEYS = {"name", "kind", "description", "precision", "device", "gpus", "status", "need_bytes",
+                         "free_bytes", "training_tokens_per_s", "usd_per_hour", "run"}
+RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
+
+
+def test_where_training_names_cheapest_and_fastest_in_hours_and_money():
+    code, doc = doc_of("qwen-7b", "--mode", "qlora", "--grad-checkpointing", "--tokens", "100M")
+    assert code == 0 and doc["schema"] == "fitcheck.where-training/1"
+    assert set(doc) == TRAINING_TOP_KEYS and set(doc["request"]) == TRAINING_REQUEST_KEYS
+    assert all(set(m) == TRAINING_MACHINE_KEYS for m in doc["machines"])
+    runs = [m for m in doc["machines"] if m["run"]]
+    assert runs and all(set(m["run"]) == RUN_KEYS for m in runs)
+    for m in runs:  # wall time is tokens / rate; a rented run costs price x hours
+        rate = m["training_tokens_per_s"]
+        assert m["run"]["hours"]["low"] == pytest.approx(1e8 / rate["high"] / 3600, rel=1e-3)
+        if m["usd_per_hour"] is not None:
+            assert m["run"]["basis"] == "rented"
+            hours = 1e8 / rate["low"] / 3600
+            assert m["run"]["usd"]["high"] == pytest.approx(m["usd_per_hour"] * hours, rel=1e-3, abs=0.01)
+    full = [m for m in runs if m["run"]["basis"] in ("rented", "amortized")]
+    mid = [(m["run"]["usd"]["low"] * m["run"]["usd"]["high"]) ** 0.5 for m in full]
+    assert mid == sorted(mid) and doc["cheapest"] == full[0]["name"]
+    fastest = max(doc["machines"], key=lambda m: m["training_tokens_per_s"]["low"] * m["training_tokens_per_s"]["high"])
+    assert doc["fastest"] == fastest["name"]
+    text = run("qwen-7b", "--mode", "qlora", "--grad-checkpointing", "--tokens", "100M").output
+    assert f"Cheapest: {doc['cheapest']}" in text and f"Fastest:  {doc['fastest']}" in text
+    assert "wall time" in text
+
+
+def test_where_training_without_tokens_and_wrong_mode_options():
+    code, doc = doc_of("qwen-7b", "--mode", "lora")
+    assert code == 0 and all(m["run"] is None for m in doc["machines"]) and doc["cheapest"] is None
+    assert "--tokens N" in run("qwen-7b", "--mode", "lora").output
+    assert run("qwen-7b", "--mode", "lora", "--context", "100").exit_code == 2
+    assert run("qwen-7b", "--tokens", "100M").exit_code == 2          # --tokens is for training
