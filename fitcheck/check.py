@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitcheck.estimate.alternatives import Alternative, find_alternatives
+from fitcheck.estimate.compat import StackCheck, check_stack
 from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest, Plan, resolve_inference
@@ -27,7 +28,7 @@ from fitcheck.estimate.speed import (
     estimate_speed,
     estimate_training_speed,
 )
-from fitcheck.estimate.verdict import FITS, UNKNOWN, Verdict, judge
+from fitcheck.estimate.verdict import FITS, UNKNOWN, Verdict, judge, with_software
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
@@ -55,6 +56,7 @@ class CheckResult:
     training_speed: TrainingSpeed | None = None  # training tokens/s and step time (training checks)
     cost: CostSettings | None = None     # electricity price and amortisation (fitcheck.estimate.cost)
     tokens: int | None = None            # training: tokens to train on (--tokens), for the run's time and cost
+    software: StackCheck | None = None   # the installed stack checked for this request (this machine only)
 
     @property
     def spec(self) -> ModelSpec:
@@ -158,3 +160,16 @@ def check_training(model, request, machine: Machine, *, headroom: float = DEFAUL
         alternatives=alts,
         training_speed=estimate_training_speed(spec, plan, machine),
     )
+
+
+# ---- the installed software stack (this machine only) ---------------------------------------------
+def with_stack(result: CheckResult, stack) -> CheckResult:
+    """`result` with the installed stack (a fitcheck.probe.software.SoftwareStack) checked against its plan:
+    a blocking issue makes the verdict CANNOT_RUN (exit 1), and alternatives the stack cannot run are
+    dropped.  Only for the machine the stack was read on: never with a --profile."""
+    from dataclasses import replace
+
+    checked = check_stack(stack, result.machine, result.plan)
+    alts = tuple(a for a in result.alternatives if not check_stack(stack, result.machine, a.plan).blocking)
+    return replace(result, verdict=with_software(result.verdict, tuple(i.text for i in checked.blocking)),
+                   alternatives=alts, software=checked)

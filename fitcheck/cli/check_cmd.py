@@ -20,6 +20,7 @@ from fitcheck.cli.options import (
     params_option,
     precision_option,
     profile_option,
+    python_env_option,
     tokens_option,
     transformers_version_option,
 )
@@ -85,14 +86,15 @@ def training_options(func):
               help="Also write the JSON document to FILE (a CI artifact), whatever the --format.")
 @click.option("--require", "require", multiple=True, metavar="FACT>=VALUE",
               help="Machine assertion, repeatable: vram>=24GiB, vram_free>=20GiB, gpus>=2, cc>=8.0, "
-                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1. Exit 1 when one fails, 3 when "
-                   "its fact is unknown here.")
+                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1, driver>=550, torch>=2.4, "
+                   "torch_cuda<=driver. Exit 1 when one fails, 3 when its fact is unknown here.")
 @click.option("--plan", "plan_file", metavar="PLAN.toml", default=None,
               help="Check every [[case]] of a plan file (model, precision, context, batch, engine, gpus, "
                    "profile...): one verdict line each; exit 1 if any fails.")
 @training_options
 @tokens_option
 @cost_options
+@python_env_option
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
@@ -122,6 +124,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
     fmt = "json" if as_json else (fmt or "table")
+    python_envs = training.pop("python_envs", ())
     requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
     if plan_file:
         if model:
@@ -132,7 +135,8 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         if not requirements:
             raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
         machine = load_machine(profile)
-        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
+        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine, _stack(profile, python_envs)),
+                                        fmt=fmt, output=output))
 
     _check_mode_options(ctx, mode)
     from dataclasses import replace
@@ -147,16 +151,39 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         result = check_training(resolved, _training_request(mode, precision, batch, gpus, device, training), machine,
                                 headroom=headroom / 100)
         result = replace(result, cost=costs, tokens=tokens)
+        stack = _stack(profile, python_envs)
+        result = _checked(result, stack)
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                                 outcomes=evaluate(requirements, machine)))
+                                 outcomes=evaluate(requirements, machine, stack)))
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
                                gpu_memory_utilization=gpu_memory_utilization,
                                transformers_version=transformers_version)
     machine = load_machine(profile)
     result = replace(check_inference(resolved, request, machine, headroom=headroom / 100), cost=costs)
+    stack = _stack(profile, python_envs)
+    result = _checked(result, stack)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                             outcomes=evaluate(requirements, machine)))
+                             outcomes=evaluate(requirements, machine, stack)))
+
+
+def _stack(profile: str | None, python_envs: tuple[str, ...]):
+    """The installed stack when answering for this machine (never for a --profile: it describes another)."""
+    if profile:
+        if python_envs:
+            raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
+        return None
+    from fitcheck.probe.software import read_stack
+
+    return read_stack(extra=tuple(python_envs))
+
+
+def _checked(result, stack):
+    if stack is None:
+        return result
+    from fitcheck.check import with_stack
+
+    return with_stack(result, stack)
 
 
 _INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")

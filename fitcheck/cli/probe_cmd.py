@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import json_option, load_machine, profile_option
+from fitcheck.cli.options import json_option, load_machine, profile_option, python_env_option
 
 
 @click.command("probe")
@@ -14,7 +14,9 @@ from fitcheck.cli.options import json_option, load_machine, profile_option
               help="Also write the machine as a TOML hardware profile to FILE (load it later with --profile FILE).")
 @click.option("--bench", is_flag=True,
               help="Also measure RAM bandwidth (a 256 MiB memory copy, under a second) for CPU speed estimates.")
-def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False) -> None:
+@python_env_option
+def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False,
+          python_envs: tuple[str, ...] = ()) -> None:
     """Show what this machine has: RAM, CPU, GPUs, driver, disk.
 
     \b
@@ -35,6 +37,14 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
         from fitcheck.probe.bench import measure_bandwidth, with_measured_bandwidth
 
         machine = with_measured_bandwidth(machine, measure_bandwidth())
+    software = None
+    if profile and python_envs:
+        raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
+    if not profile:  # the installed stack describes this machine, never a profile
+        from fitcheck.estimate.compat import check_stack
+        from fitcheck.probe.software import read_stack
+
+        software = check_stack(read_stack(extra=tuple(python_envs)), machine)
     if save_path:
         from fitcheck.profiles import save_profile
 
@@ -44,10 +54,10 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
 
         from fitcheck.render.machine import probe_document
 
-        click.echo(json.dumps(probe_document(machine), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(probe_document(machine, software), indent=2, ensure_ascii=False))
     else:
         from fitcheck.render.machine import render_machine
 
-        click.echo(render_machine(machine))
+        click.echo(render_machine(machine, software))
     if save_path:
         click.echo(f"Saved profile to {written} (use it with --profile {written})", err=True)

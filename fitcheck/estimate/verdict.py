@@ -4,6 +4,8 @@ fits          need <= free × (1 − headroom) on every device
 tight         need <= free on every device, but inside the headroom on one
 does not fit  need > free on some device (or more GPUs asked than there are)
 unknown       a device's free memory could not be read (and nothing already fails)
+cannot_run    the installed software stack cannot run the request on this machine (driver older than the
+              CUDA build, no kernels for this GPU, a kernel or package the request needs): with_software()
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ FITS = "fits"
 TIGHT = "tight"
 DOES_NOT_FIT = "does_not_fit"
 UNKNOWN = "unknown"
-_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT: 3}
+CANNOT_RUN = "cannot_run"
+_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT: 3, CANNOT_RUN: 4}
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        return {FITS: EXIT_FITS, TIGHT: EXIT_FITS, DOES_NOT_FIT: EXIT_DOES_NOT_FIT, UNKNOWN: EXIT_UNKNOWN}[self.status]
+        return {FITS: EXIT_FITS, TIGHT: EXIT_FITS, DOES_NOT_FIT: EXIT_DOES_NOT_FIT, UNKNOWN: EXIT_UNKNOWN,
+                CANNOT_RUN: EXIT_DOES_NOT_FIT}[self.status]
 
     @property
     def fits(self) -> bool:
@@ -55,7 +59,8 @@ class Verdict:
 
     def summary(self) -> str:
         worst = max(self.devices, key=lambda d: _ORDER[d.status], default=None)
-        word = {FITS: "Fits", TIGHT: "Fits, tightly", DOES_NOT_FIT: "Does not fit", UNKNOWN: "Unknown"}[self.status]
+        word = {FITS: "Fits", TIGHT: "Fits, tightly", DOES_NOT_FIT: "Does not fit", UNKNOWN: "Unknown",
+                CANNOT_RUN: "Cannot run here"}[self.status]
         if self.reasons:
             return f"{word}: {self.reasons[0]}"
         return f"{word}: {worst.reason}" if worst else word
@@ -130,3 +135,12 @@ def _judge_device(device: str, kind: str, need: int, free: int | None, what: str
     else:
         status, reason = DOES_NOT_FIT, f"{label} needs {format_gib(need)} but only {format_gib(free)} {what}"
     return DeviceVerdict(device, kind, need, free, usable, status, reason)
+
+
+def with_software(verdict: Verdict, blocking: tuple[str, ...]) -> Verdict:
+    """The verdict once the installed stack is checked: any blocking reason makes it CANNOT_RUN, the
+    memory verdict kept as the last reason (it is what holds once the stack is fixed)."""
+    if not blocking:
+        return verdict
+    return Verdict(CANNOT_RUN, verdict.devices, verdict.headroom,
+                   (*blocking, f"once that is fixed: {verdict.summary()}"))

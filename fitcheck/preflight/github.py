@@ -12,13 +12,14 @@ and here; without ``doc`` it is built.
 
 from __future__ import annotations
 
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
 from fitcheck.render.check import nothing_fits
 from fitcheck.units import GiB
 
-_WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", UNKNOWN: "cannot be judged"}
-_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", UNKNOWN: "❔"}
+_WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", UNKNOWN: "cannot be judged",
+         CANNOT_RUN: "cannot run here"}
+_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", UNKNOWN: "❔", CANNOT_RUN: "❌"}
 
 
 def escape_data(text: str) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
 
-WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN"}
-_COLOURS = {FITS: "green", TIGHT: "yellow", DOES_NOT_FIT: "red", UNKNOWN: "yellow", OK: "green", FAILED: "red"}
+WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN", CANNOT_RUN: "CANNOT RUN"}
+_COLOURS = {FITS: "green", TIGHT: "yellow", DOES_NOT_FIT: "red", UNKNOWN: "yellow", CANNOT_RUN: "red", OK: "green", FAILED: "red"}
 # requirements.UNKNOWN is the same word as the verdict's UNKNOWN ("unknown"): yellow for both
 _WIDTH = max(len(w) for w in WORDS.values())
 

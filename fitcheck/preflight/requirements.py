@@ -11,6 +11,10 @@ machine being checked (this one, or the ``--profile``):
     ram_total  RAM installed (bytes)
     disk       free space where models are downloaded (the Hugging Face cache; bytes)
     cuda       the CUDA version the driver supports (12.1, 12.4)
+    driver     the NVIDIA driver version (550, 550.54.14)
+    torch      the installed torch version (2.5.1), read from package metadata (this machine only)
+    torch_cuda the CUDA version torch was built for (12.4 for 2.5.1+cu124); ``torch_cuda<=driver`` (or
+               ``<=cuda``) compares it with the CUDA version the driver supports
 
 Sizes need a unit (``24GiB``, ``40GB``, ``512MiB``; GB is 10^9 bytes, GiB 2^30), versions are
 compared part by part (12.10 > 12.9).  On a machine with no GPU the GPU facts (vram, vram_free,
@@ -39,8 +43,13 @@ FACTS: dict[str, tuple[str, str]] = {
     "ram_total": (SIZE, "RAM installed"),
     "disk": (SIZE, "free disk at the model cache"),
     "cuda": (VERSION, "driver CUDA version"),
+    "driver": (VERSION, "NVIDIA driver version"),
+    "torch": (VERSION, "installed torch version"),
+    "torch_cuda": (VERSION, "CUDA version of the installed torch build"),
 }
-_GPU_FACTS = ("vram", "vram_free", "cc", "cuda")
+_GPU_FACTS = ("vram", "vram_free", "cc", "cuda", "driver")
+_STACK_FACTS = ("torch", "torch_cuda")
+_REFERENCES = {"driver": "cuda", "cuda": "cuda"}  # torch_cuda<=driver: the CUDA version the driver supports
 OPERATORS = (">=", "<=", "==", ">", "<")  # two-character operators first for the regex
 _RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(>=|<=|==|>|<)\s*(\S(?:.*\S)?)\s*$")
 
@@ -54,6 +63,7 @@ class Requirement:
     op: str
     value: object    # int bytes, int count, or tuple[int, ...] version
     decimal: bool = False  # a size written in decimal units (GB): shown in GB too
+    ref: str | None = None  # compared with another fact of the machine (torch_cuda<=driver), not a value
 
     def holds(self, measured) -> bool:
         return _compare(measured, self.op, self.value)
@@ -103,6 +113,8 @@ def parse_requirement(text: str) -> Requirement:
     if fact not in FACTS:
         raise FitcheckError(f"--require {text!r}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
     kind = FACTS[fact][0]
+    if fact == "torch_cuda" and raw.strip().lower() in _REFERENCES:
+        return Requirement(" ".join(str(text).split()), fact, op, None, ref=_REFERENCES[raw.strip().lower()])
     try:
         if kind == SIZE:
             if re.fullmatch(r"[0-9.]+", raw.strip()):
@@ -155,6 +167,14 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
             ccs.append(parse_version(g.compute_capability))
         low = min(ccs)
         return low, _show_version(low)
+    if fact == "driver":
+        v = machine.driver_version
+        if not known(v):
+            return None, str(v)
+        try:
+            return parse_version(str(v)), str(v)
+        except ValueError:
+            return None, f"unknown (unreadable driver version {v!r})"
     if fact == "cuda":
         v = machine.cuda_version
         if not known(v):
@@ -175,10 +195,44 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
     raise FitcheckError(f"unknown fact {fact!r}")  # parse_requirement already refuses these
 
 
-def evaluate(requirements, machine: Machine) -> tuple[Outcome, ...]:
-    """Each requirement judged against ``machine``."""
+def measure_stack(fact: str, stack):
+    """(value, shown, failed) for torch / torch_cuda from the installed stack (None: not read here)."""
+    if stack is None:
+        return None, "unknown (installed packages are read only for this machine, not a --profile)", False
+    t = stack.torch
+    if t is None:
+        return None, "torch is not installed (" + (", ".join(stack.environments) or "no environment read") + ")", True
+    if fact == "torch":
+        try:
+            return parse_version(t.version), t.version, False
+        except ValueError:
+            return None, f"unknown (unreadable torch version {t.version!r})", False
+    if t.backend != "cuda" or not t.backend_version:
+        return None, f"torch {t.version} is not a CUDA build ({t.backend}: {t.how})", t.backend != "unknown"
+    return parse_version(t.backend_version), f"{t.backend_version} (torch {t.version}, {t.how})", False
+
+
+def evaluate(requirements, machine: Machine, stack=None) -> tuple[Outcome, ...]:
+    """Each requirement judged against ``machine`` (and ``stack``, the installed packages, for torch facts)."""
     out = []
     for req in requirements:
+        if req.fact in _STACK_FACTS:
+            value, shown, failed = measure_stack(req.fact, stack)
+            if value is None:
+                out.append(Outcome(req, FAILED if failed else UNKNOWN, None, shown))
+                continue
+            if req.ref is not None:
+                other, other_shown = measure(req.ref, machine)
+                if other is None:
+                    out.append(Outcome(req, FAILED if not machine.gpus else UNKNOWN, value,
+                                       f"{shown}; the driver's CUDA version is {other_shown}"))
+                    continue
+                ok = _compare(value, req.op, other)
+                out.append(Outcome(req, OK if ok else FAILED, value,
+                                   f"{shown}; the driver supports CUDA {other_shown}"))
+                continue
+            out.append(Outcome(req, OK if req.holds(value) else FAILED, value, shown))
+            continue
         value, shown = measure(req.fact, machine, decimal=req.decimal)
         if value is None:
             no_gpu = req.fact in _GPU_FACTS and not machine.gpus

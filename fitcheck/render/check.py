@@ -24,20 +24,24 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
   "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day, owned, usd_per_hour, power_watts,
            purchase_usd, energy_kwh_per_million_tokens, electricity_usd_per_million_tokens,
            amortized_usd_per_million_tokens, usd_per_million_tokens, run} | null
-           (owned or rented machines only; run: the --tokens training run, see fitcheck.render.cost)
+           (owned or rented machines only; run: the --tokens training run, see fitcheck.render.cost),
+  "software": {environments, torch, packages, problems, issues, status} | null
+              (the installed stack checked for this request; null with --profile: fitcheck.render.software)
 }
+verdict.status may also be "cannot_run" (exit 1): the installed stack cannot run the request here.
 """
 
 from __future__ import annotations
 
 from fitcheck import __version__
 from fitcheck.estimate.commands import engine_command, fitcheck_command
-from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
 from fitcheck.machine import Machine, known
 from fitcheck.units import GiB, format_count, format_gib
 
 SCHEMA = "fitcheck.check/1"
-_VERDICT_WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN"}
+_VERDICT_WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UNKNOWN: "UNKNOWN",
+                  CANNOT_RUN: "CANNOT RUN HERE"}
 
 
 def machine_line(machine: Machine) -> str:
@@ -171,7 +175,14 @@ def check_document(result) -> dict:
         ],
         "speed": _speed_section(result),
         "cost": _cost_section(result),
+        "software": _software_section(result),
     }
+
+
+def _software_section(result) -> dict | None:
+    from fitcheck.render.software import software_document
+
+    return software_document(getattr(result, "software", None))
 
 
 def _cost_section(result) -> dict | None:
@@ -266,8 +277,10 @@ def render_check_table(result) -> str:
 
         lines.append(training_speed_line(result.training_speed))
     from fitcheck.render.cost import check_cost_lines
+    from fitcheck.render.software import software_lines
 
     lines += check_cost_lines(result)
+    lines += software_lines(getattr(result, "software", None))
     if result.alternatives:
         lines.append("")
         lines.append("What fits instead (best first):")

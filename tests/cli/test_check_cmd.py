@@ -10,7 +10,8 @@ from fitcheck.cli import cli
 # The JSON document's key set is a contract (README documents it); change it only on purpose,
 # with a new schema version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed", "cost"}
+            "speed", "cost", "software"}
+# "software" (fitcheck.render.software): null with --profile; tests/estimate/test_compat.py locks its keys.
 # "cost" (fitcheck.render.cost): null for a machine neither owned nor rented; "run" only with --tokens.
 COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "owned", "usd_per_hour",
              "power_watts", "purchase_usd", "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
@@ -48,6 +49,11 @@ def test_json_contract_key_set():
     assert doc["alternatives"] and set(doc["alternatives"][0]) == ALT_KEYS
     assert set(doc["speed"]) == SPEED_KEYS
     assert set(doc["speed"]["best_device"]) == BEST_DEVICE_KEYS
+    assert doc["cost"] is None and doc["software"] is None  # does not fit; a profile
+    owned = json.loads(run("qwen-7b", "--profile", "rtx-4090", "--json").output)["cost"]
+    assert set(owned) == COST_KEYS and owned["owned"] and owned["run"] is None
+    rented = json.loads(run("qwen-7b", "--mode", "lora", "--tokens", "10M", "--profile", "h100-sxm", "--json").output)
+    assert set(rented["cost"]) == COST_KEYS and set(rented["cost"]["run"]) == RUN_KEYS
     dev = doc["estimate"]["devices"][0]
     assert dev["peak_allocated_bytes"] <= dev["peak_reserved_bytes"] <= dev["total_bytes"]
     assert all(isinstance(v, int) for v in dev["components"].values())
