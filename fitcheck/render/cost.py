@@ -71,8 +71,10 @@ def row_owned_cost(row, settings: CostSettings) -> OwnedCost | None:
 
 
 def cheapest_rented(result):
-    """The fitting rented machine with the lowest price per million tokens (middle of the range)."""
-    rented = [r for r in result.fitting if r.usd_per_million_tokens is not None]
+    """The fitting rented machine with the lowest price per million tokens (middle of the range), among those
+    listed and the cloud profiles --kind left out."""
+    rented = [r for r in (*result.fitting, *getattr(result, "rented", ())) if r.fits
+              and r.usd_per_million_tokens is not None]
     return min(rented, key=lambda r: (r.usd_per_million_tokens[0] * r.usd_per_million_tokens[1]) ** 0.5,
                default=None)
 

@@ -197,6 +197,7 @@ class WhereResult:
     max_price: float | None
     rows: tuple[WhereRow, ...]      # every machine of the kind, evaluated
     cost: CostSettings = CostSettings()  # electricity price, amortisation (owned machines)
+    rented: tuple[WhereRow, ...] = ()    # cloud machines left out by --kind: the break-even reference
 
     @property
     def fitting(self) -> list[WhereRow]:
@@ -252,9 +253,13 @@ def where_result(resolved, request: InferenceRequest, machines, *, headroom: flo
     """`request` for `resolved` judged on every machine in `machines` of `kind`."""
     from fitcheck.profiles import machines_of_kind
 
+    machines = list(machines)
     rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
+    rented: tuple[WhereRow, ...] = ()
+    if kind in ("laptop", "desktop", "workstation"):  # buying one: break-even against renting, even if not listed
+        rented = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, "cloud"))
     return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price, rows,
-                       cost or CostSettings())
+                       cost or CostSettings(), rented)
 
 
 # ---- rendering --------------------------------------------------------------------------------
