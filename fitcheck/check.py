@@ -12,9 +12,9 @@ No printing and no probing here: the caller passes the machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fitcheck.estimate.alternatives import Alternative, find_alternatives
-from fitcheck.estimate.compat import StackCheck, check_stack
 from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest, Plan, resolve_inference
@@ -32,6 +32,9 @@ from fitcheck.estimate.verdict import FITS, UNKNOWN, Verdict, judge, with_softwa
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from fitcheck.estimate.compat import StackCheck
 
 MAX_BATCH_SEARCHED = 4096
 
@@ -168,6 +171,8 @@ def with_stack(result: CheckResult, stack) -> CheckResult:
     a blocking issue makes the verdict CANNOT_RUN (exit 1), and alternatives the stack cannot run are
     dropped.  Only for the machine the stack was read on: never with a --profile."""
     from dataclasses import replace
+
+    from fitcheck.estimate.compat import check_stack
 
     checked = check_stack(stack, result.machine, result.plan)
     alts = tuple(a for a in result.alternatives if not check_stack(stack, result.machine, a.plan).blocking)

@@ -116,7 +116,7 @@ mode_option = _shared_option(
     help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
     "micro-batch per GPU).")
 python_env_option = _shared_option(
-    "--python-env", "python_envs", multiple=True, metavar="PATH",
+    "--python-env", "python_envs", multiple=True, metavar="PATH", type=click.Path(exists=True, file_okay=False),
     help="Also read the installed packages (torch and its CUDA build, vLLM, bitsandbytes, flash-attn) of this "
     "Python environment (a venv or conda prefix, or a site-packages folder); repeatable. $VIRTUAL_ENV, "
     "$CONDA_PREFIX and fitcheck's own environment are always read.")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 # The packages fitcheck reports and checks (PEP 503 normalised names).
 WATCHED = ("torch", "vllm", "bitsandbytes", "flash-attn", "llama-cpp-python", "transformers", "peft",
@@ -28,7 +28,8 @@ WATCHED = ("torch", "vllm", "bitsandbytes", "flash-attn", "llama-cpp-python", "t
 MAX_METADATA_BYTES = 256 * 1024
 MAX_ENTRIES = 5000
 
-_DIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[0-9][^-]*?)(?:-py[0-9.]+)?\.(?:dist|egg)-info$")
+_DIST_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[0-9][^-]*?)(?:-py[0-9.]+)?\.(?:dist|egg)-info$")
 _CUDA_LOCAL = re.compile(r"^cu(\d+)(\d)$")          # cu124 -> 12.4, cu118 -> 11.8
 _ROCM_LOCAL = re.compile(r"^rocm(\d+(?:\.\d+)*)$")
 _CUDA_REQ = re.compile(r"^nvidia-cuda-runtime-cu(\d+)\s*==\s*(\d+)\.(\d+)", re.I)

@@ -9,8 +9,10 @@ JSON ("software" in `fitcheck check --json` and `fitcheck probe --json`; null wi
 
 from __future__ import annotations
 
-from fitcheck.estimate.compat import StackCheck, issue_dict
-from fitcheck.probe.software import stack_document
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fitcheck.estimate.compat import StackCheck
 
 _SHOWN = ("vllm", "bitsandbytes", "flash-attn", "llama-cpp-python", "transformers", "peft", "deepspeed")
 
@@ -26,6 +28,9 @@ def _status(checked: StackCheck) -> str:
 def software_document(checked: StackCheck | None) -> dict | None:
     if checked is None:
         return None
+    from fitcheck.estimate.compat import issue_dict
+    from fitcheck.probe.software import stack_document
+
     doc = stack_document(checked.stack) or {}
     return {**doc, "issues": [issue_dict(i) for i in checked.issues], "status": _status(checked)}
 

@@ -25,7 +25,7 @@ def make_env(root: Path, *packages: tuple[str, str, tuple[str, ...]]) -> Path:
     for name, version, requires in packages:
         info = site / f"{name.replace('-', '_')}-{version}.dist-info"
         info.mkdir(parents=True)
-        meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+        meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
         meta += [f"Requires-Dist: {r}" for r in requires]
         (info / "METADATA").write_text("\n".join(meta) + "\n\nlong description\nRequires-Dist: not-a-header\n")
     return root
@@ -158,7 +158,8 @@ def test_check_says_cannot_run_here_with_reason_and_fix(tmp_path, this_machine):
     this_machine(machine(driver="470.82.01", cuda="11.4"))
     r = _run("qwen-0.5b", env={"VIRTUAL_ENV": str(env)})
     assert r.exit_code == 1, r.output
-    assert "CANNOT RUN HERE — driver 470.82.01 supports CUDA 11.4; torch 2.5.1+cu124 needs driver >= 550.54.14" in r.output
+    assert ("CANNOT RUN HERE — driver 470.82.01 supports CUDA 11.4; torch 2.5.1+cu124 needs driver >= 550.54.14"
+            in r.output)
     assert "Software: torch 2.5.1 (CUDA 12.4)" in r.output
     doc = json.loads(_run("qwen-0.5b", "--json", env={"VIRTUAL_ENV": str(env)}).output)
     assert doc["verdict"]["status"] == "cannot_run" and doc["verdict"]["exit_code"] == 1
