@@ -36,21 +36,33 @@ MIN_DRIVER_FOR_CUDA: dict[tuple[int, int], str] = {
 # 12.x >= 525.60.13; 13.x needs the 13.0 driver (580).
 MIN_DRIVER_FOR_MAJOR: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
-# The compute capabilities PyTorch's official CUDA wheels ship kernels for (TORCH_CUDA_ARCH_LIST of
-# pytorch's .ci/manywheel/build_cuda.sh).  cu118-cu126: what `torch.cuda` reports on a GPU it lacks
-# kernels for, "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86
-# sm_90" (pytorch/pytorch#150733, an RTX 5090 D on a cu12x wheel); cu128 and later add Blackwell (sm_100,
-# sm_120) and drop Maxwell and Pascal (PyTorch 2.7 release notes, "CUDA 12.8 ... Blackwell").
+# The compute capabilities PyTorch's official Linux x86 / Windows CUDA wheels ship kernels for
+# (TORCH_CUDA_ARCH_LIST of pytorch's .ci/manywheel/build_cuda.sh; RELEASE.md "PyTorch CUDA support
+# matrix").  cu118-cu126: what torch reports on a GPU it lacks kernels for, "The current PyTorch install
+# supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" (pytorch/pytorch#150733, an RTX
+# 5090 D on a cu12x wheel).  cu128/cu129 add Blackwell (sm_100, sm_120) and drop Maxwell and Pascal; Volta
+# (sm_70) is out of torch 2.7's cu128 build, back in 2.8-2.10 (`torch.cuda.get_arch_list()` on 2.8 cu128:
+# sm_70 ... sm_120, pytorch/pytorch#158700) and out again from 2.11 (pytorch/pytorch#172352, whose 2.11
+# matrix also gives cu130: Turing 7.5 to Blackwell 12.0).
+_LEGACY = ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0")
+_TURING_UP = ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+_VOLTA_UP = ("7.0", *_TURING_UP)
 TORCH_ARCHS: dict[str, tuple[str, ...]] = {
-    "11.8": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"),
-    "12.1": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"),
-    "12.4": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"),
-    "12.6": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"),
-    "12.8": ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
-    "12.9": ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
+    "11.8": _LEGACY, "12.1": _LEGACY, "12.4": _LEGACY, "12.6": _LEGACY,
+    "12.8": _TURING_UP, "12.9": _TURING_UP, "13.0": _TURING_UP,
 }
+TORCH_ARCHS_WITH_VOLTA = ((2, 8), (2, 11))  # torch versions [from, to) whose cu128/cu129 builds keep sm_70
 # The CUDA builds PyTorch publishes (download.pytorch.org/whl/<tag>), for the fix to suggest.
-TORCH_CUDA_BUILDS = ("11.8", "12.1", "12.4", "12.6", "12.8")
+TORCH_CUDA_BUILDS = ("11.8", "12.1", "12.4", "12.6", "12.8", "13.0")
+
+
+def torch_archs(torch_version: str, cuda: str) -> tuple[str, ...] | None:
+    """The compute capabilities an official torch build ships kernels for (None: not in the table)."""
+    archs = TORCH_ARCHS.get(cuda)
+    low, high = TORCH_ARCHS_WITH_VOLTA
+    if cuda in ("12.8", "12.9") and low <= version_tuple(torch_version)[:2] < high:
+        return _VOLTA_UP
+    return archs
 
 # flash-attention 2: "Ampere, Ada, or Hopper GPUs" (Dao-AILab/flash-attention README, "Installation and
 # features": use FlashAttention 1.x for Turing).  fp8 tensor cores: cc 8.9 (Ada) and 9.0 (Hopper), CUDA C++
@@ -177,15 +189,18 @@ def check_backend(stack: SoftwareStack, machine: Machine, uses_gpu: bool) -> lis
     elif vendor == "apple" and t.backend in ("cuda", "rocm"):
         out.append(Issue("backend", True, f"torch {t.version} is a {t.backend.upper()} build: no Apple MPS",
                          "install the macOS wheel (pip install torch)"))
-    if vendor == "nvidia" and t.backend == "cuda" and t.backend_version in TORCH_ARCHS:
-        archs = TORCH_ARCHS[t.backend_version]
+    archs = torch_archs(t.version, t.backend_version) if t.backend == "cuda" and t.backend_version else None
+    if vendor == "nvidia" and archs is not None:
         for g in machine.gpus:
             cc = g.compute_capability
             if known(cc) and not runs_on_cc(archs, str(cc)):
                 sm = " ".join("sm_" + a.replace(".", "") for a in archs)
-                good = [b for b in TORCH_CUDA_BUILDS if b in TORCH_ARCHS and runs_on_cc(TORCH_ARCHS[b], str(cc))]
-                fix = (f"install the cu{good[-1].replace('.', '')} build ({_index('cu' + good[-1].replace('.', ''))})"
-                       if good else "use an older torch build that still ships kernels for it")
+                good = [b for b in _driver_builds(machine) if runs_on_cc(TORCH_ARCHS[b], str(cc))]
+                if good:
+                    tag = "cu" + good[-1].replace(".", "")
+                    fix = f"install the {tag} build ({_index(tag)})"
+                else:
+                    fix = "upgrade the NVIDIA driver and install a torch build with kernels for it"
                 out.append(Issue("compute_capability", True,
                                  f"{g.name} has compute capability {cc}; torch {t.version}+{t.tag} ships kernels for "
                                  f"{sm} only", fix))
@@ -193,12 +208,19 @@ def check_backend(stack: SoftwareStack, machine: Machine, uses_gpu: bool) -> lis
     return out
 
 
-def _best_for(machine: Machine) -> str:
-    """The CUDA build to suggest for this machine's driver and GPU."""
+def _driver_builds(machine: Machine) -> list[str]:
+    """The published CUDA builds this machine's driver runs (all of them when the driver is unknown)."""
     driver = machine.driver_version
     newest = newest_build_for_driver(str(driver)) if known(driver) else None
+    if known(driver) and newest is None:
+        return []
+    return [b for b in TORCH_CUDA_BUILDS if newest is None or version_tuple(b) <= version_tuple(newest)]
+
+
+def _best_for(machine: Machine) -> str:
+    """The CUDA build to suggest for this machine's driver and GPU."""
     cc = machine.gpus[0].compute_capability if machine.gpus else None
-    builds = [b for b in TORCH_CUDA_BUILDS if newest is None or version_tuple(b) <= version_tuple(newest)]
+    builds = _driver_builds(machine)
     if known(cc):
         builds = [b for b in builds if runs_on_cc(TORCH_ARCHS.get(b, ()), str(cc))] or builds
     return builds[-1] if builds else TORCH_CUDA_BUILDS[-1]

@@ -196,3 +196,15 @@ def test_require_driver_and_torch_cuda(tmp_path, this_machine):
     assert _run("check", "--require", "torch_cuda<=cuda", env=venv).exit_code == 1
     assert _run("check", "--profile", "rtx-4090", "--require", "torch>=2.0").exit_code == 3  # not read there
     assert _run("check", "--require", "torch_cuda<=nonsense", env=venv).exit_code == 2
+
+
+def test_torch_arch_lists_follow_the_release(tmp_path):
+    v100 = dict(profile="rtx-4090", driver="570.86.10", cuda="12.8", cc="7.0")
+    for version, runs in (("2.7.0+cu128", False), ("2.8.0+cu128", True), ("2.11.0+cu128", False),
+                          ("2.8.0+cu126", True)):
+        s = stack_of(tmp_path / version, ("torch", version, ()))
+        issues = check_stack(s, machine(**v100)).issues
+        assert (not issues) == runs, (version, issues)
+    pascal = stack_of(tmp_path / "p", ("torch", "2.8.0+cu128", ()))
+    [issue] = check_stack(pascal, machine(driver="570.86.10", cuda="12.8", cc="6.1")).issues
+    assert "cu126" in issue.fix  # the newest build that still ships sm_60
