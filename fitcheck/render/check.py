@@ -249,8 +249,9 @@ def render_check_table(result) -> str:
     rows.append(free_row)
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=("left",) + ("right",) * len(est.devices)))
     lines.append("")
+    headroom = "" if result.verdict.status == CANNOT_RUN else f" (headroom {result.headroom:.0%})"
     lines.append(f"Verdict:  {_VERDICT_WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
-                 f" (headroom {result.headroom:.0%})")
+                 f"{headroom}")
     for extra in result.verdict.reasons[1:]:
         lines.append(f"          {extra}")
     if est.fact("vllm_max_concurrency") is not None:
