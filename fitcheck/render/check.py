@@ -20,7 +20,9 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
   "speed": {device, engine, precision, batch, at_context, decode_tokens_per_s: {low, high},
             per_sequence_tokens_per_s, prefill_tokens_per_s, bound, bytes_per_step: {weights, kv_cache},
             bandwidth_bytes_per_s, assumptions: [{name, low, high, why}], unknown,
-            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}}
+            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}},
+  "requirements": [{requirement, fact, status: ok|failed|unknown, measured, shown, message}],
+  "exit_code": int   # the command's exit status: the verdict, --strict and the requirements combined
 }
 """
 
@@ -77,8 +79,22 @@ def _profile_arg(result) -> str | None:
     return m.name if Path(m.source).stem == m.name and m.name in profile_names() else m.source
 
 
-def check_document(result) -> dict:
-    """The JSON document for one check."""
+def check_exit_code(result, strict: bool = False, outcomes=()) -> int:
+    """The exit status of one check: the verdict's, 1 for *tight* under ``strict``, combined with the
+    requirements' (1 beats 3 beats 0)."""
+    from fitcheck.preflight.requirements import combine
+    from fitcheck.preflight.requirements import exit_code as requirements_exit_code
+
+    code = result.exit_code
+    if strict and result.verdict.status == TIGHT:
+        code = 1
+    return combine([code, requirements_exit_code(outcomes)])
+
+
+def check_document(result, outcomes=(), exit_code: int | None = None) -> dict:
+    """The JSON document for one check; ``outcomes`` are the --require results and ``exit_code``
+    the command's exit status (default: the verdict's with the requirements)."""
+    from fitcheck.preflight.requirements import outcome_dict
     est, plan, spec = result.estimate, result.plan, result.spec
     model_id = _model_id(result)
     repos = _quant_repos(result)
@@ -166,6 +182,8 @@ def check_document(result) -> dict:
             for a in result.alternatives
         ],
         "speed": _speed_section(result),
+        "requirements": [outcome_dict(o) for o in outcomes],
+        "exit_code": check_exit_code(result, False, outcomes) if exit_code is None else exit_code,
     }
 
 

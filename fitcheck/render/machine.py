@@ -2,7 +2,7 @@
 
 The JSON document is versioned::
 
-    {"schema": "fitcheck.probe/1", "machine": {...}}
+    {"schema": "fitcheck.probe/1", "fitcheck_version": "0.1.0", "machine": {...}}
 
 where ``machine`` is exactly the ``fitcheck.machine/1`` dict of
 :func:`fitcheck.profiles.machine_to_dict` (the TOML profile schema): a fact that could not be
@@ -25,7 +25,9 @@ def probe_document(machine: Machine) -> dict[str, Any]:
     """The versioned JSON document of ``fitcheck probe --json``."""
     from fitcheck.profiles import machine_to_dict
 
-    return {"schema": PROBE_SCHEMA, "machine": machine_to_dict(machine)}
+    from fitcheck import __version__
+
+    return {"schema": PROBE_SCHEMA, "fitcheck_version": __version__, "machine": machine_to_dict(machine)}
 
 
 def render_machine(machine: Machine) -> str:

@@ -7,10 +7,10 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-# The JSON document's key set is a contract (README documents it); change it only on purpose,
-# with a new schema version.
+# The JSON document's key set is a contract (README and schemas/check.schema.json document it): within
+# a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed"}
+            "speed", "requirements", "exit_code"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus",
                 "gpu_layers", "gpu_memory_utilization", "headroom_pct"}

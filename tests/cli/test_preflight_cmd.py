@@ -233,3 +233,37 @@ def test_plain_json_loads_no_github_or_plan_modules():
     loaded = set(eval(out))
     assert loaded.isdisjoint({"fitcheck.preflight.github", "fitcheck.preflight.lines", "fitcheck.preflight.run",
                               "fitcheck.preflight.plan_file"}), loaded
+
+
+def test_output_file_records_requirements_with_measured_values_and_the_exit_code(tmp_path):
+    out = tmp_path / "o.json"
+    r = run("qwen-7b", "--profile", "h100-sxm", "--require", "gpus>=8", "--require", "vram>=40GiB",
+            "--output", str(out))
+    assert r.exit_code == 1, r.output
+    doc = json.loads(out.read_text())
+    assert doc["verdict"]["status"] == "fits" and doc["verdict"]["exit_code"] == 0
+    assert doc["exit_code"] == 1  # the command's outcome: a requirement failed
+    gpus, vram = doc["requirements"]
+    assert (gpus["requirement"], gpus["status"], gpus["measured"]) == ("gpus>=8", "failed", 1)
+    assert vram["status"] == "ok" and vram["measured"] > 40 * GIB and "GiB" in vram["shown"]
+    r = run("qwen-7b", "--profile", "h100-sxm", "--json")
+    doc = json.loads(r.output)
+    assert doc["requirements"] == [] and doc["exit_code"] == r.exit_code == 0
+
+
+def test_summary_headline_shows_the_steps_real_outcome(tmp_path):
+    """A model that fits but a --require that fails: the step fails, and the headline says so."""
+    summary = tmp_path / "s.md"
+    r = run("qwen-7b", "--profile", "h100-sxm", "--require", "gpus>=8", "--format", "github",
+            env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert r.exit_code == 1
+    head = summary.read_text().splitlines()[0]
+    assert head.startswith("### ❌ fitcheck: Qwen/Qwen2.5-7B-Instruct fits on h100-sxm") and "1 requirement failed" in head
+    summary.unlink()
+    r = run("qwen-7b", "--profile", "h100-sxm", "--require", "gpus>=1", "--format", "github",
+            env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert r.exit_code == 0 and summary.read_text().startswith("### ✅ fitcheck: Qwen/Qwen2.5-7B-Instruct fits on h100-sxm\n")
+    summary.unlink()
+    r = run("qwen-7b", "--profile", "rtx-4090", "--require", "cuda>=12.1", "--format", "github",
+            env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert r.exit_code == 3 and summary.read_text().startswith("### ❔ ") and "requirement unknown" in summary.read_text()
