@@ -6,7 +6,7 @@ import json
 
 import click
 
-from fitcheck.cli.options import json_option
+from fitcheck.cli.options import complete_model, json_option
 
 MODELS_SCHEMA = "fitcheck.models/1"   # `fitcheck models --json`: the catalog search
 MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one model
@@ -15,7 +15,7 @@ MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one 
 @click.command("models")
 @click.argument("query", required=False)
 @click.option("--family", metavar="FAMILY", default=None, help="Only this family (qwen, llama, mistral, gemma ...).")
-@click.option("--show", "show", metavar="ID", default=None,
+@click.option("--show", "show", metavar="ID", default=None, shell_complete=complete_model,
               help="Print one model's full spec, parameter breakdown and sources.")
 @json_option
 def models(query: str | None, family: str | None, show: str | None, as_json: bool) -> None:

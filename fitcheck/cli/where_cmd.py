@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import (batch_option, context_option, engine_option, gpus_option, headroom_option,
+from fitcheck.cli.options import (batch_option, complete_model, context_option, engine_option, gpus_option, headroom_option,
                                   json_option, kv_dtype_option, params_option, precision_option,
                                   transformers_version_option)
 
@@ -12,7 +12,7 @@ KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 
 
 @click.command("where")
-@click.argument("model")
+@click.argument("model", shell_complete=complete_model)
 @precision_option(help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
 @context_option(help="Tokens per sequence, prompt plus generated.")
 @batch_option

@@ -172,8 +172,10 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
 
 
 def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements, fmt: str,
-                  output: str | None) -> int:
-    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code."""
+                  output: str | None, overrides: dict | None = None) -> int:
+    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code.
+
+    ``overrides`` (--gpu/--vram/--ram) apply to every case's machine."""
     from fitcheck.cli.options import load_machine
     from fitcheck.preflight.plan_file import read_plan
     from fitcheck.preflight.requirements import evaluate
@@ -184,7 +186,7 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
 
     def machine_for(name: str | None):
         if name not in machines:
-            machines[name] = load_machine(name)
+            machines[name] = load_machine(name, **(overrides or {}))
         return machines[name]
 
     case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile)

@@ -28,6 +28,8 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
 
 from __future__ import annotations
 
+import shlex
+
 from fitcheck import __version__
 from fitcheck.estimate.commands import engine_command, fitcheck_command
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
@@ -40,7 +42,7 @@ _VERDICT_WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UN
 
 def machine_line(machine: Machine) -> str:
     """One line: name, cores, RAM available, GPUs."""
-    parts = [machine.name]
+    parts = [machine.name + (f" ({shlex.join(machine.overrides)})" if machine.overrides else "")]
     cores = machine.cpu.usable_cores if known(machine.cpu.usable_cores) else machine.cpu.logical_cores
     if known(cores):
         parts.append(f"{cores} CPU cores")
@@ -357,11 +359,13 @@ def _training_line(plan, where: str) -> str:
 
 
 def _fitcheck_cmd(result, plan, profile) -> str:
+    overrides = tuple(getattr(result.machine, "overrides", ()))  # --gpu/--vram/--ram: repeated
     if _is_training(plan):
         from fitcheck.estimate.training_commands import training_fitcheck_command
 
-        return training_fitcheck_command(result.query, plan, profile=profile)
-    return fitcheck_command(result.query, plan, profile=profile)
+        command = training_fitcheck_command(result.query, plan, profile=profile)
+        return f"{command} {shlex.join(overrides)}" if overrides else command
+    return fitcheck_command(result.query, plan, profile=profile, extra=overrides)
 
 
 def _engine_cmd(result, plan, model_id: str, repos) -> str:
