@@ -41,7 +41,7 @@ def validate(doc: dict) -> None:
     jsonschema.Draft202012Validator(schema, registry=REGISTRY).validate(doc)
 
 
-def document(*args: str, tmp_path: Path | None = None) -> dict:
+def document(*args: str) -> dict:
     r = CliRunner().invoke(cli, list(args), prog_name="fitcheck")
     assert r.exit_code in (0, 1, 3), r.output
     return json.loads(r.stdout)
@@ -52,7 +52,8 @@ COMMANDS = {
     "check, with requirements": ["qwen-7b", "--profile", "h100-sxm", "--require", "gpus>=2", "--require",
                                  "cuda>=12.1", "--require", "vram>=40GiB", "--json"],
     "check, CPU": ["mistral-7b", "--profile", "laptop-16gb", "--json"],
-    "check, offload": ["llama-3.1-70b", "--profile", "rtx-4090", "--precision", "q4_k_m", "--gpu-layers", "40", "--json"],
+    "check, offload": ["llama-3.1-70b", "--profile", "rtx-4090", "--precision", "q4_k_m", "--gpu-layers", "40",
+                       "--json"],
     "check, vLLM": ["qwen-7b", "--profile", "a100-80gb", "--engine", "vllm", "--json"],
     "check, qlora": ["qwen-7b", "--mode", "qlora", "--profile", "rtx-4090", "--json"],
     "check, full fine-tuning with ZeRO-3": ["qwen-7b", "--mode", "full", "--profile", "8x-h100", "--gpus", "8",
