@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import fitcheck
 
-if sys.version_info >= (3, 11):
+try:
     import tomllib
-else:  # pragma: no cover
+except ImportError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]

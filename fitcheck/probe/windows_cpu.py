@@ -15,7 +15,7 @@ NEON on ARM; other features (FMA, F16C, AMX) are not reported and so not listed.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from fitcheck.machine import CPU, Unknown
 
