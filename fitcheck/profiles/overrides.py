@@ -123,8 +123,8 @@ def catalogue_gpu(name: str, catalogue: Iterable[Machine]) -> GPU:
 
 
 def _copies(gpu: GPU, count: int) -> tuple[GPU, ...]:
-    return tuple(replace(gpu, index=i, uuid=Unknown("--gpu/--vram override"), mig_instances=(),
-                         mig_mode=Unknown("--gpu/--vram override")) for i in range(count))
+    return tuple(replace(gpu, index=i, uuid=Unknown("--gpu/--vram override"), mig_instances=())
+                 for i in range(count))
 
 
 def apply_overrides(machine: Machine, overrides: MachineOverrides, catalogue: Iterable[Machine] = ()) -> Machine:
