@@ -2,8 +2,8 @@
 
     python benchmarks/accuracy.py [--csv PATH] [--configs PATH] [--mode inference|training|all] [--rows]
 
-Reads a calibration set in the schema of ../shared/reference/calibration/measured.csv (the
-default): the Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
+Reads a calibration set in the schema of benchmarks/data/calibration/measured.csv (the
+default, with its model-configs.json; sources and licences in benchmarks/data/SOURCES.md): the Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
 torch.cuda.max_memory_allocated, GiB) and the Qwen fine-tuning table.  Any other table in that
 schema is read too: each row's model comes from fitcheck's catalog (checked against the shapes
 in model-configs.json, built from them when the catalog has no such model), its setup from the
@@ -39,7 +39,7 @@ from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
 from fitcheck.units import GiB  # noqa: E402
 
-DEFAULT_CSV = REPO.parent / "shared" / "reference" / "calibration" / "measured.csv"
+DEFAULT_CSV = REPO / "benchmarks" / "data" / "calibration" / "measured.csv"  # see benchmarks/data/SOURCES.md
 A100_80GB = 81920 * 1024**2
 # Precision column → fitcheck format, where weight_format() does not read it as it is.
 _PRECISION = {"int4 (bnb)": "nf4", "int8 (bnb)": "int8", "int4 (gptq)": "gptq-int4", "int8 (gptq)": "gptq-int8",

@@ -165,6 +165,9 @@ class Machine:
     description: str = ""
     source: str = "probe"  # 'probe' or the profile's path
     notes: tuple[str, ...] = field(default=())
+    # the --gpu/--vram/--ram arguments that changed this machine (fitcheck.profiles.overrides), so
+    # tables name them and printed commands repeat them; not part of the profile schema
+    overrides: tuple[str, ...] = field(default=(), compare=False, metadata={"profile": False})
 
     @property
     def has_gpu(self) -> bool:

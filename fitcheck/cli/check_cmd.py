@@ -7,6 +7,7 @@ import click
 from fitcheck.cli.options import (
     PRECISION_CHOICES,  # noqa: F401  (re-exported: interactive mode reads the choices from here)
     batch_option,
+    complete_model,
     context_option,
     cost_options,
     cost_settings,
@@ -17,6 +18,7 @@ from fitcheck.cli.options import (
     kv_dtype_option,
     load_machine,
     mode_option,
+    machine_override_options,
     params_option,
     precision_option,
     profile_option,
@@ -59,7 +61,7 @@ def training_options(func):
 
 
 @click.command("check")
-@click.argument("model", required=False)
+@click.argument("model", required=False, shell_complete=complete_model)
 @mode_option
 @precision_option
 @context_option
@@ -78,6 +80,7 @@ def training_options(func):
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
 @params_option
 @profile_option
+@machine_override_options
 @json_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default=None,
               help="Output: table (default), json (same as --json), github (tables, then GitHub Actions "
@@ -100,7 +103,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
           transformers_version: str | None, headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
           fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
-          **training) -> None:
+          gpu: str | None = None, vram: str | None = None, ram: str | None = None, **training) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
 
     MODEL is a catalog name (qwen-7b, llama3-8b), a Hugging Face id, or a local folder,
@@ -126,16 +129,17 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     fmt = "json" if as_json else (fmt or "table")
     python_envs = training.pop("python_envs", ())
     requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
+    overrides = {"gpu": gpu, "vram": vram, "ram": ram}
     if plan_file:
         if model:
             raise click.UsageError("give MODEL or --plan, not both")
         ctx.exit(emit.run_plan_file(plan_file, profile=profile, strict=strict, requirements=requirements,
-                                    fmt=fmt, output=output))
+                                    fmt=fmt, output=output, overrides=overrides))
     if not model:
         if not requirements:
             raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
-        machine = load_machine(profile)
-        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine, _stack(profile, python_envs)),
+        machine = load_machine(profile, **overrides)
+        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine, _stack(profile, python_envs, overrides)),
                                         fmt=fmt, output=output))
 
     _check_mode_options(ctx, mode)
@@ -147,11 +151,11 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     if mode != "inference":
         from fitcheck.check import check_training
 
-        machine = load_machine(profile)
+        machine = load_machine(profile, **overrides)
         result = check_training(resolved, _training_request(mode, precision, batch, gpus, device, training), machine,
                                 headroom=headroom / 100)
         result = replace(result, cost=costs, tokens=tokens)
-        stack = _stack(profile, python_envs)
+        stack = _stack(profile, python_envs, overrides)
         result = _checked(result, stack)
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                                  outcomes=evaluate(requirements, machine, stack)))
@@ -159,19 +163,21 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
                                gpu_memory_utilization=gpu_memory_utilization,
                                transformers_version=transformers_version)
-    machine = load_machine(profile)
+    machine = load_machine(profile, **overrides)
     result = replace(check_inference(resolved, request, machine, headroom=headroom / 100), cost=costs)
-    stack = _stack(profile, python_envs)
+    stack = _stack(profile, python_envs, overrides)
     result = _checked(result, stack)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine, stack)))
 
 
-def _stack(profile: str | None, python_envs: tuple[str, ...]):
-    """The installed stack when answering for this machine (never for a --profile: it describes another)."""
-    if profile:
+def _stack(profile: str | None, python_envs: tuple[str, ...], overrides: dict[str, str | None]):
+    """The installed stack when answering for this machine (never for a --profile or a --gpu/--vram/--ram
+    what-if: those describe another machine)."""
+    if profile or any(overrides.values()):
         if python_envs:
-            raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
+            raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile, "
+                                   "--gpu, --vram or --ram")
         return None
     from fitcheck.probe.software import read_stack
 

@@ -6,13 +6,16 @@ import json
 
 import click
 
-from fitcheck.cli.options import json_option
+from fitcheck.cli.options import complete_model, json_option
+
+MODELS_SCHEMA = "fitcheck.models/1"   # `fitcheck models --json`: the catalog search
+MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one model
 
 
 @click.command("models")
 @click.argument("query", required=False)
 @click.option("--family", metavar="FAMILY", default=None, help="Only this family (qwen, llama, mistral, gemma ...).")
-@click.option("--show", "show", metavar="ID", default=None,
+@click.option("--show", "show", metavar="ID", default=None, shell_complete=complete_model,
               help="Print one model's full spec, parameter breakdown and sources.")
 @json_option
 def models(query: str | None, family: str | None, show: str | None, as_json: bool) -> None:
@@ -46,9 +49,16 @@ def models(query: str | None, family: str | None, show: str | None, as_json: boo
         raise FitcheckError(f"no catalog model matches {query!r}", "did you mean: " + ", ".join(suggestions(query or "")))
     rows = [list_row(e) for e in found]
     if as_json:
-        click.echo(json.dumps({"models": rows}, indent=2))
+        click.echo(json.dumps(models_document(rows), indent=2))
     else:
         click.echo(render_list(rows))
+
+
+def models_document(rows: list[dict]) -> dict:
+    """The versioned JSON document of ``fitcheck models --json``."""
+    from fitcheck import __version__
+
+    return {"schema": MODELS_SCHEMA, "fitcheck_version": __version__, "models": rows}
 
 
 def list_row(entry) -> dict:
@@ -87,7 +97,11 @@ def show_document(resolved) -> dict:
     spec = resolved.spec
     spec_fields = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "sources"}
     entry = resolved.entry
+    from fitcheck import __version__
+
     return {
+        "schema": MODEL_SCHEMA,
+        "fitcheck_version": __version__,
         "id": resolved.hf_id or spec.name,
         "source": resolved.source,
         "note": resolved.note,

@@ -1,4 +1,10 @@
-"""Options shared by several commands, defined once (machine selection, output format)."""
+"""Options shared by several commands, defined once (machine selection, output format).
+
+Settings a user keeps for every run can come from the environment instead of the command line
+(the command line wins): FITCHECK_PROFILE, FITCHECK_GPU, FITCHECK_VRAM, FITCHECK_RAM,
+FITCHECK_PRECISION, FITCHECK_ENGINE, FITCHECK_KV_DTYPE, FITCHECK_HEADROOM and
+FITCHECK_TRANSFORMERS_VERSION (click's ``envvar``; ``--help`` names each one).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,26 @@ def profile_option(func):
         "profile",
         metavar="NAME|PATH",
         default=None,
-        help="Answer for a hardware profile (a name from `fitcheck profiles` or a TOML file) "
-        "instead of this machine.",
+        envvar="FITCHECK_PROFILE",
+        show_envvar=True,
+        shell_complete=complete_profile,
+        help="Answer for a hardware profile (a name from `fitcheck profiles`, yours from `probe --save NAME`, "
+        "or a TOML file) instead of this machine.",
     )(func)
+
+
+def complete_profile(ctx, param, incomplete: str):
+    """Shell completion of --profile: the saved and shipped profile names."""
+    from fitcheck.cli.completion import profile_completions
+
+    return profile_completions(incomplete)
+
+
+def complete_model(ctx, param, incomplete: str):
+    """Shell completion of MODEL: catalog ids and aliases, and the user's extra models."""
+    from fitcheck.cli.completion import model_completions
+
+    return model_completions(incomplete)
 
 
 def json_option(func):
@@ -22,15 +45,42 @@ def json_option(func):
     return click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of tables.")(func)
 
 
-def load_machine(profile: str | None):
-    """The machine to answer for: the named/pathed profile, else this machine probed."""
+def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
+    """The machine to answer for: the named/pathed profile, else this machine probed; then the
+    --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied."""
     if profile:
         from fitcheck.profiles import load_profile
 
-        return load_profile(profile)
-    from fitcheck.probe import probe
+        machine = load_profile(profile)
+    else:
+        from fitcheck.probe import probe
 
-    return probe()
+        machine = probe()
+    if gpu or vram or ram:
+        from fitcheck.profiles import list_profiles
+        from fitcheck.profiles.overrides import MachineOverrides, apply_overrides
+
+        machine = apply_overrides(machine, MachineOverrides(gpu=gpu, vram=vram, ram=ram),
+                                  list_profiles() if gpu else ())
+    return machine
+
+
+def machine_override_options(func):
+    """``--gpu [Nx]NAME``, ``--vram [Nx]SIZE``, ``--ram SIZE``: "what if I had ..." without a TOML file
+    (passed to :func:`load_machine` as ``gpu``, ``vram``, ``ram``)."""
+    opts = [
+        click.option("--gpu", "gpu", metavar="[Nx]NAME", default=None, envvar="FITCHECK_GPU", show_envvar=True,
+                     shell_complete=complete_profile,
+                     help="Answer as if the GPUs were N of this one from the profile catalogue (a profile such "
+                          "as rtx-4090, or a GPU model such as \"H100\").", ),
+        click.option("--vram", "vram", metavar="[Nx]SIZE", default=None, envvar="FITCHECK_VRAM", show_envvar=True,
+                     help="Answer as if every GPU had SIZE of memory, all free (24GiB; 2x24GiB for two GPUs)."),
+        click.option("--ram", "ram", metavar="SIZE", default=None, envvar="FITCHECK_RAM", show_envvar=True,
+                     help="Answer as if the machine had SIZE of RAM installed (available: minus the OS allowance)."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
 
 
 # ---- inference options shared by `check` and `where` -----------------------------------------------
@@ -55,6 +105,7 @@ def _shared_option(*decls, **attrs):
 
 precision_option = _shared_option(
     "--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
+    envvar="FITCHECK_PRECISION", show_envvar=True,
     help="Weights format. Default: bf16 on GPUs with compute capability >= 8.0 and Apple, fp16 on "
     "older GPUs, q4_k_m on CPU-only machines; a checkpoint read from files keeps its format.")
 context_option = _shared_option(
@@ -64,17 +115,20 @@ batch_option = _shared_option(
     "--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
 kv_dtype_option = _shared_option(
     "--kv-dtype", type=click.Choice(KV_DTYPE_CHOICES), default="auto", show_default=True,
+    envvar="FITCHECK_KV_DTYPE", show_envvar=True,
     help="KV-cache element type.")
 engine_option = _shared_option(
-    "--engine", type=click.Choice(ENGINE_CHOICES), default=None,
+    "--engine", type=click.Choice(ENGINE_CHOICES), default=None, envvar="FITCHECK_ENGINE", show_envvar=True,
     help="Default: llama.cpp for GGUF types and CPU-only machines, transformers otherwise.")
 gpus_option = _shared_option(
     "--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use (tensor parallel with vLLM).")
 headroom_option = _shared_option(
-    "--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True,
+    "--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True, envvar="FITCHECK_HEADROOM",
+    show_envvar=True,
     help="Safety margin, percent of free memory kept unused.")
 transformers_version_option = _shared_option(
-    "--transformers-version", default=None, metavar="X.Y",
+    "--transformers-version", default=None, metavar="X.Y", envvar="FITCHECK_TRANSFORMERS_VERSION",
+    show_envvar=True,
     help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
     "logits are fp32 for every position, not just the last. Default: 4.45 or later.")
 params_option = _shared_option(

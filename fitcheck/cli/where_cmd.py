@@ -6,6 +6,7 @@ import click
 
 from fitcheck.cli.options import (
     batch_option,
+    complete_model,
     context_option,
     cost_options,
     cost_settings,
@@ -31,7 +32,7 @@ def _training_options(func):
 
 
 @click.command("where")
-@click.argument("model")
+@click.argument("model", shell_complete=complete_model)
 @mode_option
 @precision_option(help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
 @context_option(help="Tokens per sequence, prompt plus generated.")

@@ -46,12 +46,16 @@ def _rank(entry: CatalogEntry) -> tuple:
     return (entry.released, entry.variant == "instruct", -len(entry.hf_id))
 
 
-@lru_cache(maxsize=1)
 def _indexes() -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
-    """(normalized alias -> entries, normalized repository name -> entries), built once."""
+    """(normalized alias -> entries, normalized repository name -> entries) of the catalog in use."""
+    return _indexes_for(load_catalog())
+
+
+@lru_cache(maxsize=4)
+def _indexes_for(catalog) -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
     by_alias: dict[str, list[CatalogEntry]] = {}
     by_name: dict[str, list[CatalogEntry]] = {}
-    for e in load_catalog().entries:
+    for e in catalog.entries:
         for alias in {normalize_name(a) for a in e.aliases}:
             by_alias.setdefault(alias, []).append(e)
         by_name.setdefault(normalize_name(e.name), []).append(e)

@@ -20,6 +20,7 @@ from fitcheck import __version__
 from fitcheck.errors import FitcheckError
 from fitcheck.preflight.requirements import combine
 from fitcheck.preflight.requirements import exit_code as requirements_exit_code
+from fitcheck.preflight.requirements import outcome_dict
 
 # Each format's modules (github, lines, the plan runner) are imported where they are used, so a
 # plain `fitcheck MODEL --json` loads none of them.
@@ -56,14 +57,6 @@ def append_summary(markdown: str, env=None) -> None:
         click.echo(f"fitcheck: cannot write the step summary {path}: {exc.strerror or exc}", err=True)
 
 
-def outcome_dict(o) -> dict:
-    value = o.measured
-    if isinstance(value, tuple):  # a version
-        value = ".".join(str(p) for p in value)
-    return {"requirement": o.requirement.text, "fact": o.requirement.fact, "status": o.status,
-            "measured": value, "shown": o.shown, "message": o.message}
-
-
 def _requirement_lines(outcomes, err: bool) -> None:
     if not outcomes:
         return
@@ -76,10 +69,10 @@ def _requirement_lines(outcomes, err: bool) -> None:
 
 def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=()) -> int:
     """Show one CheckResult; returns the exit code (verdict, --strict, requirements)."""
-    from fitcheck.estimate.verdict import TIGHT
-    from fitcheck.render.check import check_document
+    from fitcheck.render.check import check_document, check_exit_code
 
-    doc = check_document(result)
+    code = check_exit_code(result, strict, outcomes)
+    doc = check_document(result, outcomes=outcomes, exit_code=code)
     if fmt == "json":
         click.echo(_dumps(doc))
         _requirement_lines(outcomes, err=True)
@@ -95,12 +88,9 @@ def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(
 
             for line in github.check_annotations(result, strict, doc=doc) + github.requirement_annotations(outcomes):
                 click.echo(line)
-            append_summary(github.check_summary(result, outcomes, strict, doc=doc))
+            append_summary(github.check_summary(result, outcomes, strict, doc=doc, exit_code=code))
     write_output(output, doc)
-    code = result.exit_code
-    if strict and result.verdict.status == TIGHT:
-        code = 1
-    return combine([code, requirements_exit_code(outcomes)])
+    return code
 
 
 def requirements_document(machine, outcomes) -> dict:
@@ -145,7 +135,8 @@ def plan_document(path: str, case_results, outcomes=()) -> dict:
         "fitcheck_version": __version__,
         "plan": path,
         "exit_code": combine(codes),
-        "cases": [{"name": c.case.name, "exit_code": c.exit_code, "check": check_document(c.result)}
+        "cases": [{"name": c.case.name, "exit_code": c.exit_code,
+                   "check": check_document(c.result, exit_code=c.exit_code)}
                   for c in case_results],
         "requirements": [outcome_dict(o) for o in outcomes],
     }
@@ -181,8 +172,10 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
 
 
 def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements, fmt: str,
-                  output: str | None) -> int:
-    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code."""
+                  output: str | None, overrides: dict | None = None) -> int:
+    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code.
+
+    ``overrides`` (--gpu/--vram/--ram) apply to every case's machine."""
     from fitcheck.cli.options import load_machine
     from fitcheck.preflight.plan_file import read_plan
     from fitcheck.preflight.requirements import evaluate
@@ -193,7 +186,7 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
 
     def machine_for(name: str | None):
         if name not in machines:
-            machines[name] = load_machine(name)
+            machines[name] = load_machine(name, **(overrides or {}))
         return machines[name]
 
     case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile)

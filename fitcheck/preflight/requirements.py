@@ -242,6 +242,15 @@ def evaluate(requirements, machine: Machine, stack=None) -> tuple[Outcome, ...]:
     return tuple(out)
 
 
+def outcome_dict(o: Outcome) -> dict:
+    """One requirement's result as the JSON documents carry it (check, plan, requirements)."""
+    value = o.measured
+    if isinstance(value, tuple):  # a version
+        value = ".".join(str(p) for p in value)
+    return {"requirement": o.requirement.text, "fact": o.requirement.fact, "status": o.status,
+            "measured": value, "shown": o.shown, "message": o.message}
+
+
 def combine(codes) -> int:
     """The exit code of several checks: 2 bad input, else 1 if any failed, else 3 if any unknown, else 0."""
     codes = set(codes)

@@ -26,12 +26,16 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
            amortized_usd_per_million_tokens, usd_per_million_tokens, run} | null
            (owned or rented machines only; run: the --tokens training run, see fitcheck.render.cost),
   "software": {environments, torch, packages, problems, issues, status} | null
-              (the installed stack checked for this request; null with --profile: fitcheck.render.software)
+              (the installed stack checked for this request; null with --profile: fitcheck.render.software),
+  "requirements": [{requirement, fact, status: ok|failed|unknown, measured, shown, message}],
+  "exit_code": int   # the command's exit status: the verdict, --strict and the requirements combined
 }
 verdict.status may also be "cannot_run" (exit 1): the installed stack cannot run the request here.
 """
 
 from __future__ import annotations
+
+import shlex
 
 from fitcheck import __version__
 from fitcheck.estimate.commands import engine_command, fitcheck_command
@@ -46,7 +50,7 @@ _VERDICT_WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", UN
 
 def machine_line(machine: Machine) -> str:
     """One line: name, cores, RAM available, GPUs."""
-    parts = [machine.name]
+    parts = [machine.name + (f" ({shlex.join(machine.overrides)})" if machine.overrides else "")]
     cores = machine.cpu.usable_cores if known(machine.cpu.usable_cores) else machine.cpu.logical_cores
     if known(cores):
         parts.append(f"{cores} CPU cores")
@@ -85,8 +89,22 @@ def _profile_arg(result) -> str | None:
     return m.name if Path(m.source).stem == m.name and m.name in profile_names() else m.source
 
 
-def check_document(result) -> dict:
-    """The JSON document for one check."""
+def check_exit_code(result, strict: bool = False, outcomes=()) -> int:
+    """The exit status of one check: the verdict's, 1 for *tight* under ``strict``, combined with the
+    requirements' (1 beats 3 beats 0)."""
+    from fitcheck.preflight.requirements import combine
+    from fitcheck.preflight.requirements import exit_code as requirements_exit_code
+
+    code = result.exit_code
+    if strict and result.verdict.status == TIGHT:
+        code = 1
+    return combine([code, requirements_exit_code(outcomes)])
+
+
+def check_document(result, outcomes=(), exit_code: int | None = None) -> dict:
+    """The JSON document for one check; ``outcomes`` are the --require results and ``exit_code``
+    the command's exit status (default: the verdict's with the requirements)."""
+    from fitcheck.preflight.requirements import outcome_dict
     est, plan, spec = result.estimate, result.plan, result.spec
     model_id = _model_id(result)
     repos = _quant_repos(result)
@@ -176,6 +194,8 @@ def check_document(result) -> dict:
         "speed": _speed_section(result),
         "cost": _cost_section(result),
         "software": _software_section(result),
+        "requirements": [outcome_dict(o) for o in outcomes],
+        "exit_code": check_exit_code(result, False, outcomes) if exit_code is None else exit_code,
     }
 
 
@@ -367,11 +387,13 @@ def _training_line(plan, where: str) -> str:
 
 
 def _fitcheck_cmd(result, plan, profile) -> str:
+    overrides = tuple(getattr(result.machine, "overrides", ()))  # --gpu/--vram/--ram: repeated
     if _is_training(plan):
         from fitcheck.estimate.training_commands import training_fitcheck_command
 
-        return training_fitcheck_command(result.query, plan, profile=profile)
-    return fitcheck_command(result.query, plan, profile=profile)
+        command = training_fitcheck_command(result.query, plan, profile=profile)
+        return f"{command} {shlex.join(overrides)}" if overrides else command
+    return fitcheck_command(result.query, plan, profile=profile, extra=overrides)
 
 
 def _engine_cmd(result, plan, model_id: str, repos) -> str:

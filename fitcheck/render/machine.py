@@ -2,7 +2,7 @@
 
 The JSON document is versioned::
 
-    {"schema": "fitcheck.probe/1", "machine": {...}, "software": {...} | null}
+    {"schema": "fitcheck.probe/1", "fitcheck_version": "0.1.0", "machine": {...}, "software": {...} | null}
 
 where ``machine`` is exactly the ``fitcheck.machine/1`` dict of
 :func:`fitcheck.profiles.machine_to_dict` (the TOML profile schema): a fact that could not be
@@ -27,7 +27,10 @@ def probe_document(machine: Machine, software=None) -> dict[str, Any]:
     from fitcheck.profiles import machine_to_dict
     from fitcheck.render.software import software_document
 
-    return {"schema": PROBE_SCHEMA, "machine": machine_to_dict(machine), "software": software_document(software)}
+    from fitcheck import __version__
+
+    return {"schema": PROBE_SCHEMA, "fitcheck_version": __version__, "machine": machine_to_dict(machine),
+            "software": software_document(software)}
 
 
 def render_machine(machine: Machine, software=None) -> str:

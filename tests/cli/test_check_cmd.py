@@ -7,10 +7,10 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-# The JSON document's key set is a contract (README documents it); change it only on purpose,
-# with a new schema version.
+# The JSON document's key set is a contract (README and schemas/check.schema.json document it): within
+# a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed", "cost", "software"}
+            "speed", "cost", "software", "requirements", "exit_code"}
 # "software" (fitcheck.render.software): null with --profile; tests/estimate/test_compat.py locks its keys.
 # "cost" (fitcheck.render.cost): null for a machine neither owned nor rented; "run" only with --tokens.
 COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "owned", "usd_per_hour",

@@ -177,7 +177,7 @@ def test_probe_software_section_and_json(tmp_path, this_machine):
     out = _run("probe", "--python-env", str(env)).output
     assert "Software (package metadata only)" in out and "bitsandbytes  0.45.0" in out and "cannot run" in out
     doc = json.loads(_run("probe", "--json", "--python-env", str(env)).output)
-    assert set(doc) == {"schema", "machine", "software"}
+    assert set(doc) == {"schema", "fitcheck_version", "machine", "software"}
     assert doc["software"]["torch"]["backend_version"] == "12.4"
     assert doc["software"]["issues"][0]["kind"] == "compute_capability"
     assert json.loads(_run("probe", "--profile", "rtx-4090", "--json").output)["software"] is None
