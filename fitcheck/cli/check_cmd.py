@@ -17,6 +17,7 @@ from fitcheck.cli.options import (
     params_option,
     precision_option,
     profile_option,
+    revision_option,
     transformers_version_option,
 )
 
@@ -74,6 +75,7 @@ def training_options(func):
 @headroom_option
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
 @params_option
+@revision_option
 @profile_option
 @json_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default=None,
@@ -92,7 +94,8 @@ def training_options(func):
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
-          transformers_version: str | None, headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
+          transformers_version: str | None, headroom: float, strict: bool, params: str | None, revision: str | None,
+          profile: str | None, as_json: bool,
           fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
           **training) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
@@ -131,7 +134,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
 
     _check_mode_options(ctx, mode)
-    resolved = resolve_model(model, params=params) if params else resolve_model(model)
+    resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
     if mode != "inference":
         from fitcheck.check import check_training
 

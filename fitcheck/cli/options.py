@@ -80,3 +80,7 @@ transformers_version_option = _shared_option(
 params_option = _shared_option(
     "--params", default=None, metavar="COUNT",
     help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
+revision_option = _shared_option(
+    "--revision", default=None, metavar="REV",
+    help="Hugging Face model: the branch, tag or commit to read (the local cache's refs/REV or "
+    "snapshots/REV first). Default: main.")
