@@ -24,6 +24,7 @@ from fitcheck.estimate.request import DEFAULT_HEADROOM, InferenceRequest
 from fitcheck.estimate.verdict import FITS, TIGHT
 from fitcheck.machine import Machine
 from fitcheck.model.catalog import CatalogEntry, load_catalog
+from fitcheck.model.spec import ModelSpec
 
 SCHEMA = "fitcheck.fits/1"
 KINDS = ("instruct", "base", "dense", "moe")
@@ -34,10 +35,26 @@ REFUSED = "refused"        # check refuses the request for this model here (e.g.
 
 
 @dataclass(frozen=True)
+class ModelRef:
+    """A model to judge: the name its fitcheck command takes, and its spec."""
+
+    id: str                      # catalog id, Ollama name, repo id or path: what `fitcheck ID` resolves
+    spec: ModelSpec
+    family: str
+    released: str = ""           # 'YYYY-MM' for catalog models
+    source: str = "catalog"      # catalog | hf-cache | ollama | lm-studio | llama.cpp
+    where: str | None = None     # the file or folder, for local models
+
+    @classmethod
+    def of(cls, entry: CatalogEntry) -> ModelRef:
+        return cls(entry.hf_id, entry.spec, entry.family, entry.released)
+
+
+@dataclass(frozen=True)
 class FitRow:
     """One model judged on the machine: the configuration chosen, or why nothing fits."""
 
-    entry: CatalogEntry
+    model: ModelRef
     status: str                         # fits | tight | does_not_fit | unknown | refused
     plan: Any                           # Plan or TrainingPlan of the chosen configuration
     need_bytes: int | None              # on the device with the least room
@@ -55,7 +72,7 @@ class FitRow:
 
     @property
     def params(self) -> int:
-        return self.entry.spec.total_params
+        return self.model.spec.total_params
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,8 @@ class FitsResult:
     request: Any                        # InferenceRequest or TrainingRequest
     headroom: float
     rows: tuple[FitRow, ...]            # ranked: fitting first, most capable first
+    unreadable: tuple[tuple[str, str, str], ...] = ()   # local models not read: (name, source, reason)
+    local: bool = False
 
     @property
     def fitting(self) -> tuple[FitRow, ...]:
@@ -91,16 +110,39 @@ def select_entries(query: str | None = None, family: str | None = None, kind: st
     return found
 
 
+def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str, str], ...]]:
+    """(the local models read, those that could not be: (name, source, reason)), from
+    :func:`fitcheck.model.local_stores.discover` (or the LocalModel list given)."""
+    from fitcheck.model.local_stores import discover
+    from fitcheck.model.resolve import resolve_model
+
+    refs: list[ModelRef] = []
+    failed: list[tuple[str, str, str]] = []
+    for lm in (discover() if found is None else found):
+        try:
+            r = resolve_model(lm.name)
+        except FitcheckError as exc:
+            failed.append((lm.name, lm.source, exc.one_line()))
+            continue
+        entry = r.entry
+        refs.append(ModelRef(lm.name, r.spec, entry.family if entry else (r.spec.family or ""),
+                             entry.released if entry else "", lm.source, lm.where))
+    return tuple(refs), tuple(failed)
+
+
 def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[CatalogEntry, ...] | None = None,
-                    headroom: float = DEFAULT_HEADROOM, profile: str | None = None) -> FitsResult:
-    """Every entry (default: the whole catalog) judged on `machine` for `request` (an
-    InferenceRequest, default one; or a TrainingRequest), ranked."""
+                    models: tuple[ModelRef, ...] | None = None, headroom: float = DEFAULT_HEADROOM,
+                    profile: str | None = None, unreadable: tuple[tuple[str, str, str], ...] = ()) -> FitsResult:
+    """Every entry (default: the whole catalog; or `models`, e.g. the local ones) judged on
+    `machine` for `request` (an InferenceRequest, default one; or a TrainingRequest), ranked."""
     request = request if request is not None else InferenceRequest()
     request.validate()
-    chosen = entries if entries is not None else load_catalog().entries
-    rows = [judge_model(e, request, machine, headroom, profile) for e in chosen]
-    rows.sort(key=lambda r: (not r.fits, -r.params, _negated(r.entry.released), r.entry.hf_id))
-    return FitsResult(machine, profile, request, headroom, tuple(rows))
+    if models is None:
+        models = tuple(ModelRef.of(e) for e in (entries if entries is not None else load_catalog().entries))
+    rows = [judge_model(m, request, machine, headroom, profile) for m in models]
+    rows.sort(key=lambda r: (not r.fits, -r.params, _negated(r.model.released), r.model.id))
+    return FitsResult(machine, profile, request, headroom, tuple(rows), unreadable, local=entries is None
+                      and models is not None and any(m.source != "catalog" for m in models))
 
 
 def _negated(released: str) -> tuple[int, ...]:
@@ -108,12 +150,13 @@ def _negated(released: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=4096)
-def judge_model(entry: CatalogEntry, request: Any, machine: Machine, headroom: float,
+def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float,
                 profile: str | None) -> FitRow:
     """One model's row (memoised: the same question is answered once per process)."""
     from fitcheck.model.resolve import ResolvedModel
 
-    resolved = ResolvedModel(entry.spec, entry.hf_id, "catalog", None, entry)
+    entry = model
+    resolved = ResolvedModel(model.spec, model.id, model.source, None, None)
     training = hasattr(request, "mode")
     try:
         if training:
@@ -136,7 +179,7 @@ def judge_model(entry: CatalogEntry, request: Any, machine: Machine, headroom: f
     return FitRow(entry, result.verdict.status, result.plan, *_room(result.verdict), None, None, None, None, reason)
 
 
-def _accepted(entry: CatalogEntry, plan, machine: Machine) -> bool:
+def _accepted(entry: ModelRef, plan, machine: Machine) -> bool:
     """Whether check accepts the request an inference plan's fitcheck command types (an alternative
     check itself would refuse, such as AWQ on an Apple GPU, is never listed)."""
     from fitcheck.estimate.request import resolve_inference
@@ -163,7 +206,7 @@ def _room(verdict) -> tuple[int | None, int | None, str | None]:
     return d.need_bytes, d.free_bytes, d.device
 
 
-def _row(entry: CatalogEntry, plan, verdict, machine: Machine, headroom: float, profile: str | None,
+def _row(entry: ModelRef, plan, verdict, machine: Machine, headroom: float, profile: str | None,
          change: str | None) -> FitRow:
     extra = () if headroom == DEFAULT_HEADROOM else ("--headroom", f"{headroom * 100:g}")
     decode = training = None
@@ -171,7 +214,7 @@ def _row(entry: CatalogEntry, plan, verdict, machine: Machine, headroom: float, 
         from fitcheck.estimate.speed import estimate_training_speed
         from fitcheck.estimate.training_commands import training_fitcheck_command
 
-        command = training_fitcheck_command(entry.hf_id, plan, profile=profile)
+        command = training_fitcheck_command(entry.id, plan, profile=profile)
         command = " ".join((command, *extra))
         rate = estimate_training_speed(entry.spec, plan, machine).rate
         training = None if rate is None else (rate.low, rate.high)
@@ -179,7 +222,7 @@ def _row(entry: CatalogEntry, plan, verdict, machine: Machine, headroom: float, 
         from fitcheck.estimate.commands import fitcheck_command
         from fitcheck.estimate.speed import estimate_speed
 
-        command = fitcheck_command(entry.hf_id, plan, profile=profile, extra=extra)
+        command = fitcheck_command(entry.id, plan, profile=profile, extra=extra)
         speed = estimate_speed(entry.spec, plan, machine)
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
     return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change)
@@ -196,8 +239,8 @@ def fits_document(result: FitsResult) -> dict:
     def row(r: FitRow) -> dict:
         plan = r.plan if r.fits else None
         return {
-            "id": r.entry.hf_id, "family": r.entry.family, "params": r.params,
-            "active_params": r.entry.spec.active_params,
+            "id": r.model.id, "family": r.model.family, "params": r.params,
+            "active_params": r.model.spec.active_params,
             "precision": plan.precision if plan else None,
             "engine": getattr(plan, "engine", None) if plan else None,
             "device": getattr(plan, "device", None) if plan else None,
@@ -205,6 +248,7 @@ def fits_document(result: FitsResult) -> dict:
             "decode_tokens_per_s": rate(r.decode_tokens_per_s),
             "training_tokens_per_s": rate(r.training_tokens_per_s),
             "fitcheck_command": r.fitcheck_command, "change": r.change, "reason": r.reason or None,
+            **({"source": r.model.source, "where": r.model.where} if result.local else {}),
         }
 
     req = result.request
@@ -218,6 +262,8 @@ def fits_document(result: FitsResult) -> dict:
         "machine": result.machine.name, "profile": result.profile, "request": request,
         "models": [row(r) for r in result.fitting],
         "not_fitting": [row(r) for r in result.rows if not r.fits],
+        **({"unreadable": [{"name": n, "source": src, "reason": why} for n, src, why in result.unreadable]}
+           if result.local or result.unreadable else {}),
     }
 
 
@@ -258,17 +304,19 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
                 how = f"{plan.precision} {getattr(plan, 'engine', '')}".strip()
                 device = getattr(plan, "device", "gpu")
                 how += {"cpu": " CPU", "offload": f" -ngl {plan.gpu_layers}"}.get(device, "")
-            table.append((r.entry.hf_id, format_count(r.params), how or "—",
+            table.append(((f"{r.model.id} ({r.model.source})" if result.local else r.model.id), format_count(r.params), how or "—",
                           memory(r), speed(r) if r.fits else "", r.status.replace("_", " ")))
         lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed", rate_head, "status"),
                               disable_numparse=True))
     else:
-        lines.append("No catalog model fits this request here.")
+        lines.append("No local model fits this request here." if result.local else
+                     "No catalog model fits this request here.")
     n_not = len(result.rows) - len(result.fitting)
     lines += ["", f"{len(result.fitting)} of {len(result.rows)} model(s) fit"
               + (f"; {n_not} do not (--all lists them, --json says why)" if n_not and not show_all else "")
               + ". Ranked by parameter count; each runs as check would choose (its default, else its best "
                 "alternative at this context and batch)."]
+    lines += [f"Not read: {n} ({src}): {why}" for n, src, why in result.unreadable]
     first = result.fitting[0].fitcheck_command if result.fitting else None
     if first:
         lines.append("Look closer: " + first)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import click
 
@@ -15,7 +16,7 @@ from fitcheck.cli.options import (
     profile_option,
 )
 
-_FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headroom", "kind", "show_all")
+_FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headroom", "show_all")
 
 
 @click.command("models")
@@ -38,11 +39,14 @@ _FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headr
 @click.option("--kind", type=click.Choice(["instruct", "base", "dense", "moe"]), default=None,
               help="--fits (and the list): only instruct/chat or base models, dense or mixture-of-experts.")
 @click.option("--all", "show_all", is_flag=True, help="--fits: list the models that do not fit too.")
+@click.option("--local", "local", is_flag=True,
+              help="The models already on this machine (Hugging Face cache, Ollama store, LM Studio and "
+                   "llama.cpp folders), each judged as --fits judges the catalog.")
 @json_option
 @click.pass_context
 def models(ctx: click.Context, query: str | None, family: str | None, show: str | None, fits: bool,
            profile: str | None, mode: str, context: int, batch: int, engine: str | None, seq_len: int,
-           headroom: float, kind: str | None, show_all: bool, as_json: bool) -> None:
+           headroom: float, kind: str | None, show_all: bool, local: bool, as_json: bool) -> None:
     """Search the model catalog, show one model's spec, or list what runs here (--fits).
 
     \b
@@ -53,11 +57,13 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
       fitcheck models --show qwen-7b  # every number, and where it came from
       fitcheck models --fits --profile rtx-4090 --context 8192
       fitcheck models --fits --mode qlora --seq-len 4096 --profile rtx-4090 --json
+      fitcheck models --local         # what is downloaded here, and what of it fits
     """
-    if fits:
+    if fits or local:
         if show:
-            raise click.UsageError("give --fits or --show, not both")
-        _fits(ctx, query, family, profile, mode, context, batch, engine, seq_len, headroom, kind, show_all, as_json)
+            raise click.UsageError(f"give {'--local' if local else '--fits'} or --show, not both")
+        _fits(ctx, query, family, profile, mode, context, batch, engine, seq_len, headroom, kind, show_all, as_json,
+              local)
         return
     _refuse_fits_options(ctx)
     if show:
@@ -94,7 +100,7 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
 def _refuse_fits_options(ctx: click.Context) -> None:
     from click.core import ParameterSource
 
-    typed = [n for n in _FITS_ONLY if n != "kind" and ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
+    typed = [n for n in _FITS_ONLY if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
     if typed:
         flags = ", ".join("--" + n.replace("_", "-").replace("show-all", "all") for n in typed)
         raise click.UsageError(f"{flags} applies to --fits: add --fits")
@@ -102,12 +108,12 @@ def _refuse_fits_options(ctx: click.Context) -> None:
 
 def _fits(ctx: click.Context, query: str | None, family: str | None, profile: str | None, mode: str, context: int,
           batch: int, engine: str | None, seq_len: int, headroom: float, kind: str | None, show_all: bool,
-          as_json: bool) -> None:
+          as_json: bool, local: bool = False) -> None:
     from click.core import ParameterSource
 
     from fitcheck.cli.options import load_machine
     from fitcheck.errors import FitcheckError
-    from fitcheck.fits import fits_document, models_that_fit, render_fits_table, select_entries
+    from fitcheck.fits import fits_document, local_models, models_that_fit, render_fits_table, select_entries
 
     def typed(name: str) -> bool:
         return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
@@ -125,14 +131,31 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         from fitcheck.estimate.training_request import TrainingRequest
 
         request = TrainingRequest(mode=mode, seq_len=seq_len, batch=batch)
-    entries = select_entries(query, family, kind)
-    if not entries:
-        within = f" (family {family}, kind {kind})" if family or kind else ""
-        raise FitcheckError(f"no catalog model matches {query!r}{within}")
-    machine = load_machine(profile)
-    result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile)
+    if local:
+        if query or family or kind:
+            raise click.UsageError("--local lists every local model: QUERY, --family and --kind filter the catalog")
+        refs, unreadable = local_models()
+        machine = load_machine(profile)
+        result = models_that_fit(machine, request, models=refs, headroom=headroom / 100, profile=profile,
+                                 unreadable=unreadable)
+        result = replace(result, local=True)
+        show_all = True     # every local model is listed, fitting or not
+    else:
+        entries = select_entries(query, family, kind)
+        if not entries:
+            within = f" (family {family}, kind {kind})" if family or kind else ""
+            raise FitcheckError(f"no catalog model matches {query!r}{within}")
+        machine = load_machine(profile)
+        result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile)
     if as_json:
         click.echo(json.dumps(fits_document(result), indent=2))
+    elif local and not result.rows and not result.unreadable:
+        from fitcheck.model import hf_cache
+        from fitcheck.model.local_stores import llama_cpp_dir, lm_studio_dirs
+        from fitcheck.model.ollama import store_dir
+
+        places = [hf_cache.hub_cache_dir(), store_dir(), *lm_studio_dirs(), llama_cpp_dir()]
+        click.echo("No local models found in: " + ", ".join(str(p) for p in places))
     else:
         click.echo(render_fits_table(result, show_all=show_all))
 

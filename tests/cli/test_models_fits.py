@@ -81,7 +81,7 @@ def test_nothing_that_fits_is_missing(profile):
     machine = load_profile(profile)
     entries = tuple(get_entry(i) for i in SAMPLE)
     assert all(entries)
-    listed = {r.entry.hf_id for r in models_that_fit(machine, InferenceRequest(), entries=entries).fitting}
+    listed = {r.model.id for r in models_that_fit(machine, InferenceRequest(), entries=entries).fitting}
     for entry in entries:
         fits_somehow = False
         for precision in PRECISION_CHOICES:

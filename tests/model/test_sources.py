@@ -231,3 +231,54 @@ def test_no_hub_extra_falls_back_offline(monkeypatch):
     r = resolve_model("Qwen/Qwen2.5-7B-Instruct-GGUF:Q8_0")
     assert r.spec.stored_format == "q8_0" and "hub extra" in r.note
     assert Path(__file__).exists()
+
+
+# ---- models --local ------------------------------------------------------------------------------
+def test_models_local_lists_every_store_with_what_fits(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from fitcheck.cli import cli
+    from tests.model.filegen import write_gguf
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub_cache(tmp_path / "hub", LLAMA, "unsloth--Llama-3.2-1B-Instruct")
+    store, _ = ollama_store(tmp_path / "ollama")
+    monkeypatch.setenv("OLLAMA_MODELS", str(store))
+    lms = home / ".lmstudio" / "models" / "lmstudio-community" / "Tiny-GGUF"
+    lms.mkdir(parents=True)
+    write_gguf(lms / "Tiny-Q4_K_M.gguf", *gguf_llama())
+    write_gguf(lms / "mmproj-Tiny-F16.gguf", *gguf_llama())        # a vision projector: not a model
+    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "llamacpp"))
+    (tmp_path / "llamacpp").mkdir()
+    write_gguf(tmp_path / "llamacpp" / "org_Tiny-GGUF_tiny-q8_0.gguf", *gguf_llama(wtype="Q8_0", file_type=7))
+    (tmp_path / "llamacpp" / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 40)
+
+    r = CliRunner().invoke(cli, ["models", "--local", "--profile", "rtx-4090", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    rows = doc["models"] + doc["not_fitting"]
+    assert {row["source"] for row in rows} == {"hf-cache", "ollama", "lm-studio", "llama.cpp"}
+    assert {row["id"] for row in rows if row["source"] in ("hf-cache", "ollama")} == {LLAMA, "llama3.1:8b"}
+    assert not any("mmproj" in row["id"] for row in rows)
+    assert [u["source"] for u in doc["unreadable"]] == ["llama.cpp"]
+    for row in doc["models"]:
+        again = CliRunner().invoke(cli, [*__import__("shlex").split(row["fitcheck_command"])[1:], "--json"])
+        assert again.exit_code == 0 and json.loads(again.output)["verdict"]["status"] == row["status"]
+    text = CliRunner().invoke(cli, ["models", "--local", "--profile", "rtx-4090"]).output
+    assert "(ollama)" in text and "Not read: " in text
+
+
+def test_models_local_says_where_it_looked(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from fitcheck.cli import cli
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("HF_HUB_CACHE", "HF_HOME", "OLLAMA_MODELS", "LLAMA_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    r = CliRunner().invoke(cli, ["models", "--local", "--profile", "rtx-4090"])
+    assert r.exit_code == 0 and "No local models found in: " in r.output and ".ollama" in r.output
