@@ -143,12 +143,24 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                                 headroom=headroom / 100)
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                                  outcomes=evaluate(requirements, machine)))
+    versions: dict[str, str] = {}
+    from_env = False
+    if profile is None:      # this machine: its installed engines are the defaults (package metadata only)
+        from fitcheck.model.installed import default_transformers_version, installed_versions
+
+        versions = installed_versions()
+        if transformers_version is None and default_transformers_version(versions):
+            transformers_version, from_env = default_transformers_version(versions), True
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
                                gpu_memory_utilization=gpu_memory_utilization,
                                transformers_version=transformers_version)
     machine = load_machine(profile)
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
+    if versions:
+        from fitcheck.model.installed import name_in_assumptions
+
+        result = name_in_assumptions(result, versions, from_env)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine)))
 
