@@ -44,10 +44,11 @@ class ModelRef:
     released: str = ""           # 'YYYY-MM' for catalog models
     source: str = "catalog"      # catalog | hf-cache | ollama | lm-studio | llama.cpp
     where: str | None = None     # the file or folder, for local models
+    active_params: int = 0       # as the publisher counts them
 
     @classmethod
     def of(cls, entry: CatalogEntry) -> ModelRef:
-        return cls(entry.hf_id, entry.spec, entry.family, entry.released)
+        return cls(entry.hf_id, entry.spec, entry.family, entry.released, active_params=entry.active_params)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str
             continue
         entry = r.entry
         refs.append(ModelRef(lm.name, r.spec, entry.family if entry else (r.spec.family or ""),
-                             entry.released if entry else "", lm.source, lm.where))
+                             entry.released if entry else "", lm.source, lm.where, r.spec.active_params))
     return tuple(refs), tuple(failed)
 
 
@@ -240,7 +241,7 @@ def fits_document(result: FitsResult) -> dict:
         plan = r.plan if r.fits else None
         return {
             "id": r.model.id, "family": r.model.family, "params": r.params,
-            "active_params": r.model.spec.active_params,
+            "active_params": r.model.active_params,
             "precision": plan.precision if plan else None,
             "engine": getattr(plan, "engine", None) if plan else None,
             "device": getattr(plan, "device", None) if plan else None,

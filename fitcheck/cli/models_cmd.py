@@ -167,7 +167,7 @@ def list_row(entry) -> dict:
         "family": entry.family,
         "released": entry.released,
         "params": spec.total_params,
-        "active_params": spec.active_params,
+        "active_params": entry.active_params,
         "layers": spec.num_layers,
         "max_context": spec.max_context,
         "aliases": list(entry.aliases),
@@ -193,6 +193,8 @@ def show_document(resolved) -> dict:
     """Everything about one resolved model, as plain data (the JSON form and the text form's source)."""
     from dataclasses import fields
 
+    from fitcheck.model.catalog import published_active_params
+
     spec = resolved.spec
     spec_fields = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "sources"}
     entry = resolved.entry
@@ -205,7 +207,7 @@ def show_document(resolved) -> dict:
             "total": spec.total_params,
             "embedding": spec.embedding_params,
             "non_embedding": spec.non_embedding_params,
-            "active": spec.active_params,
+            "active": published_active_params(spec, entry),
             "largest_layer": spec.layer_params(),
             "groups": [{"kind": g.kind, "params": g.params, "layers": g.layers} for g in spec.tensor_groups()],
         },

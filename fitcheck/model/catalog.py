@@ -48,6 +48,9 @@ class CatalogEntry:
     quantized_repos: Mapping[str, str] = field(compare=False, hash=False)  # format -> official repo
     variant: str = "instruct"         # 'instruct' (chat/instruct/it) or 'base'
     config_key: str = ""              # which catalog config holds its numbers
+    # The publisher counts active parameters without the input embedding table (a decode reads one
+    # row of it): OpenAI's gpt-oss model card, 5.13B of 116.83B and 3.61B of 20.91B.
+    active_excludes_embedding: bool = False
 
     @property
     def name(self) -> str:
@@ -62,6 +65,11 @@ class CatalogEntry:
     @property
     def spec(self) -> ModelSpec:
         return _spec_for(self.hf_id)
+
+    @property
+    def active_params(self) -> int:
+        """Active parameters per token as the publisher counts them (see active_excludes_embedding)."""
+        return published_active_params(self.spec, self)
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,7 @@ def load_catalog() -> Catalog:
             quantized_repos=MappingProxyType(dict(item.get("quantized_repos") or {})),
             variant=item.get("variant", "instruct"),
             config_key=item["config"],
+            active_excludes_embedding=bool(item.get("active_excludes_embedding", False)),
         )
         for item in raw["models"]
     )
@@ -142,6 +151,13 @@ def _with_family(spec: ModelSpec, family: str) -> ModelSpec:
     from dataclasses import replace
 
     return replace(spec, family=family)
+
+
+def published_active_params(spec: ModelSpec, entry: CatalogEntry | None) -> int:
+    """spec.active_params, less the input embedding table where the publisher counts that way."""
+    if entry is not None and entry.active_excludes_embedding and spec.is_moe:
+        return spec.active_params - spec.vocab_size * spec.hidden_size
+    return spec.active_params
 
 
 def entries() -> tuple[CatalogEntry, ...]:

@@ -35,6 +35,7 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _MAX_OTHERS = 4
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\", "\\")
 _FILE_SUFFIXES = (".json", ".gguf", ".safetensors")
+_SIZE_WORD = re.compile(r"^(\d+x|\d+(\.\d+)?[bm]|mini|small|medium|large|nano|tiny|plus)$")
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,45 @@ def _choose(text: str, candidates: list[CatalogEntry]) -> ResolvedModel:
 
 
 def suggestions(text: str, n: int = 3) -> list[str]:
-    """The ``n`` catalog names/aliases closest to ``text`` (difflib)."""
+    """The ``n`` catalog names closest to ``text``: names that continue it first (``llama-3.3`` →
+    llama3.3-70b, ``qwen3-235b`` → the 235B-A22B), with ``moe`` the family's mixture-of-experts
+    models (smallest first), then difflib's closest."""
     names: dict[str, str] = {}
     for e in load_catalog().entries:
-        for label in (e.name, *e.aliases):
+        for label in (*e.aliases, e.name):
             names.setdefault(normalize_name(label), label)
-    close = difflib.get_close_matches(normalize_name(text), list(names), n=n, cutoff=0.0)
-    return [names[c] for c in close]
+    key = normalize_name(text)
+    out: list[str] = []
+    if key.endswith("-moe") or key.startswith("moe-") or "-moe-" in key:
+        family = key.replace("-moe", "").replace("moe-", "")
+        moe = sorted((e for e in load_catalog().search(family) if e.spec.is_moe), key=lambda e: e.spec.total_params)
+        out += [e.aliases[0] if e.aliases else e.name for e in moe]
+    longer = sorted((k for k in names if k.startswith(key + "-")), key=lambda k: (len(k), k))
+    out += [names[k] for k in longer]
+    out += [names[c] for c in difflib.get_close_matches(key, list(names), n=n, cutoff=0.0)]
+    return list(dict.fromkeys(out))[:n]
+
+
+def family_sizes(text: str, limit: int = 20) -> list[str]:
+    """When ``text`` names a family or a generation (``qwen3``, ``llama3``, ``gpt-oss``), the short
+    names of its sizes, smallest first; else []."""
+    key = normalize_name(text)
+    if not key or any(ch.isdigit() for ch in key.rsplit("-", 1)[-1]) and key.rsplit("-", 1)[-1][-1:] in "bm":
+        return []       # it has a size already ('qwen3-8b'): not a family name
+    sizes: dict[str, int] = {}
+    for by_family in (False, True):     # its own short names first; else the family's models
+        for e in load_catalog().entries:
+            if by_family:
+                labels = list(e.aliases[:1]) if e.family.lower() == text.strip().lower() else []
+            else:
+                labels = [a for a in e.aliases if normalize_name(a).startswith(key + "-")
+                          and _SIZE_WORD.match(normalize_name(a)[len(key) + 1:].split("-")[0])]
+            if labels:
+                label = min(labels, key=len)
+                sizes[label] = min(sizes.get(label, e.spec.total_params), e.spec.total_params)
+        if sizes:
+            break
+    return sorted(sizes, key=lambda a: (sizes[a], a))[:limit]
 
 
 def looks_like_path(text: str) -> bool:
@@ -229,6 +262,11 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
     text = text.strip()
 
     if params is not None:
+        known_model = _known(text)
+        if known_model is not None:
+            raise FitcheckError(f"--params is for a model fitcheck does not know, and {text!r} is "
+                                f"{known_model.hf_id} ({known_model.spec.total_params / 1e9:.2f}B parameters)",
+                                "drop --params (or give the generic model another name)")
         return _generic(text, params, layers, hidden, kv_heads)
     if layers is not None or hidden is not None or kv_heads is not None:
         raise FitcheckError("--layers, --hidden and --kv-heads describe a generic model and need --params",
@@ -262,6 +300,9 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
 
     key = normalize_name(text)
     if "/" not in text:
+        exact_name = [e for e in _name_matches(key) if e.name == text]
+        if exact_name:          # 'Qwen-7B' is Qwen/Qwen-7B, not the newest model called qwen-7b
+            return _choose(text, exact_name)
         short = _short_name_matches(key)
         if short:
             return _choose(text, short)
@@ -270,8 +311,24 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
             return _choose(text, named)
     if _REPO_ID.match(text):
         return _hub(text, revision) if revision else _hub(text)
+    sizes = family_sizes(text)
+    if len(sizes) > 1:
+        raise FitcheckError(f"{text!r} is a model family: choose a size",
+                            f"{', '.join(sizes)} (e.g. fitcheck {sizes[len(sizes) // 2]})")
     hint = "did you mean: " + ", ".join(suggestions(text))
     raise FitcheckError(f"unknown model {text!r}", hint)
+
+
+def _known(text: str) -> CatalogEntry | None:
+    """The catalog entry ``text`` names (id, short name or repository name), else None."""
+    exact = load_catalog().get(text)
+    if exact is not None:
+        return exact
+    if "/" in text:
+        return None
+    key = normalize_name(text)
+    matches = _short_name_matches(key) or _name_matches(key)
+    return max(matches, key=_rank) if matches else None
 
 
 def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_heads: int | None) -> ResolvedModel:

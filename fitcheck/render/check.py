@@ -197,7 +197,9 @@ def render_check_table(result) -> str:
     lines: list[str] = []
     params = f"{format_count(spec.total_params)} params"
     if spec.is_moe:
-        params += f", {format_count(spec.active_params)} active"
+        from fitcheck.model.catalog import published_active_params
+
+        params += f", {format_count(published_active_params(spec, getattr(result.model, 'entry', None)))} active"
     generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
     lines.append(f"Model:    {_model_id(result)} ({params}{', ' + spec.architecture if spec.architecture else ''}){generic}")
     if result.model.note:
