@@ -66,6 +66,7 @@ class FitRow:
     fitcheck_command: str | None
     change: str | None                  # the alternative taken (None: the request as asked)
     reason: str = ""                    # why it does not fit
+    devices: tuple[tuple[str, int, int], ...] = ()   # (device, need, free) of every device used
 
     @property
     def fits(self) -> bool:
@@ -177,7 +178,8 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
         if not keep & {name for name, _ in alt.changes} and (training or _accepted(entry, alt.plan, machine)):
             return _row(entry, alt.plan, alt.verdict, machine, headroom, profile, alt.title)
     reason = "; ".join(result.verdict.reasons) or result.verdict.summary()
-    return FitRow(entry, result.verdict.status, result.plan, *_room(result.verdict), None, None, None, None, reason)
+    return FitRow(entry, result.verdict.status, result.plan, *_room(result.verdict), None, None, None, None, reason,
+                  _devices(result.verdict))
 
 
 def _accepted(entry: ModelRef, plan, machine: Machine) -> bool:
@@ -226,7 +228,13 @@ def _row(entry: ModelRef, plan, verdict, machine: Machine, headroom: float, prof
         command = fitcheck_command(entry.id, plan, profile=profile, extra=extra)
         speed = estimate_speed(entry.spec, plan, machine)
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
-    return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change)
+    return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change, "",
+                  _devices(verdict))
+
+
+def _devices(verdict) -> tuple[tuple[str, int, int], ...]:
+    return tuple((d.device, d.need_bytes, d.free_bytes) for d in verdict.devices
+                 if d.free_bytes is not None and d.need_bytes > 0)
 
 
 # ---- rendering ----------------------------------------------------------------------------------
@@ -281,11 +289,37 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
             return "unknown"
         return rate_text(Rate(*pair), "").strip()
 
+    def label(device: str | None) -> str:
+        return device.upper() if device and device.startswith("gpu") else "RAM"
+
     def memory(r: FitRow) -> str:
+        if len(r.devices) > 1:     # a split between GPU and RAM: both
+            return ", ".join(f"{need / GiB:.1f}/{free / GiB:.0f} {label(d)}" for d, need, free in r.devices)
         if r.need_bytes is None or r.free_bytes is None:
             return ""
-        where = r.device.upper() if r.device and r.device.startswith("gpu") else "RAM"
-        return f"{r.need_bytes / GiB:.1f} of {r.free_bytes / GiB:.0f} GiB {where}"
+        return f"{r.need_bytes / GiB:.1f}/{r.free_bytes / GiB:.0f} {label(r.device)}"
+
+    def runs_as(plan: Any) -> str:
+        if hasattr(plan, "mode"):          # training: the base's format and what the recipe changed
+            parts = [plan.precision]
+            if plan.grad_checkpointing:
+                parts.append("checkpointing")
+            if plan.optimizer != "adamw":
+                parts.append(plan.optimizer)
+            if plan.zero is not None:
+                parts.append(f"ZeRO-{plan.zero}" + (f" offload {plan.offload}" if plan.offload != "none" else ""))
+            if plan.fsdp:
+                parts.append(f"FSDP {plan.fsdp}")
+            if plan.gpus > 1:
+                parts.append(f"{plan.gpus} GPUs")
+            return ", ".join(parts)
+        how = f"{plan.precision} {plan.engine}"
+        how += {"cpu": " CPU", "offload": f" -ngl {plan.gpu_layers}"}.get(plan.device, "")
+        if plan.gpus > 1:
+            how += f" ×{plan.gpus} GPUs"
+        if plan.kv_dtype in ("fp8", "q8_0", "q4_0"):
+            how += f", KV {plan.kv_dtype}"
+        return how
 
     req = result.request
     if result.mode == "inference":
@@ -300,14 +334,10 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
         table = []
         for r in shown:
             plan: Any = r.plan if r.fits else None
-            how = ""
-            if plan is not None:
-                how = f"{plan.precision} {getattr(plan, 'engine', '')}".strip()
-                device = getattr(plan, "device", "gpu")
-                how += {"cpu": " CPU", "offload": f" -ngl {plan.gpu_layers}"}.get(device, "")
+            how = runs_as(plan) if plan is not None else ""
             table.append(((f"{r.model.id} ({r.model.source})" if result.local else r.model.id), format_count(r.params), how or "—",
                           memory(r), speed(r) if r.fits else "", r.status.replace("_", " ")))
-        lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed", rate_head, "status"),
+        lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed (GiB)", rate_head, "status"),
                               disable_numparse=True))
     else:
         lines.append("No local model fits this request here." if result.local else

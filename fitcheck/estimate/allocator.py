@@ -199,8 +199,8 @@ def load_waste(sizes: Iterable[int]) -> int:
                 period, cycles = k - k0, (run - k) // (k - k0)
                 if cycles:
                     reserved += cycles * (reserved - reserved0)
-                    for rest in inert[inert0:] * cycles:
-                        bisect.insort(pool, rest)
+                    pool.extend(inert[inert0:] * cycles)
+                    pool.sort()
                     k += cycles * period
                 seen.clear()
                 if k >= run:
