@@ -349,6 +349,9 @@ def _fitcheck_cmd(result, plan, profile) -> str:
 
 
 def _engine_cmd(result, plan, model_id: str, repos) -> str:
+    entry = getattr(result.model, "entry", None)
+    if entry is not None and ":" in model_id:   # an Ollama name or repo:QUANT: engines load the base repo
+        model_id = entry.hf_id
     if _is_training(plan):
         from fitcheck.estimate.training_commands import training_engine_command
 

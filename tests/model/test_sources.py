@@ -282,3 +282,16 @@ def test_models_local_says_where_it_looked(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     r = CliRunner().invoke(cli, ["models", "--local", "--profile", "rtx-4090"])
     assert r.exit_code == 0 and "No local models found in: " in r.output and ".ollama" in r.output
+
+
+def test_engine_commands_of_an_ollama_name_load_the_base_repository(no_store):
+    from click.testing import CliRunner
+
+    from fitcheck.cli import cli
+
+    r = CliRunner().invoke(cli, ["qwen2.5:7b-instruct-fp16", "--profile", "rtx-3060", "--json"])
+    doc = json.loads(r.output)
+    commands = [a["engine_command"] for a in doc["alternatives"]]
+    assert commands and not any("qwen2.5:7b" in c for c in commands)
+    assert all(a["fitcheck_command"].startswith("fitcheck qwen2.5:7b-instruct-fp16 ") for a in doc["alternatives"])
+    assert any("Qwen/Qwen2.5-7B-Instruct" in c for c in commands)
