@@ -335,8 +335,9 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
         for r in shown:
             plan: Any = r.plan if r.fits else None
             how = runs_as(plan) if plan is not None else ""
-            table.append(((f"{r.model.id} ({r.model.source})" if result.local else r.model.id), format_count(r.params), how or "—",
-                          memory(r), speed(r) if r.fits else "", r.status.replace("_", " ")))
+            name = f"{r.model.id} ({r.model.source})" if result.local else r.model.id
+            table.append((name, format_count(r.params), how or "—", memory(r), speed(r) if r.fits else "",
+                          r.status.replace("_", " ")))
         lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed (GiB)", rate_head, "status"),
                               disable_numparse=True))
     else:

@@ -128,3 +128,26 @@ def test_table_and_refusals():
 def test_kind_filters():
     assert all(e.spec.is_moe for e in select_entries(kind="moe"))
     assert all(e.variant == "base" for e in select_entries("qwen", kind="base"))
+
+
+def test_nothing_that_trains_is_missing():
+    from fitcheck.check import check_training
+    from fitcheck.estimate.training_request import TrainingRequest
+
+    machine = load_profile("rtx-4090")
+    entries = tuple(get_entry(i) for i in SAMPLE)
+    request = TrainingRequest(mode="qlora", seq_len=4096)
+    listed = {r.model.id for r in models_that_fit(machine, request, entries=entries).fitting}
+    for entry in entries:
+        fits_somehow = False
+        for checkpointing in (False, True):
+            for optimizer in ("adamw", "paged-adamw-8bit"):
+                try:
+                    result = check_training(entry.hf_id, TrainingRequest(
+                        mode="qlora", seq_len=4096, grad_checkpointing=checkpointing, optimizer=optimizer),
+                        machine, alternatives=False)
+                except FitcheckError:
+                    continue
+                fits_somehow |= result.verdict.status == FITS
+        if fits_somehow:
+            assert entry.hf_id in listed, entry.hf_id

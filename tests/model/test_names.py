@@ -86,7 +86,8 @@ def test_gpt_oss_active_parameters_follow_openai(hf_id, active):
     r = CliRunner().invoke(cli, ["models", "--show", hf_id.split("/")[1], "--json"])
     assert abs(__import__("json").loads(r.output)["params"]["active"] / active - 1) < 0.01
     # a Mixtral keeps Mistral's convention (12.9B active, embeddings included)
-    assert get_entry("mistralai/Mixtral-8x7B-v0.1").active_params == get_entry("mistralai/Mixtral-8x7B-v0.1").spec.active_params
+    mixtral = get_entry("mistralai/Mixtral-8x7B-v0.1")
+    assert mixtral.active_params == mixtral.spec.active_params
 
 
 def test_a_mistyped_command_is_named():
