@@ -35,7 +35,9 @@ class GGUFRepoName:
 
 
 def parse_name(text: str) -> GGUFRepoName | None:
-    m = _NAME.match(text.strip())
+    """``org/repo:QUANT`` (also as Ollama writes a Hub pull: ``hf.co/org/repo:QUANT``), else None."""
+    text = re.sub(r"^(https?://)?(hf\.co|huggingface\.co)/", "", text.strip())
+    m = _NAME.match(text)
     return GGUFRepoName(m.group("repo"), m.group("quant")) if m else None
 
 

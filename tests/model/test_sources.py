@@ -295,3 +295,10 @@ def test_engine_commands_of_an_ollama_name_load_the_base_repository(no_store):
     assert commands and not any("qwen2.5:7b" in c for c in commands)
     assert all(a["fitcheck_command"].startswith("fitcheck qwen2.5:7b-instruct-fp16 ") for a in doc["alternatives"])
     assert any("Qwen/Qwen2.5-7B-Instruct" in c for c in commands)
+
+
+def test_ollama_hub_pull_names_are_gguf_repos(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert gguf_repo.parse_name("hf.co/Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M").repo == "Qwen/Qwen2.5-7B-Instruct-GGUF"
+    r = resolve_model("hf.co/Qwen/Qwen2.5-7B-Instruct-GGUF:Q6_K")
+    assert r.entry.hf_id == "Qwen/Qwen2.5-7B-Instruct" and r.spec.stored_format == "q6_k"
