@@ -60,6 +60,7 @@ class LazyDefaultGroup(click.Group):
         # anything but a command name or the group's own options starts a `check`.
         own = {"--help", "-h", "--version"}
         if args and args[0] not in COMMANDS and args[0] not in own:
+            _refuse_mistyped_command(args[0])
             args = [DEFAULT_COMMAND, *args]
         return super().parse_args(ctx, args)
 
@@ -89,6 +90,21 @@ class LazyDefaultGroup(click.Group):
         except BrokenPipeError:
             sys.exit(0)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _refuse_mistyped_command(word: str) -> None:
+    """`fitcheck chek qwen-7b`: a plain word close to a command name, and no model, is a typo."""
+    import difflib
+
+    if not word.isalpha() or len(word) < 3:
+        return
+    close = difflib.get_close_matches(word.lower(), list(COMMANDS), n=1, cutoff=0.75)
+    if not close:
+        return
+    from fitcheck.model.resolve import _known
+
+    if _known(word) is None:
+        raise click.UsageError(f"no command {word!r} (did you mean: {close[0]})")
 
 
 def _module_exists(module: str) -> bool:

@@ -24,6 +24,7 @@ from fitcheck.cli.options import (
     profile_option,
     python_env_option,
     tokens_option,
+    revision_option,
     transformers_version_option,
 )
 
@@ -79,6 +80,7 @@ def training_options(func):
 @headroom_option
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
 @params_option
+@revision_option
 @profile_option
 @machine_override_options
 @json_option
@@ -101,7 +103,8 @@ def training_options(func):
 @click.pass_context
 def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
-          transformers_version: str | None, headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
+          transformers_version: str | None, headroom: float, strict: bool, params: str | None, revision: str | None,
+          profile: str | None, as_json: bool,
           fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
           gpu: str | None = None, vram: str | None = None, ram: str | None = None, **training) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
@@ -147,7 +150,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
 
     costs = cost_settings(training.pop("kwh_price"), training.pop("amortize_years"), training.pop("hours_per_day"))
     tokens = training.pop("tokens")
-    resolved = resolve_model(model, params=params) if params else resolve_model(model)
+    resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
     if mode != "inference":
         from fitcheck.check import check_training
 
@@ -159,6 +162,14 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         result = _checked(result, stack)
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                                  outcomes=evaluate(requirements, machine, stack)))
+    versions: dict[str, str] = {}
+    from_env = False
+    if profile is None:      # this machine: its installed engines are the defaults (package metadata only)
+        from fitcheck.model.installed import default_transformers_version, installed_versions
+
+        versions = installed_versions()
+        if transformers_version is None and default_transformers_version(versions):
+            transformers_version, from_env = default_transformers_version(versions), True
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
                                gpu_memory_utilization=gpu_memory_utilization,
@@ -167,6 +178,10 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     result = replace(check_inference(resolved, request, machine, headroom=headroom / 100), cost=costs)
     stack = _stack(profile, python_envs, overrides)
     result = _checked(result, stack)
+    if versions:
+        from fitcheck.model.installed import name_in_assumptions
+
+        result = name_in_assumptions(result, versions, from_env)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                              outcomes=evaluate(requirements, machine, stack)))
 

@@ -8,6 +8,7 @@ llama.cpp's per-tensor type rules, which give some tensors more bits (`q4_k_m` i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fitcheck.estimate.formats import (
     GGML_K_FALLBACK,
@@ -114,6 +115,7 @@ class WeightBytes:
         return sum(b for _, b in self.by_group)
 
 
+@lru_cache(maxsize=1024)  # pure, and searches ask for the same (spec, format) many times
 def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = False) -> WeightBytes:
     """Bytes of every tensor group of `spec` stored as `fmt`.
 

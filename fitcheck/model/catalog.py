@@ -49,6 +49,9 @@ class CatalogEntry:
     quantized_repos: Mapping[str, str] = field(compare=False, hash=False)  # format -> official repo
     variant: str = "instruct"         # 'instruct' (chat/instruct/it) or 'base'
     config_key: str = ""              # which catalog config holds its numbers
+    # The publisher counts active parameters without the input embedding table (a decode reads one
+    # row of it): OpenAI's gpt-oss model card, 5.13B of 116.83B and 3.61B of 20.91B.
+    active_excludes_embedding: bool = False
 
     @property
     def name(self) -> str:
@@ -72,6 +75,11 @@ class CatalogEntry:
     def user_path(self) -> str:
         """The config.json in the user's models folder this entry reads ('' for a shipped entry)."""
         return self.config_key[len(USER_KEY_PREFIX):].split("|", 1)[-1] if "|" in self.config_key else ""
+
+    @property
+    def active_params(self) -> int:
+        """Active parameters per token as the publisher counts them (see active_excludes_embedding)."""
+        return published_active_params(self.spec, self)
 
 
 @dataclass(frozen=True)
@@ -184,6 +192,7 @@ def _shipped_entries() -> tuple[CatalogEntry, ...]:
             quantized_repos=MappingProxyType(dict(item.get("quantized_repos") or {})),
             variant=item.get("variant", "instruct"),
             config_key=item["config"],
+            active_excludes_embedding=bool(item.get("active_excludes_embedding", False)),
         )
         for item in raw["models"]
     )
@@ -206,6 +215,13 @@ def _with_family(spec: ModelSpec, family: str) -> ModelSpec:
     from dataclasses import replace
 
     return replace(spec, family=family)
+
+
+def published_active_params(spec: ModelSpec, entry: CatalogEntry | None) -> int:
+    """spec.active_params, less the input embedding table where the publisher counts that way."""
+    if entry is not None and entry.active_excludes_embedding and spec.is_moe:
+        return spec.active_params - spec.vocab_size * spec.hidden_size
+    return spec.active_params
 
 
 def entries() -> tuple[CatalogEntry, ...]:

@@ -410,6 +410,9 @@ def spec_from_gguf(headers, name: str):
     if not arch:
         raise FitcheckError(f"{first.source}: GGUF metadata lacks general.architecture",
                             "fitcheck reads llama.cpp GGUF files of decoder LLMs")
+    if f"{arch}.attention.head_count" not in first.metadata:
+        raise FitcheckError(f"{first.source}: unsupported architecture {arch} (no {arch}.attention.head_count)",
+                            "fitcheck estimates attention decoders (llama, qwen2, gemma, mistral, ...)")
     tensors = {t.name: t for h in headers for t in h.tensors}
     src = f"GGUF {arch}."
 

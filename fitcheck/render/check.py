@@ -239,7 +239,9 @@ def render_check_table(result) -> str:
     lines: list[str] = []
     params = f"{format_count(spec.total_params)} params"
     if spec.is_moe:
-        params += f", {format_count(spec.active_params)} active"
+        from fitcheck.model.catalog import published_active_params
+
+        params += f", {format_count(published_active_params(spec, getattr(result.model, 'entry', None)))} active"
     generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
     lines.append(f"Model:    {_model_id(result)} ({params}{', ' + spec.architecture if spec.architecture else ''}){generic}")
     if result.model.note:
@@ -397,6 +399,9 @@ def _fitcheck_cmd(result, plan, profile) -> str:
 
 
 def _engine_cmd(result, plan, model_id: str, repos) -> str:
+    entry = getattr(result.model, "entry", None)
+    if entry is not None and ":" in model_id:   # an Ollama name or repo:QUANT: engines load the base repo
+        model_id = entry.hf_id
     if _is_training(plan):
         from fitcheck.estimate.training_commands import training_engine_command
 
