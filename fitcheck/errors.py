@@ -12,6 +12,9 @@ EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNKNOWN = 3
+# An internal error (a bug in fitcheck, not a verdict): sysexits.h's EX_SOFTWARE, so a CI job never reads a
+# crash as "does not fit" (1) or "bad input" (2).
+EXIT_INTERNAL_ERROR = 70
 
 
 class FitcheckError(Exception):
