@@ -50,6 +50,10 @@ def where(ctx: click.Context, model: str, precision: str | None, context: int, b
     from fitcheck.profiles import list_profiles
     from fitcheck.render.where import where_result
 
+    if max_price is not None:
+        from fitcheck.bounded import finite_float
+
+        finite_float(max_price, "--max-price", 0)
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, transformers_version=transformers_version)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import KV_DTYPES, weight_format, weight_format_or_none
 from fitcheck.estimate.result import Assumption
@@ -44,11 +45,11 @@ class InferenceRequest:
 
     def validate(self) -> None:
         if not 1 <= self.context <= MAX_CONTEXT:
-            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, got {self.context:.3g}")
+            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, got {short_number(self.context)}")
         if not 1 <= self.batch <= MAX_BATCH:
-            raise FitcheckError(f"--batch must be between 1 and {MAX_BATCH:,}, got {self.batch:.3g}")
+            raise FitcheckError(f"--batch must be between 1 and {MAX_BATCH:,}, got {short_number(self.batch)}")
         if self.gpus is not None and not 1 <= self.gpus <= MAX_GPUS:
-            raise FitcheckError(f"--gpus must be between 1 and {MAX_GPUS}, got {self.gpus:.3g}")
+            raise FitcheckError(f"--gpus must be between 1 and {MAX_GPUS}, got {short_number(self.gpus)}")
         if self.engine is not None and self.engine not in ENGINES:
             raise FitcheckError(f"unknown engine '{self.engine}'", "choose one of: " + ", ".join(ENGINES))
         if self.device not in DEVICES:
@@ -60,7 +61,7 @@ class InferenceRequest:
         if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
             raise FitcheckError("the prompt must be between 1 token and the context length")
         if self.gpu_layers is not None and not 0 <= self.gpu_layers <= 100_000:
-            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, got {self.gpu_layers:.3g}")
+            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, got {short_number(self.gpu_layers)}")
         if self.transformers_version is not None:
             parse_transformers_version(self.transformers_version)
 

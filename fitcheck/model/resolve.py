@@ -162,7 +162,9 @@ def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_
     try:
         n_params = parse_count(params)
     except ValueError as exc:
-        raise FitcheckError(str(exc)) from exc
+        raise FitcheckError(f"--params: {exc}") from None
+    if n_params < 1:
+        raise FitcheckError(f"--params must be at least 1 parameter, got {params!r}")
     spec = generic_spec(n_params, layers=layers, hidden=hidden, kv_heads=kv_heads, name=text)
     note = (f"{text} → generic Llama-like shape for {params} parameters "
             f"({spec.num_layers} layers, hidden {spec.hidden_size}, {spec.num_kv_heads} kv heads): approximate")

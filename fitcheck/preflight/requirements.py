@@ -97,11 +97,11 @@ def parse_requirement(text: str) -> Requirement:
     """``"vram>=24GiB"`` -> Requirement; FitcheckError (exit 2) naming what is wrong."""
     m = _RE.match(str(text))
     if not m:
-        raise FitcheckError(f"--require {text!r}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
+        raise FitcheckError(f"--require {_shown(text)}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
                             "facts: " + ", ".join(FACTS) + "; operators: " + " ".join(OPERATORS))
     fact, op, raw = m.group(1).lower().replace("-", "_"), m.group(2), m.group(3)
     if fact not in FACTS:
-        raise FitcheckError(f"--require {text!r}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
+        raise FitcheckError(f"--require {_shown(text)}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
     kind = FACTS[fact][0]
     try:
         if kind == SIZE:
@@ -115,9 +115,15 @@ def parse_requirement(text: str) -> Requirement:
         else:
             value = parse_version(raw)
     except ValueError as exc:
-        raise FitcheckError(f"--require {text!r}: {exc}") from None
+        raise FitcheckError(f"--require {_shown(text)}: {exc}") from None
     decimal = kind == SIZE and bool(re.search(r"[kmgt]b\s*$", raw, re.IGNORECASE))
     return Requirement(" ".join(str(text).split()), fact, op, value, decimal)
+
+
+def _shown(text: object) -> str:
+    """The requirement as typed, for a message: quoted, cut at 60 characters."""
+    t = str(text)
+    return repr(t if len(t) <= 60 else t[:57] + "…")
 
 
 def parse_requirements(texts) -> tuple[Requirement, ...]:
