@@ -106,6 +106,35 @@ def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int = 
     return data
 
 
+def write_regular_file(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Write ``text`` to a regular file (created or truncated); a FIFO, socket or device is refused, never waited on."""
+    where = os.fspath(path)
+    try:
+        existing = os.stat(where)
+    except FileNotFoundError:
+        existing = None
+    except OSError as exc:
+        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        kind = "a folder" if stat.S_ISDIR(existing.st_mode) else "not a regular file (a pipe, socket or device)"
+        raise FitcheckError(f"{what} {where}: cannot write: {kind}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(where, flags, 0o666)
+    except OSError as exc:
+        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FitcheckError(f"{what} {where}: cannot write: not a regular file (a pipe, socket or device)")
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError as exc:
+        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def read_text_file(path: str | os.PathLike[str], what: str, expected: str,
                    max_bytes: int = MAX_TEXT_FILE_BYTES) -> str:
     """A regular UTF-8 text file (a leading BOM dropped); FitcheckError when it is not text."""
@@ -175,19 +204,23 @@ def check_toml_numbers(doc: Any, where: str, depth: int = 0) -> None:
         raise FitcheckError(f"{where}: {doc!r} is not a usable number")
 
 
-def loads_toml(text: str, where: str, expected: str = "TOML") -> dict:
-    """``tomllib.loads`` with deep nesting, huge integers and non-finite floats refused, one line each."""
+def loads_toml(text: str, where: str, what: str = "file", check_numbers: bool = True) -> dict:
+    """``tomllib.loads`` with deep nesting, huge integers and non-finite floats refused, one line each.
+
+    ``check_numbers=False`` leaves numbers to a schema that names the field itself (profiles).
+    """
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     if nesting_depth_exceeds(text):
-        raise FitcheckError(f"{where}: not valid {expected}: nested more than {MAX_NESTING} levels deep")
+        raise FitcheckError(f"{where}: not a usable {what}: values nested too deeply (more than {MAX_NESTING} levels)")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise FitcheckError(f"{where}: not valid {expected}: {exc}") from None
+        raise FitcheckError(f"{where}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:  # an integer over Python's digit limit, deep nesting
-        raise FitcheckError(f"{where}: not valid {expected}: {str(exc).splitlines()[0][:120]}") from None
-    check_toml_numbers(doc, where)
+        raise FitcheckError(f"{where}: not a usable {what}: {str(exc).splitlines()[0][:120]}") from None
+    if check_numbers:
+        check_toml_numbers(doc, where)
     return doc
