@@ -12,7 +12,7 @@ import json
 import math
 import os
 import stat
-from typing import Any
+from typing import Any, BinaryIO
 
 from fitcheck.errors import FitcheckError
 
@@ -67,6 +67,25 @@ def finite_float(value: object, name: str, low: float | None = None, high: float
         hi = "" if high is None else f"{high:g}"
         raise FitcheckError(f"{name} must be between {lo or '-inf'} and {hi or 'inf'}, got {short_number(value)}")
     return result
+
+
+def open_regular_file(path: str | os.PathLike[str], what: str) -> BinaryIO:
+    """A regular file opened for binary reading without blocking on a FIFO; FitcheckError otherwise."""
+    where = os.fspath(path)
+    try:
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise FitcheckError(f"{where}: cannot read {what}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise FitcheckError(f"{where}: cannot read {what}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "it is a folder" if stat.S_ISDIR(mode) else "not a regular file (a pipe, socket or device)"
+        raise FitcheckError(f"{where}: cannot read {what}: {kind}")
+    return os.fdopen(fd, "rb")
 
 
 def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_TEXT_FILE_BYTES) -> bytes:
@@ -166,6 +185,17 @@ def _bounded_json_int(text: str) -> int:
 
 def _bounded_json_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+def json_loads_bounded(text: str) -> Any:
+    """``json.loads`` refusing (ValueError) deep nesting, integers over 30 digits, NaN and Infinity; BOM dropped."""
+    text = text.removeprefix("\ufeff")
+    if nesting_depth_exceeds(text):
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep")
+    try:
+        return json.loads(text, parse_int=_bounded_json_int, parse_constant=_bounded_json_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def loads_json(text: str | bytes, where: str, expected: str = "JSON") -> Any:

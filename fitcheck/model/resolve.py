@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from fitcheck.errors import FitcheckError
@@ -130,12 +130,35 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
         raise FitcheckError("--layers, --hidden and --kv-heads describe a generic model and need --params",
                             "add --params, e.g. --params 7b")
 
+    folder_note = None
     if os.path.exists(os.path.expanduser(text)):
-        return _local(os.path.expanduser(text))
-    if looks_like_path(text):
+        path = os.path.expanduser(text)
+        if looks_like_path(text) or not os.path.isdir(path) or _has_model_files(path):
+            return _local(path)
+        # A folder named like the model (./qwen-7b, empty or unrelated) does not hide the name.
+        folder_note = f"./{text} is a folder without config.json or weights: {text!r} read as a model name"
+    elif looks_like_path(text):
         raise FitcheckError(f"no such file or folder: {text}",
                             "check the path, or give a model name: `fitcheck models` lists them")
 
+    if folder_note is None:
+        return _resolve_name(text)
+    try:
+        resolved = _resolve_name(text)
+    except FitcheckError as exc:
+        raise FitcheckError(f"{exc.message}; ./{text} is a folder without config.json or weights",
+                            exc.hint) from None
+    return replace(resolved, note="; ".join(n for n in (resolved.note, folder_note) if n))
+
+
+def _has_model_files(path: str) -> bool:
+    from fitcheck.model.local import has_model_files
+
+    return has_model_files(path)
+
+
+def _resolve_name(text: str) -> ResolvedModel:
+    """A catalog name, short name or Hub id (not a local path)."""
     catalog = load_catalog()
     exact = catalog.get(text)
     if exact is not None:
