@@ -140,6 +140,9 @@ def spec_from_tensors(tensors: Mapping[str, TensorInfo], name: str) -> ModelSpec
         raise FitcheckError(f"{name}: cannot infer the architecture (no single embed_tokens tensor)", hint)
     prefix = embeds[0][: -len("embed_tokens.weight")]
     vocab, hidden = tensors[embeds[0]].shape
+    if not vocab or not hidden:
+        raise FitcheckError(f"{name}: cannot infer the architecture (embed_tokens has shape "
+                            f"[{vocab}, {hidden}]: an empty vocabulary or hidden size)", hint)
     layer_ids = set()
     layer0: dict[str, TensorInfo] = {}
     for n, t in tensors.items():
