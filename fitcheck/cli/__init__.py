@@ -14,7 +14,7 @@ import sys
 import click
 
 from fitcheck import __version__
-from fitcheck.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, FitcheckError
+from fitcheck.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, FitcheckError, redact_credentials
 
 # name -> (module, attribute, one-line help shown by `fitcheck --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -53,7 +53,7 @@ class LazyDefaultGroup(click.Group):
         try:
             return super().invoke(ctx)
         except FitcheckError as exc:
-            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
             ctx.exit(exc.exit_code)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -77,7 +77,7 @@ class LazyDefaultGroup(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except FitcheckError as exc:
-            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("fitcheck: aborted", err=True)
@@ -116,7 +116,9 @@ def _report_internal_error(exc: BaseException, command: str, debug: bool) -> Non
         import traceback
 
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    detail = " ".join(str(exc).split())[:200]
+    from fitcheck.errors import redact_credentials
+
+    detail = redact_credentials(" ".join(str(exc).split()))[:200]
     click.echo(f"fitcheck {command}: internal error ({type(exc).__name__}{': ' + detail if detail else ''}); "
                f"this is a bug in fitcheck: please report it with the command line"
                f"{'' if debug else ' and the output of --debug (or FITCHECK_DEBUG=1)'}", err=True)
