@@ -138,6 +138,19 @@ def _show_version(v: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in (v if len(v) > 1 else (*v, 0)))
 
 
+# A GPU's total memory as the driver reports it is a little under the size it is sold with (an RTX 4090's
+# 24 GiB of GDDR6X reads 24,564 MiB in NVML; an H100 80GB 81,559 MiB): the firmware keeps a few MiB.
+# A total within this fraction below a whole GiB counts as that whole GiB, so "vram>=24GiB" holds on a
+# 24 GiB card as its owner means it (the exact figure is shown beside it).
+MARKETED_SLACK = 0.01
+
+
+def marketed_size(total_bytes: int) -> int:
+    """The whole-GiB size a GPU of ``total_bytes`` usable memory is sold with, when within 1 % of it."""
+    whole = -(-total_bytes // GiB) * GiB
+    return whole if whole - total_bytes <= MARKETED_SLACK * whole else total_bytes
+
+
 def measure(fact: str, machine: Machine, decimal: bool = False):
     """(value, shown): the machine's value for ``fact`` (None when unknown or absent) and how to show
     it (sizes in GiB, or in GB too when ``decimal``: the requirement was written in GB)."""
@@ -152,6 +165,11 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
         if unknown:
             return None, str(unknown[0])
         smallest = min(values)
+        if fact == "vram":
+            marketed = marketed_size(smallest)
+            if marketed != smallest:
+                return marketed, (f"{_size(smallest, decimal)} usable; sold as {marketed // GiB} GiB, "
+                                  f"compared as {_size(marketed, decimal)}")
         return smallest, _size(smallest, decimal)
     if fact == "cc":
         ccs = []
