@@ -125,6 +125,18 @@ def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int = 
     return data
 
 
+def check_output_target(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, before any work, an output path that exists and is not a regular file (a FIFO would block)."""
+    where = os.fspath(path)
+    try:
+        mode = os.stat(where).st_mode
+    except OSError:
+        return  # missing (to be created) or unreadable: the write says why
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a pipe, socket or device)"
+        raise FitcheckError(f"{what} {where}: cannot write: {kind}")
+
+
 def write_regular_file(path: str | os.PathLike[str], text: str, what: str) -> None:
     """Write ``text`` to a regular file (created or truncated); a FIFO, socket or device is refused, never waited on."""
     where = os.fspath(path)

@@ -118,6 +118,10 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
     fmt = "json" if as_json else (fmt or "table")
+    if output:
+        from fitcheck.bounded import check_output_target
+
+        check_output_target(output, "--output")  # a FIFO or folder: exit 2 before any work
     requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
     if plan_file:
         if model:

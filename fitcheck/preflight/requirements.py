@@ -82,8 +82,8 @@ def _compare(a, op: str, b) -> bool:
 def parse_version(text: str) -> tuple[int, ...]:
     """'12.1' -> (12, 1); '8' -> (8,); trailing zeros do not matter when compared (see _norm)."""
     parts = str(text).strip().split(".")
-    if not parts or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a version: {text!r} (try 8.0 or 12.1)")
+    if not parts or len(parts) > 8 or not all(p.isascii() and p.isdigit() and len(p) <= 6 for p in parts):
+        raise ValueError(f"not a version: {_shown(text)} (try 8.0 or 12.1)")
     return _norm(tuple(int(p) for p in parts))
 
 
@@ -109,8 +109,8 @@ def parse_requirement(text: str) -> Requirement:
                 raise ValueError(f"{raw!r} has no unit (write {raw}GiB or {raw}GB)")
             value: object = parse_size(raw)
         elif kind == COUNT:
-            if not raw.isdigit():
-                raise ValueError(f"not a whole number: {raw!r}")
+            if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+                raise ValueError(f"not a whole number up to 999,999,999: {_shown(raw)}")
             value = int(raw)
         else:
             value = parse_version(raw)

@@ -45,7 +45,8 @@ def plausible_bytes(value: object, what: str) -> int | Unknown:
     if value < 0:
         return Unknown(f"{what}: negative reading ({value})")
     if value > MAX_PLAUSIBLE_BYTES:
-        return Unknown(f"{what}: impossible reading ({value:.3e} bytes)")
+        digits = len(str(value)) if value < 10**4000 else 4000
+        return Unknown(f"{what}: impossible reading ({digits}-digit number of bytes)")
     return value
 
 
