@@ -66,8 +66,10 @@ def run_cli(case: C.CliCase, work: Path, base_env: dict[str, str]) -> dict:
     timer.start()
     out_chunks: list[bytes] = []
     err_chunks: list[bytes] = []
-    t_out = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()))
-    t_err = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()))
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout, stderr = proc.stdout, proc.stderr
+    t_out = threading.Thread(target=lambda: out_chunks.append(stdout.read()))
+    t_err = threading.Thread(target=lambda: err_chunks.append(stderr.read()))
     t_out.start()
     t_err.start()
     _, status, usage = os.wait4(proc.pid, 0)

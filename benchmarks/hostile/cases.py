@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from benchmarks.hostile import files as F
@@ -210,7 +211,8 @@ def cost_cases(work: Path) -> list[CliCase]:
         F.write_json(folder / "config.json", {**F.llama_config(), "num_hidden_layers": layers})
         cases.append(CliCase("cost", f"config with {layers:,} layers", [str(folder), "--profile", "rtx-4090"],
                              ANY_ANSWER - {3}))
-        cases.append(CliCase("cost", f"{layers:,} layers, q4_k_m", [str(folder), "--profile", "rtx-4090", "-p", "q4_k_m"],
+        cases.append(CliCase("cost", f"{layers:,} layers, q4_k_m",
+                             [str(folder), "--profile", "rtx-4090", "-p", "q4_k_m"],
                              ANY_ANSWER - {3}))
     for count, expect in ((150_000, ANY_ANSWER - {3}), (250_000, BAD_INPUT)):
         path = work / f"tensors-{count}.safetensors"
@@ -222,7 +224,8 @@ def cost_cases(work: Path) -> list[CliCase]:
                     "raw = json.dumps(doc).encode()\n"
                     "open(sys.argv[1], 'wb').write(struct.pack('<Q', len(raw)) + raw + bytes(2 * n))\n")
             subprocess.run([sys.executable, "-c", code, str(path), str(count)], check=True)
-        cases.append(CliCase("cost", f"safetensors with {count:,} tensors", [str(path), "--profile", "rtx-4090"], expect))
+        cases.append(CliCase("cost", f"safetensors with {count:,} tensors", [str(path), "--profile", "rtx-4090"],
+                             expect))
     return cases
 
 
@@ -282,7 +285,7 @@ def parser_cases(seed: int = 18, fuzz: int = 400) -> list[ParserCase]:
     head_len = 8 + struct.unpack("<Q", st[:8])[0]
     for cut in range(0, head_len + 1):
         cases.append(ParserCase("truncations", f"safetensors cut at {cut}",
-                                lambda d=st[:cut]: safetensors_header.parse_header_bytes(d)))
+                                partial(safetensors_header.parse_header_bytes, st[:cut])))
     meta, tensors = F.gguf_llama_meta()
     gg = F.gguf_bytes(meta, tensors, with_data=False)
 
@@ -291,11 +294,12 @@ def parser_cases(seed: int = 18, fuzz: int = 400) -> list[ParserCase]:
         return gguf_header.spec_from_gguf([header], "fuzz")
 
     for cut in range(0, len(gg) + 1, 3):
-        cases.append(ParserCase("truncations", f"gguf cut at {cut}", lambda d=gg[:cut]: gguf_spec(d)))
+        cases.append(ParserCase("truncations", f"gguf cut at {cut}", partial(gguf_spec, gg[:cut])))
     for i, data in enumerate(_mutations(st[:head_len], rng, fuzz)):
-        cases.append(ParserCase("fuzz", f"safetensors mutation {i}", lambda d=data: safetensors_header.parse_header_bytes(d)))
+        cases.append(ParserCase("fuzz", f"safetensors mutation {i}",
+                                partial(safetensors_header.parse_header_bytes, data)))
     for i, data in enumerate(_mutations(gg, rng, fuzz)):
-        cases.append(ParserCase("fuzz", f"gguf mutation {i}", lambda d=data: gguf_spec(d)))
+        cases.append(ParserCase("fuzz", f"gguf mutation {i}", partial(gguf_spec, data)))
     config = json.dumps(F.llama_config()).encode()
 
     def config_spec(data: bytes) -> object:
@@ -308,22 +312,22 @@ def parser_cases(seed: int = 18, fuzz: int = 400) -> list[ParserCase]:
         return spec_from_config(doc, "fuzz")
 
     for i, data in enumerate(_mutations(config, rng, fuzz)):
-        cases.append(ParserCase("fuzz", f"config mutation {i}", lambda d=data: config_spec(d)))
+        cases.append(ParserCase("fuzz", f"config mutation {i}", partial(config_spec, data)))
     plan = b'[defaults]\nprofile = "rtx-4090"\ncontext = 8192\n[[case]]\nmodel = "qwen-7b"\nbatch = 2\n'
     for i, data in enumerate(_mutations(plan, rng, fuzz)):
         cases.append(ParserCase("fuzz", f"plan mutation {i}",
-                                lambda d=data: parse_plan(d.decode("utf-8", "replace"), "fuzz.toml")))
+                                partial(parse_plan, data.decode("utf-8", "replace"), "fuzz.toml")))
     profile = (Path(__file__).resolve().parents[2] / "hardware_profiles" / "rtx-4090.toml").read_bytes()
     for i, data in enumerate(_mutations(profile, rng, fuzz)):
         cases.append(ParserCase("fuzz", f"profile mutation {i}",
-                                lambda d=data: read_profile_text(d.decode("utf-8", "replace"), "fuzz.toml")))
+                                partial(read_profile_text, data.decode("utf-8", "replace"), "fuzz.toml")))
     texts = ["24GiB", "1e400GiB", BIG + "GiB", "nan", "-1GB", "1.5.5g", "", " ", "0x10", "²GiB", HUGE]
     for text in texts:
-        cases.append(ParserCase("units", f"parse_size {text[:12]!r}", lambda t=text: parse_size(t)))
-        cases.append(ParserCase("units", f"parse_count {text[:12]!r}", lambda t=text: parse_count(t)))
+        cases.append(ParserCase("units", f"parse_size {text[:12]!r}", partial(parse_size, text)))
+        cases.append(ParserCase("units", f"parse_count {text[:12]!r}", partial(parse_count, text)))
         for fact in ("vram", "gpus", "cc", "cuda", "ram"):
             cases.append(ParserCase("units", f"--require {fact}>={text[:12]!r}",
-                                    lambda r=f"{fact}>={text}": parse_requirement(r)))
+                                    partial(parse_requirement, f"{fact}>={text}")))
     return cases
 
 
@@ -353,11 +357,12 @@ def probe_cases() -> list[ParserCase]:
         return m
 
     for i, text in enumerate(meminfos):
-        cases.append(ParserCase("probe", f"meminfo {i}", lambda t=text: mem(t)))
+        cases.append(ParserCase("probe", f"meminfo {i}", partial(mem, text)))
     for value in ("²", HUGE, "0,0", "-1", "GPU-", "0,,1", " ", "MIG-x,0", "1" * 30, "0x1"):
         cases.append(ParserCase("probe", f"CUDA_VISIBLE_DEVICES={value[:10]!r}",
-                                lambda v=value: parse_cuda_visible_devices(v, 2, ["GPU-a", "GPU-b"])))
-        cases.append(ParserCase("probe", f"ROCR_VISIBLE_DEVICES={value[:10]!r}", lambda v=value: parse_visible_indices(v)))
+                                partial(parse_cuda_visible_devices, value, 2, ["GPU-a", "GPU-b"])))
+        cases.append(ParserCase("probe", f"ROCR_VISIBLE_DEVICES={value[:10]!r}",
+                                partial(parse_visible_indices, value)))
 
     class NVMLError(Exception):
         pass
@@ -378,17 +383,19 @@ def probe_cases() -> list[ParserCase]:
             nvmlDeviceGetMigMode=lambda h: values["mig"], nvmlDeviceGetMaxMigDeviceCount=lambda h: 0)
 
     ram = SystemMemory(64 * 2**30, 48 * 2**30, None, 0, 0)
-    odd_values = {"count": ["2", None, 2**70, -1], "driver": [b"\xff\xfe", 5, None], "cuda": ["12.4", None, -1, 2**70],
+    odd_values: dict[str, list] = {"count": ["2", None, 2**70, -1], "driver": [b"\xff\xfe", 5, None],
+                                   "cuda": ["12.4", None, -1, 2**70],
                   "name": [7, None, b"\xff"], "uuid": [None, 3], "cc": ["8.9", None, (8,), ("a", "b")],
                   "memory": [None, types.SimpleNamespace(total=2**70, free=1, used=1),
                              types.SimpleNamespace(total=1, free=2**40, used=0), types.SimpleNamespace()],
                   "bus": ["384", None, -1], "clock": [None, 2**70], "mig": [None, 1, ()]}
-    for key, values in odd_values.items():
-        for value in values:
-            def run(key=key, value=value) -> object:
-                reading = read_nvidia({}, ram, nvml=fake_nvml(**{key: value}))
-                if key not in ("driver", "cuda", "count") and isinstance(reading.driver_version, Unknown):
-                    raise AssertionError("one odd field blanked the driver version")
-                return reading
-            cases.append(ParserCase("probe", f"NVML {key}={value!r:.20}", run))
+    def run(key: str, value: object) -> object:
+        reading = read_nvidia({}, ram, nvml=fake_nvml(**{key: value}))  # type: ignore[arg-type]
+        if key not in ("driver", "cuda", "count") and isinstance(reading.driver_version, Unknown):
+            raise AssertionError("one odd field blanked the driver version")
+        return reading
+
+    odd: list[tuple[str, object]] = [(key, value) for key, values in odd_values.items() for value in values]
+    for odd_key, odd_value in odd:
+        cases.append(ParserCase("probe", f"NVML {odd_key}={odd_value!r:.20}", partial(run, odd_key, odd_value)))
     return cases

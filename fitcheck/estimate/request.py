@@ -45,7 +45,8 @@ class InferenceRequest:
 
     def validate(self) -> None:
         if not 1 <= self.context <= MAX_CONTEXT:
-            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, got {short_number(self.context)}")
+            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, "
+                                f"got {short_number(self.context)}")
         if not 1 <= self.batch <= MAX_BATCH:
             raise FitcheckError(f"--batch must be between 1 and {MAX_BATCH:,}, got {short_number(self.batch)}")
         if self.gpus is not None and not 1 <= self.gpus <= MAX_GPUS:
@@ -61,7 +62,8 @@ class InferenceRequest:
         if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
             raise FitcheckError("the prompt must be between 1 token and the context length")
         if self.gpu_layers is not None and not 0 <= self.gpu_layers <= 100_000:
-            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, got {short_number(self.gpu_layers)}")
+            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, "
+                                f"got {short_number(self.gpu_layers)}")
         if self.transformers_version is not None:
             parse_transformers_version(self.transformers_version)
 

@@ -213,7 +213,8 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
                 raise _bad(source, "shorter than the 8-byte header length")
             (n,) = struct.unpack("<Q", first)
             if n > MAX_HEADER_BYTES:
-                raise _bad(source, f"header length is over the {MAX_HEADER_BYTES:,}-byte limit (not a safetensors file?)")
+                raise _bad(source, f"header length is over the {MAX_HEADER_BYTES:,}-byte limit "
+                                   "(not a safetensors file?)")
             if 8 + n > size:
                 raise _bad(source, "file ends inside the header (truncated?)")
             raw = f.read(n)

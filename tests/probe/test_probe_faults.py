@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 from fake_nvml import GIB, FakeNvml, a100_80gb, memory_v2
+
 from fitcheck.machine import SystemMemory, Unknown, known
 from fitcheck.probe.amd import parse_visible_indices, read_drm_card
 from fitcheck.probe.cuda_visible import parse_cuda_visible_devices
