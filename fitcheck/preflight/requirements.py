@@ -106,7 +106,8 @@ def parse_requirement(text: str) -> Requirement:
     try:
         if kind == SIZE:
             if re.fullmatch(r"[0-9.]+", raw.strip()):
-                raise ValueError(f"{raw!r} has no unit (write {raw}GiB or {raw}GB)")
+                n = raw.strip() if len(raw.strip()) <= 20 else raw.strip()[:17] + "…"
+                raise ValueError(f"{n!r} has no unit (write {n}GiB or {n}GB)")
             value: object = parse_size(raw)
         elif kind == COUNT:
             if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
