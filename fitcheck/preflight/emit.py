@@ -47,6 +47,8 @@ def append_summary(markdown: str, env=None) -> None:
     if not path:
         return
     try:
+        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the run
+            raise OSError(0, "not a regular file")
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(markdown + "\n")
     except OSError as exc:
