@@ -290,3 +290,43 @@ def test_where_max_price(value):
     assert r.exit_code in (0, 1, 2), r.output
     if value in ("nan", "inf", "-inf", "-1", "1e400"):
         assert r.exit_code == 2
+
+
+@FAST
+@given(st.text(max_size=300))
+def test_probe_text_parsers_never_raise(text):
+    from fitcheck.probe.cgroup import parse_proc_cgroup
+    from fitcheck.probe.cpu import parse_cfs_quota, parse_cpu_max, parse_cpuinfo
+    from fitcheck.probe.host import parse_os_release
+    from fitcheck.probe.memory import parse_limit, parse_memory_stat
+
+    parse_proc_cgroup(text)
+    parse_cpuinfo(text)
+    quota = parse_cpu_max(text)
+    assert quota is None or math.isfinite(quota)
+    parse_cfs_quota(text, text)
+    parse_os_release(text)
+    limit = parse_limit(text)
+    assert limit is None or 0 <= limit < 2**60
+    parse_memory_stat(text)
+
+
+@FAST
+@given(st.one_of(st.text(max_size=40), number_text))
+def test_transformers_version_and_interactive_answers(text):
+    from fitcheck.cli.interactive_cmd import Invalid, parse_command, validate
+    from fitcheck.estimate.request import parse_transformers_version
+
+    try:
+        parse_transformers_version(text)
+    except FitcheckError as exc:
+        assert len(exc.one_line()) < 200
+    for field in ("context", "batch", "gpus", "lora-rank"):
+        try:
+            validate(field, text)
+        except Invalid:
+            pass
+    try:
+        parse_command(text, 5)
+    except Invalid:
+        pass

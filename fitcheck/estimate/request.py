@@ -114,7 +114,7 @@ def parse_transformers_version(text: str) -> tuple[int, int]:
     except ValueError:
         major = minor = -1
     if not 2 <= major <= 99 or not 0 <= minor <= 999:
-        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}")
+        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {short_number(str(text))}")
     return major, minor
 
 
