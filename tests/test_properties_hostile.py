@@ -322,11 +322,7 @@ def test_transformers_version_and_interactive_answers(text):
     except FitcheckError as exc:
         assert len(exc.one_line()) < 200
     for field in ("context", "batch", "gpus", "lora-rank"):
-        try:
+        with contextlib.suppress(Invalid):
             validate(field, text)
-        except Invalid:
-            pass
-    try:
+    with contextlib.suppress(Invalid):
         parse_command(text, 5)
-    except Invalid:
-        pass
