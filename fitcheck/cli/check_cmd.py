@@ -131,6 +131,10 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
 
     fmt = "json" if as_json else (fmt or "table")
     python_envs = training.pop("python_envs", ())
+    if output:
+        from fitcheck.bounded import check_output_target
+
+        check_output_target(output, "--output")  # a FIFO or folder: exit 2 before any work
     requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
     overrides = {"gpu": gpu, "vram": vram, "ram": ram}
     if plan_file:

@@ -130,10 +130,12 @@ def _on_off(text: str, what: str) -> bool:
 
 def _positive(text: str, what: str, minimum: int = 1) -> int:
     raw = text.strip().replace(",", "").replace("_", "")
-    if raw.lower().endswith("k") and raw[:-1].isdigit():
+    shown = text.strip() if len(text.strip()) <= 24 else text.strip()[:21] + "…"
+    if raw.lower().endswith("k") and raw[:-1].isascii() and raw[:-1].isdigit() and len(raw) <= 13:
         raw = str(int(raw[:-1]) * 1024)
-    if not raw.isdigit() or int(raw) < minimum:
-        raise Invalid(f"{what} must be a whole number >= {minimum}, got {text.strip()!r}")
+    # ASCII digits only ('²' is a digit to str.isdigit) and at most 12 of them: bounded before int()
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12 or int(raw) < minimum:
+        raise Invalid(f"{what} must be a whole number >= {minimum}, got {shown!r}")
     return int(raw)
 
 

@@ -77,6 +77,10 @@ def where(ctx: click.Context, model: str, precision: str | None, context: int, b
     from fitcheck.profiles import list_profiles
     from fitcheck.render.where import where_result
 
+    if max_price is not None:
+        from fitcheck.bounded import finite_float
+
+        finite_float(max_price, "--max-price", 0)
     _check_mode_options(ctx, mode)
     costs = cost_settings(kwh_price, amortize_years, hours_per_day)
     resolved = resolve_model(model, params=params) if params else resolve_model(model)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 MIN_BLOCK = 512
 SMALL_SIZE = 1 << 20            # kSmallSize: requests up to this use the small pool
@@ -162,6 +162,55 @@ class CachingAllocator:
 
     def live_ids(self):
         return self._live.keys()
+
+
+def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
+    """:func:`load_waste` of ``runs`` (each a list of sizes and how many times it repeats, in order, e.g.
+    one decoder layer's tensors × layers) without replaying every repeat.
+
+    Nothing is freed while weights load, so what the allocator does next depends only on its free
+    blocks' sizes, and only on those some later request could still take (best fit never picks a block
+    smaller than the request).  When that state recurs at a layer boundary, the layers since then form
+    a cycle whose waste repeats exactly; the remaining whole cycles are added, not replayed.  Cost then
+    follows the number of distinct layer shapes and the cycle's length, not the layer count.
+    """
+    alloc = CachingAllocator()
+    requested = 0
+    skipped = 0
+    ident = 0
+    # the smallest rounded request of each pool from run k on: free blocks below it are dead
+    floors: list[dict[bool, int]] = []
+    floor = {True: 1 << 62, False: 1 << 62}
+    for sizes, _ in reversed(runs):
+        for size in sizes:
+            r = round_size(size)
+            small = r <= SMALL_SIZE
+            floor = {**floor, small: min(floor[small], r)}
+        floors.append(floor)
+    floors.reverse()
+    for k, (sizes, count) in enumerate(runs):
+        live_floor = floors[k]
+        seen: dict[tuple, tuple[int, int]] = {}
+        done = 0
+        while done < count:
+            state = tuple(tuple(size for size, _ in alloc._pools[small] if size >= live_floor[small])
+                          for small in (True, False))
+            waste = alloc.reserved - requested
+            if state in seen:
+                then_done, then_waste = seen[state]
+                cycles = (count - done) // (done - then_done)
+                skipped += cycles * (waste - then_waste)
+                done += cycles * (done - then_done)
+                seen = {}
+                if done >= count:
+                    break
+            seen[state] = (done, waste)
+            for size in sizes:
+                alloc.malloc(ident, size)
+                ident += 1
+                requested += size
+            done += 1
+    return alloc.reserved - requested + skipped
 
 
 def load_waste(sizes: Iterable[int]) -> int:

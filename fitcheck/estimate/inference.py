@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 
 from fitcheck.estimate import activations as A
-from fitcheck.estimate.allocator import load_waste
+from fitcheck.estimate.allocator import load_waste_runs
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.request import Plan
@@ -34,7 +34,7 @@ from fitcheck.estimate.weights import (
     largest_matrix_params,
     linear_matrices,
     weight_bytes,
-    weight_tensor_sizes,
+    weight_tensor_runs,
 )
 from fitcheck.model.spec import ModelSpec
 from fitcheck.units import MiB
@@ -71,7 +71,7 @@ EXLLAMA_MAX_INPUT = 2048
 @functools.lru_cache(maxsize=256)
 def weight_load_waste(spec: ModelSpec, precision: str) -> int:
     """Bytes the caching allocator's segments hold beyond a model's weights once loaded."""
-    return load_waste(weight_tensor_sizes(spec, weight_format(precision)))
+    return load_waste_runs(weight_tensor_runs(spec, weight_format(precision)))
 
 
 def _act_bytes(precision: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import KV_DTYPES, weight_format, weight_format_or_none
 from fitcheck.estimate.result import Assumption
@@ -44,11 +45,12 @@ class InferenceRequest:
 
     def validate(self) -> None:
         if not 1 <= self.context <= MAX_CONTEXT:
-            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, got {self.context:.3g}")
+            raise FitcheckError(f"--context must be between 1 and {MAX_CONTEXT:,} tokens, "
+                                f"got {short_number(self.context)}")
         if not 1 <= self.batch <= MAX_BATCH:
-            raise FitcheckError(f"--batch must be between 1 and {MAX_BATCH:,}, got {self.batch:.3g}")
+            raise FitcheckError(f"--batch must be between 1 and {MAX_BATCH:,}, got {short_number(self.batch)}")
         if self.gpus is not None and not 1 <= self.gpus <= MAX_GPUS:
-            raise FitcheckError(f"--gpus must be between 1 and {MAX_GPUS}, got {self.gpus:.3g}")
+            raise FitcheckError(f"--gpus must be between 1 and {MAX_GPUS}, got {short_number(self.gpus)}")
         if self.engine is not None and self.engine not in ENGINES:
             raise FitcheckError(f"unknown engine '{self.engine}'", "choose one of: " + ", ".join(ENGINES))
         if self.device not in DEVICES:
@@ -60,7 +62,8 @@ class InferenceRequest:
         if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
             raise FitcheckError("the prompt must be between 1 token and the context length")
         if self.gpu_layers is not None and not 0 <= self.gpu_layers <= 100_000:
-            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, got {self.gpu_layers:.3g}")
+            raise FitcheckError(f"--gpu-layers must be between 0 and the model's layers, "
+                                f"got {short_number(self.gpu_layers)}")
         if self.transformers_version is not None:
             parse_transformers_version(self.transformers_version)
 
@@ -111,7 +114,7 @@ def parse_transformers_version(text: str) -> tuple[int, int]:
     except ValueError:
         major = minor = -1
     if not 2 <= major <= 99 or not 0 <= minor <= 999:
-        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}")
+        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {short_number(str(text))}")
     return major, minor
 
 

@@ -231,17 +231,24 @@ def _gpu_device(machine: Machine, plan: Plan) -> _Device:
     # vLLM tensor parallel reads each GPU's shard at the same time; transformers (device_map) and
     # llama.cpp (layer split) run the GPUs one after another, so one GPU's bandwidth applies.
     n = max(plan.gpus, 1) if plan.engine == "vllm" else 1
-    bw = g.bandwidth_bytes_per_s * n if known(g.bandwidth_bytes_per_s) else None
-    peak = g.bf16_tflops * 1e12 * n if known(g.bf16_tflops) else None
-    why = "" if bw else f"GPU memory bandwidth {g.bandwidth_bytes_per_s}"
+    bw = g.bandwidth_bytes_per_s * n if _positive(g.bandwidth_bytes_per_s) else None
+    peak = g.bf16_tflops * 1e12 * n if _positive(g.bf16_tflops) else None
+    why = "" if bw else (f"GPU memory bandwidth {g.bandwidth_bytes_per_s}" if not known(g.bandwidth_bytes_per_s)
+                         else "GPU memory bandwidth is 0 (not a usable figure)")
     return _Device(bw, peak, "gpu", why)
+
+
+def _positive(value) -> bool:
+    """A known, positive, finite rate (a profile's 0 bandwidth or TFLOPS makes speed unknown, not a division by 0)."""
+    return known(value) and isinstance(value, (int, float)) and 0 < value < float("inf")
 
 
 def _cpu_device(machine: Machine) -> _Device:
     bw = machine.memory.bandwidth_bytes_per_s
     peak = machine.cpu.bf16_tflops
-    return _Device(bw if known(bw) else None, peak * 1e12 if known(peak) else None, "cpu",
-                   "" if known(bw) else "RAM bandwidth not known; measure it with `fitcheck probe --bench`")
+    why = "" if _positive(bw) else ("RAM bandwidth is 0 (not a usable figure)" if known(bw)
+                                    else "RAM bandwidth not known; measure it with `fitcheck probe --bench`")
+    return _Device(bw if _positive(bw) else None, peak * 1e12 if _positive(peak) else None, "cpu", why)
 
 
 def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _Device, host: Efficiency,
@@ -463,6 +470,8 @@ def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
         return "gpu", f"{_where(g_plan)}: {_tok(g.decode)}; it does not fit in RAM for the CPU"
     if not g_fits:
         return "cpu", f"CPU: {c_plan.precision} at {_tok(c.decode)}; it does not fit on the GPU"
+    if c.decode is None and g.decode is None:
+        return None, f"both speeds are unknown ({g.unknown}; {c.unknown})"
     if c.decode is None or g.decode is None:
         known_one = f"{_where(g_plan)} {_tok(g.decode)}" if g.decode else f"CPU {_tok(c.decode)}"
         return ("gpu" if g.decode else "cpu"), f"{known_one}; the other speed is unknown ({c.unknown or g.unknown})"

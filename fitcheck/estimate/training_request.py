@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fitcheck.bounded import bounded_int
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.optimizers import OPTIMIZERS
-from fitcheck.estimate.request import DEVICES, default_precision
+from fitcheck.estimate.request import DEVICES, MAX_BATCH, MAX_CONTEXT, MAX_GPUS, default_precision
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
 from fitcheck.model.spec import ModelSpec
@@ -30,6 +31,9 @@ PRECISIONS_BY_MODE = {
 DEFAULT_SEQ_LEN = 2048
 DEFAULT_LORA_RANK = 16
 DEFAULT_LORA_TARGETS = "all-linear"
+# Bounds so absurd numbers are bad input, not overflows (sequence, batch and GPUs share the inference bounds).
+MAX_GRAD_ACCUM = 2**20
+MAX_LORA_RANK = 2**16
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,11 @@ class TrainingRequest:
     def validate(self) -> None:
         if self.mode not in MODES:
             raise FitcheckError(f"unknown training mode '{self.mode}'", "choose one of: " + ", ".join(MODES))
-        for name, value in (("--seq-len", self.seq_len), ("--batch", self.batch), ("--grad-accum", self.grad_accum)):
-            if value < 1:
-                raise FitcheckError(f"{name} must be at least 1, got {value}")
-        if self.gpus is not None and self.gpus < 1:
-            raise FitcheckError(f"--gpus must be at least 1, got {self.gpus}")
+        for name, value, high in (("--seq-len", self.seq_len, MAX_CONTEXT), ("--batch", self.batch, MAX_BATCH),
+                                  ("--grad-accum", self.grad_accum, MAX_GRAD_ACCUM)):
+            bounded_int(value, name, 1, high)
+        if self.gpus is not None:
+            bounded_int(self.gpus, "--gpus", 1, MAX_GPUS)
         if self.optimizer not in OPTIMIZERS:
             raise FitcheckError(f"unknown optimizer '{self.optimizer}'", "choose one of: " + ", ".join(OPTIMIZERS))
         if self.master_weights is not None and self.master_weights not in MASTER_WEIGHTS:
@@ -94,8 +98,7 @@ class TrainingRequest:
                 raise FitcheckError(f"--precision {self.precision} is not a {self.mode} base",
                                     f"{self.mode} takes: " + ", ".join(allowed))
         if self.mode != "full":
-            if self.lora_rank < 1:
-                raise FitcheckError(f"--lora-rank must be at least 1, got {self.lora_rank}")
+            bounded_int(self.lora_rank, "--lora-rank", 1, MAX_LORA_RANK)
             parse_targets(self.lora_targets)
             if not 0 <= self.lora_dropout < 1:
                 raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from fitcheck.errors import FitcheckError
@@ -276,9 +276,14 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
         raise FitcheckError("--layers, --hidden and --kv-heads describe a generic model and need --params",
                             "add --params, e.g. --params 7b")
 
+    folder_note = None
     if os.path.exists(os.path.expanduser(text)):
-        return _local(os.path.expanduser(text), revision)
-    if looks_like_path(text):
+        path = os.path.expanduser(text)
+        if looks_like_path(text) or not os.path.isdir(path) or _has_model_files(path) or _is_hf_cache_folder(path):
+            return _local(path, revision)
+        # A folder named like the model (./qwen-7b, empty or unrelated) does not hide the name.
+        folder_note = f"./{text} is a folder without config.json or weights: {text!r} read as a model name"
+    elif looks_like_path(text):
         raise FitcheckError(f"no such file or folder: {text}",
                             "check the path, or give a model name: `fitcheck models` lists them")
     if ":" in text:
@@ -291,6 +296,35 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
         if named is not None:
             return _ollama(named)
 
+    if folder_note is None:
+        return _resolve_name(text, revision)
+    try:
+        resolved = _resolve_name(text, revision)
+    except FitcheckError as exc:
+        raise FitcheckError(f"{exc.message}; ./{text} is a folder without config.json or weights",
+                            exc.hint) from None
+    return replace(resolved, note="; ".join(n for n in (resolved.note, folder_note) if n))
+
+
+def _is_hf_cache_folder(path: str) -> bool:
+    """A Hugging Face cache repo folder (models--org--name, holding snapshots/) or one of its snapshots."""
+    from pathlib import Path
+
+    from fitcheck.model import hf_cache
+
+    p = Path(path)
+    return bool(hf_cache.repo_id_from_folder(p) and (p / "snapshots").is_dir()) or (
+        p.parent.name == "snapshots" and bool(hf_cache.repo_id_from_folder(p.parent.parent)))
+
+
+def _has_model_files(path: str) -> bool:
+    from fitcheck.model.local import has_model_files
+
+    return has_model_files(path)
+
+
+def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
+    """A catalog name, short name or Hub id (not a local path)."""
     catalog = load_catalog()
     exact = catalog.get(text)
     if exact is not None:
@@ -342,7 +376,9 @@ def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_
     try:
         n_params = parse_count(params)
     except ValueError as exc:
-        raise FitcheckError(str(exc)) from exc
+        raise FitcheckError(f"--params: {exc}") from None
+    if n_params < 1:
+        raise FitcheckError(f"--params must be at least 1 parameter, got {params!r}")
     spec = generic_spec(n_params, layers=layers, hidden=hidden, kv_heads=kv_heads, name=text)
     note = (f"{text} → generic Llama-like shape for {params} parameters "
             f"({spec.num_layers} layers, hidden {spec.hidden_size}, {spec.num_kv_heads} kv heads): approximate")

@@ -17,7 +17,6 @@ import sys
 import click
 
 from fitcheck import __version__
-from fitcheck.errors import FitcheckError
 from fitcheck.preflight.requirements import combine
 from fitcheck.preflight.requirements import exit_code as requirements_exit_code
 from fitcheck.preflight.requirements import outcome_dict
@@ -37,11 +36,9 @@ def _dumps(doc: dict) -> str:
 def write_output(path: str | None, doc: dict) -> None:
     if not path:
         return
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(_dumps(doc) + "\n")
-    except OSError as exc:
-        raise FitcheckError(f"--output {path}: cannot write: {exc.strerror or exc}") from None
+    from fitcheck.bounded import write_regular_file
+
+    write_regular_file(path, _dumps(doc) + "\n", "--output")
 
 
 def append_summary(markdown: str, env=None) -> None:
@@ -51,6 +48,8 @@ def append_summary(markdown: str, env=None) -> None:
     if not path:
         return
     try:
+        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the run
+            raise OSError(0, "not a regular file")
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(markdown + "\n")
     except OSError as exc:

@@ -73,14 +73,9 @@ def _check_field(where: str, key: str, value) -> None:
 
 def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
     """The cases of a plan file's text; FitcheckError naming ``path`` and the field when malformed."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FitcheckError(f"{path}: not valid TOML: {exc}") from None
+    from fitcheck.bounded import loads_toml
+
+    doc = loads_toml(text, path, "plan file")
     unknown = sorted(set(doc) - {"defaults", "case"})
     if unknown:
         raise FitcheckError(f"{path}: unknown table or key {unknown[0]!r}", "a plan has [defaults] and [[case]] tables")
@@ -110,11 +105,7 @@ def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
 
 def read_plan(path: str) -> PlanFile:
     """Read and parse ``path`` (the only I/O here)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise FitcheckError(f"{path}: cannot read plan file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise FitcheckError(f"{path}: not a text file (expected TOML)") from None
+    from fitcheck.bounded import read_text_file
+
+    text = read_text_file(path, "plan file", "TOML")
     return parse_plan(text, path)

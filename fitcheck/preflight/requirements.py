@@ -92,8 +92,8 @@ def _compare(a, op: str, b) -> bool:
 def parse_version(text: str) -> tuple[int, ...]:
     """'12.1' -> (12, 1); '8' -> (8,); trailing zeros do not matter when compared (see _norm)."""
     parts = str(text).strip().split(".")
-    if not parts or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a version: {text!r} (try 8.0 or 12.1)")
+    if not parts or len(parts) > 8 or not all(p.isascii() and p.isdigit() and len(p) <= 6 for p in parts):
+        raise ValueError(f"not a version: {_shown(text)} (try 8.0 or 12.1)")
     return _norm(tuple(int(p) for p in parts))
 
 
@@ -107,29 +107,36 @@ def parse_requirement(text: str) -> Requirement:
     """``"vram>=24GiB"`` -> Requirement; FitcheckError (exit 2) naming what is wrong."""
     m = _RE.match(str(text))
     if not m:
-        raise FitcheckError(f"--require {text!r}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
+        raise FitcheckError(f"--require {_shown(text)}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
                             "facts: " + ", ".join(FACTS) + "; operators: " + " ".join(OPERATORS))
     fact, op, raw = m.group(1).lower().replace("-", "_"), m.group(2), m.group(3)
     if fact not in FACTS:
-        raise FitcheckError(f"--require {text!r}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
+        raise FitcheckError(f"--require {_shown(text)}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
     kind = FACTS[fact][0]
     if fact == "torch_cuda" and raw.strip().lower() in _REFERENCES:
         return Requirement(" ".join(str(text).split()), fact, op, None, ref=_REFERENCES[raw.strip().lower()])
     try:
         if kind == SIZE:
             if re.fullmatch(r"[0-9.]+", raw.strip()):
-                raise ValueError(f"{raw!r} has no unit (write {raw}GiB or {raw}GB)")
+                n = raw.strip() if len(raw.strip()) <= 20 else raw.strip()[:17] + "…"
+                raise ValueError(f"{n!r} has no unit (write {n}GiB or {n}GB)")
             value: object = parse_size(raw)
         elif kind == COUNT:
-            if not raw.isdigit():
-                raise ValueError(f"not a whole number: {raw!r}")
+            if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+                raise ValueError(f"not a whole number up to 999,999,999: {_shown(raw)}")
             value = int(raw)
         else:
             value = parse_version(raw)
     except ValueError as exc:
-        raise FitcheckError(f"--require {text!r}: {exc}") from None
+        raise FitcheckError(f"--require {_shown(text)}: {exc}") from None
     decimal = kind == SIZE and bool(re.search(r"[kmgt]b\s*$", raw, re.IGNORECASE))
     return Requirement(" ".join(str(text).split()), fact, op, value, decimal)
+
+
+def _shown(text: object) -> str:
+    """The requirement as typed, for a message: quoted, cut at 60 characters."""
+    t = str(text)
+    return repr(t if len(t) <= 60 else t[:57] + "…")
 
 
 def parse_requirements(texts) -> tuple[Requirement, ...]:
@@ -142,6 +149,19 @@ def _size(n: int, decimal: bool = False) -> str:
 
 def _show_version(v: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in (v if len(v) > 1 else (*v, 0)))
+
+
+# A GPU's total memory as the driver reports it is a little under the size it is sold with (an RTX 4090's
+# 24 GiB of GDDR6X reads 24,564 MiB in NVML; an H100 80GB 81,559 MiB): the firmware keeps a few MiB.
+# A total within this fraction below a whole GiB counts as that whole GiB, so "vram>=24GiB" holds on a
+# 24 GiB card as its owner means it (the exact figure is shown beside it).
+MARKETED_SLACK = 0.01
+
+
+def marketed_size(total_bytes: int) -> int:
+    """The whole-GiB size a GPU of ``total_bytes`` usable memory is sold with, when within 1 % of it."""
+    whole = -(-total_bytes // GiB) * GiB
+    return whole if whole - total_bytes <= MARKETED_SLACK * whole else total_bytes
 
 
 def measure(fact: str, machine: Machine, decimal: bool = False):
@@ -158,6 +178,11 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
         if unknown:
             return None, str(unknown[0])
         smallest = min(values)
+        if fact == "vram":
+            marketed = marketed_size(smallest)
+            if marketed != smallest:
+                return marketed, (f"{_size(smallest, decimal)} usable; sold as {marketed // GiB} GiB, "
+                                  f"compared as {_size(marketed, decimal)}")
         return smallest, _size(smallest, decimal)
     if fact == "cc":
         ccs = []

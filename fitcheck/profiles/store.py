@@ -18,15 +18,11 @@ from datetime import date
 from pathlib import Path
 from typing import Iterable
 
+from fitcheck.bounded import loads_toml, read_text_file
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.profiles.schema import machine_from_dict, machine_to_dict
 from fitcheck.profiles.toml_writer import dumps
-
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 SHIPPED_PACKAGE = "fitcheck.hardware_profiles"
 SHIPPED_LABEL = "hardware_profiles"  # how shipped files are named in messages and Machine.source
@@ -82,7 +78,7 @@ def load_profile(name_or_path: str) -> Machine:
     looks_like_path = "/" in text or os.sep in text or text.lower().endswith(".toml")
     if looks_like_path:
         path = Path(text).expanduser()
-        if path.is_file():
+        if os.path.lexists(path):  # a FIFO or folder is refused by the reader, never waited on
             return load_profile_file(path)
         if "/" in text or os.sep in text:
             raise FitcheckError(f"profile file not found: {text}", "give an existing .toml file or a name from `fitcheck profiles`")
@@ -108,25 +104,13 @@ def load_profile(name_or_path: str) -> Machine:
 def load_profile_file(path: str | os.PathLike[str]) -> Machine:
     """Read one profile file; any problem is one FitcheckError line naming the file and field."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FitcheckError(f"{where}: cannot read profile: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise FitcheckError(f"{where}: not a text file (expected TOML)") from None
+    text = read_text_file(path, "profile", "TOML")
     return read_profile_text(text, where, default_name=Path(path).stem)
 
 
 def read_profile_text(text: str, where: str, default_name: str = "") -> Machine:
     """Parse TOML ``text`` as a machine profile; ``where`` names it in error messages."""
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FitcheckError(f"{where}: not valid TOML: {exc}") from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python will convert
-        raise FitcheckError(f"{where}: not a usable profile: {str(exc).splitlines()[0][:120]}") from None
-    except RecursionError:
-        raise FitcheckError(f"{where}: not a usable profile: values nested too deeply") from None
+    document = loads_toml(text, where, "profile", check_numbers=False)
     return machine_from_dict(document, where=where, default_name=default_name)
 
 
