@@ -23,10 +23,12 @@ DOCUMENTS: dict[str, str] = {
     "fitcheck.plan/1": "plan",
     "fitcheck.requirements/1": "requirements",
     "fitcheck.where/1": "where",
+    "fitcheck.where-training/1": "where-training",
     "fitcheck.probe/1": "probe",
     "fitcheck.profiles/1": "profiles",
     "fitcheck.models/1": "models",
     "fitcheck.model/1": "model",
+    "fitcheck.fits/1": "fits",
     "fitcheck.machine/1": "machine",
 }
 

@@ -58,10 +58,10 @@ def test_every_package_and_data_folder_is_in_the_wheel():
 
 
 def test_installed_fitcheck_finds_its_data():
-    from fitcheck.contracts import all_schemas
+    from fitcheck.contracts import DOCUMENTS, all_schemas
     from fitcheck.profiles import profile_names
 
-    assert "check" in all_schemas() and "rtx-4090" in profile_names()
+    assert set(all_schemas()) == set(DOCUMENTS.values()) and "rtx-4090" in profile_names()
 
 
 def _imports(module: Path) -> set[str]:

@@ -66,6 +66,11 @@ COMMANDS = {
     "profiles": ["profiles", "--json"],
     "models": ["models", "qwen", "--json"],
     "models --show": ["models", "--show", "deepseek-ai/DeepSeek-V2-Lite", "--json"],
+    "models --fits, inference": ["models", "--fits", "--profile", "rtx-4090", "--json"],
+    "models --fits, training": ["models", "--fits", "--mode", "qlora", "--profile", "rtx-4090", "--family", "llama",
+                                "--json"],
+    "where, training with --tokens": ["where", "qwen-7b", "--mode", "qlora", "--tokens", "100M", "--json"],
+    "where, training without --tokens": ["where", "qwen-7b", "--mode", "lora", "--kind", "cloud", "--json"],
 }
 
 
@@ -81,6 +86,70 @@ def test_plan_document_validates(tmp_path):
     plan.write_text(PLAN)
     doc = document("check", "--plan", str(plan), "--require", "gpus>=1", "--json")
     assert doc["schema"] == "fitcheck.plan/1"
+    validate(doc)
+
+
+@pytest.fixture
+def local_stores(tmp_path, monkeypatch):
+    """Every store `models --local` reads, under tmp_path (empty until a test fills one)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("XDG_CACHE_HOME", "HF_HOME", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    stores = {"HF_HUB_CACHE": tmp_path / "hub", "OLLAMA_MODELS": tmp_path / "ollama",
+              "LLAMA_CACHE": tmp_path / "llamacpp"}
+    for var, folder in stores.items():
+        folder.mkdir()
+        monkeypatch.setenv(var, str(folder))
+    return stores
+
+
+def test_models_local_validates_empty_and_with_models(local_stores):
+    from tests.model.layouts import hub_cache
+
+    empty = document("models", "--local", "--profile", "rtx-4090", "--json")
+    assert empty["schema"] == "fitcheck.fits/1" and empty["models"] == empty["unreadable"] == []
+    validate(empty)
+    hub_cache(local_stores["HF_HUB_CACHE"], "unsloth/Llama-3.2-1B-Instruct", "unsloth--Llama-3.2-1B-Instruct")
+    (local_stores["LLAMA_CACHE"] / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 40)
+    doc = document("models", "--local", "--profile", "rtx-4090", "--json")
+    assert [(r["id"], r["source"]) for r in doc["models"]] == [("unsloth/Llama-3.2-1B-Instruct", "hf-cache")]
+    assert [u["source"] for u in doc["unreadable"]] == ["llama.cpp"]
+    validate(doc)
+    for broken in ({**doc, "models": [{**doc["models"][0], "source": "somewhere"}]},
+                   {**doc, "models": [{**doc["models"][0], "status": "does_not_fit"}]},
+                   {**doc, "unreadable": [{"name": "broken.gguf"}]}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_fits_and_where_training_schemas_reject_what_the_commands_never_print():
+    fits = document("models", "--fits", "--profile", "rtx-3060", "--family", "qwen", "--json")
+    row = fits["models"][0]
+    training = document("where", "qwen-7b", "--mode", "qlora", "--tokens", "1M", "--json")
+    machine = training["machines"][0]
+    for broken in ({**fits, "models": [{**row, "score": 1}]},                      # row keys are locked
+                   {**fits, "models": [{**row, "fitcheck_command": None}]},         # a fitting row has its command
+                   {**fits, "request": {**fits["request"], "seq_len": 2048}},       # inference has no seq_len
+                   {k: v for k, v in fits.items() if k != "fitcheck_version"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+    for broken in ({**training, "request": {**training["request"], "context": 4096}},
+                   {**training, "machines": [{**machine, "status": "tight"}]},
+                   {**training, "machines": [{**machine, "run": {**machine["run"], "hours": None}}]},
+                   {k: v for k, v in training.items() if k != "cheapest"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_a_cannot_run_verdict_validates(tmp_path, monkeypatch):
+    """`cannot_run` (the installed stack cannot run the request on this machine) is a verdict status."""
+    from tests.estimate.test_compat import machine, make_env
+
+    env = make_env(tmp_path / "venv", ("torch", "2.5.1+cu124", ()))
+    monkeypatch.setattr("fitcheck.probe.probe", lambda **kw: machine(driver="470.82.01", cuda="11.4"))
+    r = CliRunner().invoke(cli, ["qwen-0.5b", "--json"], env={"VIRTUAL_ENV": str(env)})
+    doc = json.loads(r.stdout)
+    assert doc["verdict"]["status"] == "cannot_run"
     validate(doc)
 
 
@@ -108,6 +177,16 @@ def test_every_schema_is_valid_named_and_listed():
         assert schemas[stem]["properties"]["schema"]["const"] == document_name
         if stem != "machine":  # the machine is a part of probe and profiles, not a document of its own
             assert "fitcheck_version" in schemas[stem]["required"]
+
+
+def test_every_document_name_in_the_code_has_a_published_schema():
+    """A new document ("schema": "fitcheck.NAME/N") gets its schema file and a DOCUMENTS entry."""
+    import re
+
+    named = {m for p in (ROOT / "fitcheck").rglob("*.py")
+             for m in re.findall(r'"(fitcheck\.[a-z][a-z-]*/\d+)"', p.read_text(encoding="utf-8"))}
+    assert {"fitcheck.fits/1", "fitcheck.where-training/1"} <= named
+    assert named <= set(DOCUMENTS), sorted(named - set(DOCUMENTS))
 
 
 def test_the_schemas_ship_in_the_wheel():

@@ -31,8 +31,9 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
       fitcheck probe --bench --save my-box.toml  # with measured RAM bandwidth (CPU speeds)
       fitcheck probe --profile h100-sxm      # what a profile describes
 
-    --json prints {"schema": "fitcheck.probe/1", "machine": {...}}: facts that could not be
-    read are null, with the reason in the sibling "unknown" map of the same object.
+    --json prints {"schema": "fitcheck.probe/1", "fitcheck_version": ..., "machine": {...},
+    "software": {...}} (schemas/probe.schema.json): facts that could not be read are null, with
+    the reason in the sibling "unknown" map of the same object.
     """
     machine = load_machine(profile, gpu=gpu, vram=vram, ram=ram)
     if bench:
