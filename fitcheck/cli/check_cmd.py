@@ -138,16 +138,34 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         machine = load_machine(profile)
         result = check_training(resolved, _training_request(mode, precision, batch, gpus, device, training), machine,
                                 headroom=headroom / 100)
-        ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                                 outcomes=evaluate(requirements, machine)))
+        code = emit.emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=evaluate(requirements, machine))
+        _mention_receipt(result, fmt)
+        ctx.exit(code)
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers,
                                gpu_memory_utilization=gpu_memory_utilization,
                                transformers_version=transformers_version)
     machine = load_machine(profile)
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
-    ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                             outcomes=evaluate(requirements, machine)))
+    code = emit.emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=evaluate(requirements, machine))
+    _mention_receipt(result, fmt)
+    ctx.exit(code)
+
+
+def _mention_receipt(result, fmt: str) -> None:
+    """'Measured: on this machine on DATE: X GiB' when `fitcheck measure` ran this request here."""
+    if result.machine.source != "probe":
+        return  # a profile is not this machine
+    from fitcheck.measure import receipts
+
+    if not receipts.receipts_path().is_file():
+        return
+    from fitcheck.render.check import check_document
+
+    doc = check_document(result)
+    found = receipts.matching(doc["model"]["id"], doc["request"], result.machine)
+    if found:
+        click.echo(f"Measured: {receipts.receipt_line(found)}", err=fmt == "json")
 
 
 _INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
