@@ -153,7 +153,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
 
 
 def _mention_receipt(result, fmt: str) -> None:
-    """'Measured: on this machine on DATE: X GiB' when `fitcheck measure` ran this request here."""
+    """'Measured on this machine on DATE: X GiB peak' when `fitcheck measure` ran this request here."""
     if result.machine.source != "probe":
         return  # a profile is not this machine
     from fitcheck.measure import receipts
@@ -165,7 +165,7 @@ def _mention_receipt(result, fmt: str) -> None:
     doc = check_document(result)
     found = receipts.matching(doc["model"]["id"], doc["request"], result.machine)
     if found:
-        click.echo(f"Measured: {receipts.receipt_line(found)}", err=fmt == "json")
+        click.echo(f"Measured {receipts.receipt_line(found)}", err=fmt == "json")
 
 
 _INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")

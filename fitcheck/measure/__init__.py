@@ -26,6 +26,7 @@ import importlib.util
 from fitcheck.errors import FitcheckError
 
 INSTALL_LINE = "pip install 'fitcheck[measure]'"
+CUDA_INSTALL_LINE = "pip install 'fitcheck[measure-cuda]'"
 REQUIRED = ("torch", "transformers")
 
 
@@ -39,3 +40,12 @@ def require_extra(find_spec=importlib.util.find_spec) -> None:
     missing = missing_extra(find_spec)
     if missing:
         raise FitcheckError(f"fitcheck measure needs {' and '.join(missing)}", f"install them with: {INSTALL_LINE}")
+
+
+def require_job_libraries(job, find_spec=importlib.util.find_spec) -> None:
+    """peft for LoRA/QLoRA, bitsandbytes for int8/nf4 weights and 8-bit optimizers: exit 2 when missing."""
+    if job.mode in ("lora", "qlora") and find_spec("peft") is None:
+        raise FitcheckError(f"--mode {job.mode} needs peft", f"install it with: {INSTALL_LINE}")
+    if (job.precision in ("int8", "nf4") or "8bit" in job.optimizer) and find_spec("bitsandbytes") is None:
+        raise FitcheckError("bitsandbytes is needed for int8/nf4 weights and 8-bit optimizers",
+                            f"install it with: {CUDA_INSTALL_LINE}")

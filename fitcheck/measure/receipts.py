@@ -102,10 +102,10 @@ def matching(model_id: str, request: Mapping, machine: Machine, path: Path | Non
 
 
 def receipt_line(receipt: dict) -> str:
-    """'measured on this machine on DATE: X GiB peak (estimate Y GiB, +Z %)'."""
+    """'on this machine on DATE: X GiB peak (estimate Y GiB, +Z %; ...)', after 'Measured '."""
     measured = receipt["measured"].get("peak_bytes") or 0
     estimated = receipt.get("estimated", {}).get("peak_bytes") or 0
     error = receipt.get("error_pct")
     err = f", {error:+.1f} %" if isinstance(error, (int, float)) else ""
-    return (f"measured on this machine on {str(receipt.get('date', ''))[:10]}: {measured / 2**30:.2f} GiB peak "
+    return (f"on this machine on {str(receipt.get('date', ''))[:10]}: {measured / 2**30:.2f} GiB peak "
             f"(estimate {estimated / 2**30:.2f} GiB{err}; fitcheck measure --receipts)")

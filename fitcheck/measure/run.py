@@ -100,6 +100,9 @@ def _measure(check, device: str, job_for, options: MeasureOptions) -> MeasureRes
     result = MeasureResult(check=check, device=device, status=REFUSED, options=options, date=date)
     job = job_for()
     result.job = job
+    from fitcheck.measure import require_job_libraries
+
+    require_job_libraries(job)
     refusal = _refusal(check, device, options)
     if refusal:
         result.reason = refusal

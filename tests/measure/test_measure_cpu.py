@@ -29,7 +29,7 @@ def _cache(tmp_path, monkeypatch):
 
 def _measure(*args: str) -> tuple[int, dict]:
     res = CliRunner().invoke(cli, ["measure", *args, "--json"])
-    assert res.exit_code in (0, 1), res.output
+    assert res.exit_code in (0, 1) and res.output, (res.output, res.exception)
     return res.exit_code, json.loads(res.output)
 
 

@@ -71,7 +71,15 @@ def test_training_job_and_its_refusals():
     gpu = check_training(TINY, TrainingRequest(mode="lora", seq_len=128, optimizer="adamw-8bit"), _gpu())
     with pytest.raises(FitcheckError, match="adamw-8bit on cpu"):
         job.training_job(gpu.spec, gpu.plan, "cpu", 2, None)
-    assert job.training_job(gpu.spec, gpu.plan, "cuda", 2, None).optimizer == "adamw-8bit"
+    cuda_job = job.training_job(gpu.spec, gpu.plan, "cuda", 2, None)
+    assert cuda_job.optimizer == "adamw-8bit"
+    from fitcheck.measure import require_job_libraries
+
+    with pytest.raises(FitcheckError, match="bitsandbytes is needed") as err:
+        require_job_libraries(cuda_job, lambda name: None if name == "bitsandbytes" else object())
+    assert "pip install 'fitcheck[measure-cuda]'" in err.value.one_line()
+    with pytest.raises(FitcheckError, match="needs peft"):
+        require_job_libraries(j, lambda name: None)
 
 
 def test_device_for_machine():
@@ -253,7 +261,7 @@ def test_receipts_append_read_match(tmp_path):
     assert found["request"]["context"] == 512
     assert receipts.matching("m/x", request, _gpu(), path) is None       # another machine
     assert receipts.matching("m/y", request, machine, path) is None
-    assert "measured on this machine on 2026-12-01: 1.00 GiB peak (estimate 1.06 GiB, +6.2 %" \
+    assert "on this machine on 2026-12-01: 1.00 GiB peak (estimate 1.06 GiB, +6.2 %" \
         in receipts.receipt_line(found)
 
 
@@ -279,9 +287,9 @@ def test_check_mentions_a_matching_receipt(tmp_path, monkeypatch):
     doc = check_document(result)
     receipts.append(_receipt(machine, doc["request"], model=doc["model"]["id"]))
     out = CliRunner().invoke(cli, ["check", TINY, "-p", "fp32", "--context", "512", "--engine", "transformers"])
-    assert "Measured: measured on this machine on 2026-12-01: 1.00 GiB peak" in out.output
+    assert "Measured on this machine on 2026-12-01: 1.00 GiB peak" in out.output
     other = CliRunner().invoke(cli, ["check", TINY, "-p", "fp32", "--context", "1024", "--engine", "transformers"])
-    assert "Measured:" not in other.output
+    assert "Measured on" not in other.output
 
 
 # ---- the CLI's bad input -------------------------------------------------------------------------
