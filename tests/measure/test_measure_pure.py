@@ -419,3 +419,9 @@ def test_out_of_memory_document_and_table():
     doc = measure_document(result)
     assert doc["exit_code"] == 1 and doc["measured_verdict"]["status"] == "does_not_fit"
     assert "Measured verdict: OUT OF MEMORY" in render_measure(result, doc)
+
+
+def test_ci_runs_readmes_command_with_the_cpu_torch_wheel():
+    root = Path(__file__).resolve().parents[2]
+    (line,) = [ln for ln in (root / ".ci" / "run").read_text().splitlines() if "pip install" in ln]
+    assert "'torch==2.13.0+cpu' transformers peft" in line and line in (root / "README.md").read_text()
