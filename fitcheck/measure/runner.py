@@ -99,18 +99,22 @@ def run_job(job: Job, time_limit_s: float, env: dict[str, str] | None = None) ->
         reader.start()
     killed_for = ""
     guard = job.memory_limit_bytes if job.device == "cpu" else None
-    while proc.poll() is None:
-        if time.perf_counter() - t0 > time_limit_s:
-            killed_for = TIMEOUT
-        elif guard and result.info:
-            above = _rss(proc.pid) - int(result.info.get("baseline_bytes") or 0)
-            result.guard_peak_bytes = max(result.guard_peak_bytes or 0, above)
-            if above > guard:
-                killed_for = OUT_OF_MEMORY
-        if killed_for:
-            _kill(proc)
-            break
-        time.sleep(_POLL_S)
+    try:
+        while proc.poll() is None:
+            if time.perf_counter() - t0 > time_limit_s:
+                killed_for = TIMEOUT
+            elif guard and result.info:
+                above = _rss(proc.pid) - int(result.info.get("baseline_bytes") or 0)
+                result.guard_peak_bytes = max(result.guard_peak_bytes or 0, above)
+                if above > guard:
+                    killed_for = OUT_OF_MEMORY
+            if killed_for:
+                _kill(proc)
+                break
+            time.sleep(_POLL_S)
+    except BaseException:
+        _kill(proc)  # Ctrl-C or an error here: the child (its own session) must not outlive us
+        raise
     proc.wait()
     for reader in readers:
         reader.join(timeout=5)
