@@ -197,7 +197,8 @@ def receipt_of(result: MeasureResult, doc: dict) -> dict:
     return {
         "date": result.date,
         "fitcheck_version": __version__,
-        "model": doc["model"]["id"],
+        # A shallower build (--layers) is another model: it must never match a full-depth check.
+        "model": doc["model"]["id"] + (f" ({result.options.layers} layers)" if result.options.layers else ""),
         "request": doc["request"],
         "run": doc["run"],
         "status": result.status,

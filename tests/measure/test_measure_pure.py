@@ -412,6 +412,19 @@ def test_document_contract_and_table():
     assert "Measured: a prefill of 240 tokens, then 16 generated on cpu" in table and "Measured verdict: RAN" in table
 
 
+def test_a_shallower_run_gets_its_own_receipt_model():
+    from dataclasses import replace as dc_replace
+
+    from fitcheck.measure.document import measure_document
+    from fitcheck.measure.run import MeasureOptions, receipt_of
+
+    w = 170 * 2**20
+    result = _fake_result("measured", [_phase("build", w, w)])
+    assert not receipt_of(result, measure_document(result))["model"].endswith("layers)")
+    result.options = dc_replace(MeasureOptions(), layers=2)
+    assert receipt_of(result, measure_document(result))["model"].endswith(" (2 layers)")
+
+
 def test_out_of_memory_document_and_table():
     from fitcheck.measure.document import measure_document, render_measure
 
