@@ -16,6 +16,9 @@ The document is the full check document (``model``, ``request``, ``machine``, ``
   "measured_verdict": {status: fits | does_not_fit | not_measured, summary}
 }
 
+Out of memory under ``--memory-limit`` when the estimate fits the machine: ``alternatives`` are
+those that fit the limit (the check re-run with that much free).
+
 Bytes are integers; ``error_pct`` is (estimated - measured) / measured × 100.
 """
 
@@ -73,6 +76,9 @@ def measure_document(result) -> dict:
         "comparison": [p.as_dict() for p in result.pairs],
         "measured_verdict": measured_verdict(result),
     }
+    if result.alternatives_doc and not doc["alternatives"]:
+        # Out of memory under --memory-limit although the estimate fits the machine: what fits the limit.
+        doc["alternatives"] = result.alternatives_doc
     return doc
 
 
@@ -105,7 +111,8 @@ def render_measure(result, doc: dict) -> str:
     word = {"fits": "RAN", "does_not_fit": "OUT OF MEMORY", "not_measured": "NOT MEASURED"}[verdict["status"]]
     lines.append(f"Measured verdict: {word} — {verdict['summary'].split(': ', 1)[1]}")
     if result.status == OUT_OF_MEMORY and doc["alternatives"]:
-        lines.append("What the estimate says fits instead:")
+        within = " within --memory-limit" if result.alternatives_doc else ""
+        lines.append(f"What the estimate says fits instead{within}:")
         for n, alt in enumerate(doc["alternatives"][:5], 1):
             lines.append(f"  {n}. {alt['title']}")
             lines.append(f"     {alt['fitcheck_command']}")

@@ -54,6 +54,8 @@ class MeasureResult:
     reason: str = ""
     options: MeasureOptions = MeasureOptions()
     date: str = ""
+    alternatives: tuple = ()                    # out of memory under --memory-limit: what fits that limit
+    alternatives_doc: list = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -95,7 +97,21 @@ def _refusal(check, device: str, options: MeasureOptions) -> str:
     return ""
 
 
-def _measure(check, device: str, job_for, options: MeasureOptions) -> MeasureResult:
+def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
+    """This machine with only `limit` bytes free where the run went (RAM, or the first GPU).
+
+    The limit is above the baseline (imports, CUDA context excluded), so the estimate's runtime
+    component (libraries, context), which its verdict counts, is added back.
+    """
+    need = estimate.cpu_device if device == "cpu" else (estimate.gpu_devices or estimate.devices)[0]
+    limit += sum(c.bytes for c in need.components if c.counted_in == "runtime") if need else 0
+    if device == "cpu":
+        return replace(machine, memory=replace(machine.memory, available_bytes=limit))
+    gpus = (replace(machine.gpus[0], memory_free_bytes=limit), *machine.gpus[1:])
+    return replace(machine, gpus=gpus)
+
+
+def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None) -> MeasureResult:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017 (Python 3.10)
     result = MeasureResult(check=check, device=device, status=REFUSED, options=options, date=date)
     job = job_for()
@@ -117,6 +133,11 @@ def _measure(check, device: str, job_for, options: MeasureOptions) -> MeasureRes
         # Stopped by the guard mid-phase: its last reading is the highest seen.
         peak = max(run.guard_peak_bytes, result.measured.get("peak_bytes") or 0)
         result.measured["peak_bytes"] = result.measured["peak_rss_bytes"] = peak
+    if run.status == OUT_OF_MEMORY and not check.alternatives and options.memory_limit_bytes and recheck:
+        # The estimate said it fits the machine; what fits the memory the run had is the useful answer.
+        limited = recheck(_limited(check.machine, device, options.memory_limit_bytes, check.estimate))
+        result.alternatives = limited.alternatives
+        result.alternatives_doc = check_document(limited)["alternatives"]
     if run.status == MEASURED:
         result.pairs = figures.compared(device, result.measured, figures.estimate_device_entry(doc, device),
                                         doc["estimate"]["facts"], doc["request"]["mode"], _kv_after_prefill(check))
@@ -162,9 +183,10 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype,
                                engine="transformers", device=device, prompt_tokens=prompt)
     where = device_for(machine, device)
-    check = check_inference(resolved, request, machine, headroom=headroom)
+    check = _as_typed(check_inference(resolved, request, machine, headroom=headroom), model)
     return _measure(check, where, lambda: inference_job(check.spec, check.plan, where, new_tokens,
-                                                         options.memory_limit_bytes), options)
+                                                         options.memory_limit_bytes), options,
+                    lambda m: _as_typed(check_inference(resolved, request, m, headroom=headroom), model))
 
 
 def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_STEPS, headroom: float = 0.10,
@@ -177,9 +199,17 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
         request = replace(request, master_weights="none")
     resolved = _shallower(_resolve(model, params), options.layers)
     where = device_for(machine, request.device)
-    check = check_training(resolved, request, machine, headroom=headroom)
+    check = _as_typed(check_training(resolved, request, machine, headroom=headroom), model)
     return _measure(check, where, lambda: training_job(check.spec, check.plan, where, steps,
-                                                        options.memory_limit_bytes), options)
+                                                        options.memory_limit_bytes), options,
+                    lambda m: _as_typed(check_training(resolved, request, m, headroom=headroom), model))
+
+
+def _as_typed(check, model):
+    """Check's commands name the model as typed when it has no Hub id (a local folder or file)."""
+    if not check.query and isinstance(model, str):
+        return replace(check, query=model)
+    return check
 
 
 def _resolve(model, params: str | None):

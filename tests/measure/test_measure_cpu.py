@@ -63,6 +63,10 @@ def test_out_of_memory_is_exit_1_with_the_measured_verdict():
     assert code == 1 and doc["exit_code"] == 1 and doc["status"] == "out_of_memory"
     assert doc["measured_verdict"]["status"] == "does_not_fit" and "--memory-limit" in doc["reason"]
     assert doc["measured"]["peak_bytes"] > 60 * MiB   # the guard's last reading, above the limit
+    # the estimate fits this machine; the alternatives are what fits the 60 MiB the run had
+    assert doc["verdict"]["status"] == "fits" and doc["alternatives"]
+    runtime = sum(c["bytes"] for c in doc["estimate"]["devices"][0]["breakdown"] if c["counted_in"] == "runtime")
+    assert all(a["total_bytes"] - runtime < 60 * MiB for a in doc["alternatives"])
     assert not list(receipts.read())[0]["error_pct"]  # receipted, without an error figure
 
 
