@@ -92,3 +92,51 @@ def test_measured_peak_within_10_percent_of_the_estimate(args):
     assert code == 0, doc["reason"]
     (peak,) = [p for p in doc["comparison"] if p["name"] == "peak"]
     assert abs(peak["error_pct"]) <= 10, peak
+
+
+def test_bitsandbytes_build_path_with_a_fake_bitsandbytes(monkeypatch):
+    """The nf4 build (CUDA only in real runs) with a fake bitsandbytes, on the CPU: which layers are
+    replaced, that nothing stays on the meta device, and that no 16-bit copy of the whole model is made."""
+    import sys
+    import types
+
+    import torch
+
+    from fitcheck.measure import workload as W
+    from fitcheck.measure.hf_config import spec_to_hf_config
+    from fitcheck.measure.job import Job
+    from fitcheck.model.resolve import resolve_model
+
+    made: list[int] = []
+
+    class Params4bit:
+        def __init__(self, data, requires_grad=False, compress_statistics=True, quant_type="nf4"):
+            made.append(data.numel())
+            self.packed = data.numel() // 2
+
+        def to(self, device):   # bitsandbytes quantizes on the move to the GPU: 4 bits per weight
+            return torch.nn.Parameter(torch.zeros(self.packed, 1, dtype=torch.uint8, device=device),
+                                      requires_grad=False)
+
+    class Linear4bit(torch.nn.Module):
+        def __init__(self, in_features, out_features, bias=True, compute_dtype=None, compress_statistics=True,
+                     quant_type="fp4", device=None):
+            super().__init__()
+            self.in_features, self.out_features, self.bias = in_features, out_features, None
+
+    for cls in (Params4bit, Linear4bit):
+        cls.__module__ = "bitsandbytes.nn.modules"
+    fake = types.ModuleType("bitsandbytes")
+    fake.nn = types.SimpleNamespace(Params4bit=Params4bit, Linear4bit=Linear4bit)
+    monkeypatch.setitem(sys.modules, "bitsandbytes", fake)
+
+    spec = resolve_model(TINY).spec
+    job = Job(hf_config=spec_to_hf_config(spec), device="cpu", precision="nf4", mode="inference", batch=1,
+              prompt_tokens=8, new_tokens=1)
+    model, counted = W.build_model(job, W.make_config(job.hf_config))
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert [type(m).__name__ for m in linears] == ["Linear"]            # only lm_head stays a float Linear
+    assert sum(isinstance(m, Linear4bit) for m in model.modules()) == 7 * spec.num_layers
+    assert not any(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
+    assert max(made) == spec.intermediate_size * spec.hidden_size      # one layer's matrix at a time
+    assert model.lm_head.weight.dtype == torch.bfloat16 and float(model.model.norm.weight.detach()[0]) == 1.0
