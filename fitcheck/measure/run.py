@@ -194,15 +194,27 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
     """Estimate and measure `steps` optimizer steps of a TrainingRequest."""
     from fitcheck.check import check_training
 
-    if request.mode == "full" and request.master_weights is None:
+    plain_loop = request.mode == "full" and request.master_weights is None
+    if plain_loop:
         # A plain PyTorch loop keeps parameters in their dtype; fp32 masters are DeepSpeed/apex's.
         request = replace(request, master_weights="none")
     resolved = _shallower(_resolve(model, params), options.layers)
     where = device_for(machine, request.device)
     check = _as_typed(check_training(resolved, request, machine, headroom=headroom), model)
+    if plain_loop:
+        check = _reason(check, "master_weights", "measure runs a plain PyTorch loop (parameters in their dtype)")
     return _measure(check, where, lambda: training_job(check.spec, check.plan, where, steps,
                                                         options.memory_limit_bytes), options,
                     lambda m: _as_typed(check_training(resolved, request, m, headroom=headroom), model))
+
+
+def _reason(check, name: str, why: str):
+    """The check with assumption `name` explained by `why` (a default measure chose, not one typed)."""
+    def fixed(assumptions):
+        return tuple(replace(a, why=why) if a.name == name else a for a in assumptions)
+
+    return replace(check, plan=replace(check.plan, assumptions=fixed(check.plan.assumptions)),
+                   estimate=replace(check.estimate, assumptions=fixed(check.estimate.assumptions)))
 
 
 def _as_typed(check, model):

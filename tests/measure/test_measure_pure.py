@@ -438,3 +438,19 @@ def test_ci_runs_readmes_command_with_the_cpu_torch_wheel():
     root = Path(__file__).resolve().parents[2]
     (line,) = [ln for ln in (root / ".ci" / "run").read_text().splitlines() if "pip install" in ln]
     assert "'torch==2.13.0+cpu' transformers peft" in line and line in (root / "README.md").read_text()
+
+
+def test_full_fine_tuning_is_measured_as_a_plain_loop(monkeypatch):
+    import fitcheck.measure.run as R
+
+    seen = {}
+
+    def fake_measure(check, device, job_for, options, recheck=None):
+        seen["job"], seen["check"] = job_for(), check
+        return None
+
+    monkeypatch.setattr(R, "_measure", fake_measure)
+    R.measure_training(TINY, TrainingRequest(mode="full", precision="bf16", seq_len=64, device="cpu"), machine=_cpu())
+    assert seen["job"].mode == "full" and not seen["job"].fp32_adapters
+    (a,) = [a for a in seen["check"].estimate.assumptions if a.name == "master_weights"]
+    assert a.value == "none" and "plain PyTorch loop" in a.why
