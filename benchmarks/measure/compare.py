@@ -1,6 +1,7 @@
 """Predicted vs measured, per case and per component, for the runs `python -m benchmarks.measure` wrote.
 
     python -m benchmarks.measure.compare [benchmarks/results/cpu-2026-11-30.csv ...] [--rows]
+    python -m benchmarks.measure.compare --receipts receipts.jsonl   # + `fitcheck measure` runs
 
 For each measured case the estimator is asked the same question (the same ModelSpec at the built
 depth, dtype, prompt, batch, training setup) and its answer is compared with what was measured:
@@ -176,6 +177,25 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
     return out, skipped
 
 
+def receipt_comparisons(path: Path) -> list[Comparison]:
+    """`fitcheck measure` receipts (`fitcheck measure --receipts --export FILE`) as comparisons.
+
+    Each completed run's peak beside the estimate it was run with (the receipt keeps both), grouped
+    per device as "receipt peak (cpu|cuda|mps)": users' runs become calibration data.
+    """
+    from fitcheck.measure.receipts import read
+
+    out = []
+    for r in read(path):
+        measured, predicted = r["measured"].get("peak_bytes"), (r.get("estimated") or {}).get("peak_bytes")
+        if r.get("status") != "measured" or not measured or not predicted:
+            continue
+        req = r.get("request") or {}
+        case = f"{r.get('model', '?')} {req.get('mode', '')} {req.get('precision', '')} {str(r.get('date', ''))[:10]}"
+        out.append(Comparison(case, f"receipt peak ({r.get('device', '?')})", int(predicted), int(measured)))
+    return out
+
+
 def comparison_lines(comparisons: list[Comparison]) -> list[str]:
     """One line per case and component: predicted and measured MiB and the error."""
     lines = [f"{'case':40s} {'component':18s} {'pred MiB':>9s} {'meas MiB':>9s} {'error':>8s}"]
@@ -206,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="estimator vs measured memory")
     ap.add_argument("csv", nargs="*", type=Path)
     ap.add_argument("--rows", action="store_true", help="print every comparison")
+    ap.add_argument("--receipts", type=Path, default=None,
+                    help="also compare `fitcheck measure` receipts (`fitcheck measure --receipts --export FILE`)")
     args = ap.parse_args(argv)
     paths = args.csv or run_csvs()
     rows: list[dict] = []
@@ -217,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         with path.open(newline="") as f:
             peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
     comparisons, skipped = compare_rows(rows, peaks)
+    if args.receipts:
+        comparisons += receipt_comparisons(args.receipts)
     if args.rows:
         for line in comparison_lines(comparisons):
             print(line)

@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "where": ("fitcheck.cli.where_cmd", "where", "Which hardware profiles run MODEL, how fast, at what cost."),
     "interactive": ("fitcheck.cli.interactive_cmd", "interactive",
                     "Ask model, precision, context, batch and machine; explore the alternatives."),
+    "measure": ("fitcheck.cli.measure_cmd", "measure",
+                "Run MODEL here with random weights and set the measured peak beside the estimate."),
 }
 DEFAULT_COMMAND = "check"
 

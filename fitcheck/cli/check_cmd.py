@@ -164,8 +164,10 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         result = replace(result, cost=costs, tokens=tokens)
         stack = _stack(profile, python_envs, overrides)
         result = _checked(result, stack)
-        ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                                 outcomes=evaluate(requirements, machine, stack)))
+        code = emit.emit_check(result, fmt=fmt, output=output, strict=strict,
+                               outcomes=evaluate(requirements, machine, stack))
+        _mention_receipt(result, fmt)
+        ctx.exit(code)
     versions: dict[str, str] = {}
     from_env = False
     if profile is None:      # this machine: its installed engines are the defaults (package metadata only)
@@ -186,8 +188,10 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         from fitcheck.model.installed import name_in_assumptions
 
         result = name_in_assumptions(result, versions, from_env)
-    ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
-                             outcomes=evaluate(requirements, machine, stack)))
+    code = emit.emit_check(result, fmt=fmt, output=output, strict=strict,
+                           outcomes=evaluate(requirements, machine, stack))
+    _mention_receipt(result, fmt)
+    ctx.exit(code)
 
 
 def _stack(profile: str | None, python_envs: tuple[str, ...], overrides: dict[str, str | None]):
@@ -209,6 +213,22 @@ def _checked(result, stack):
     from fitcheck.check import with_stack
 
     return with_stack(result, stack)
+
+
+def _mention_receipt(result, fmt: str) -> None:
+    """'Measured on this machine on DATE: X GiB peak' when `fitcheck measure` ran this request here."""
+    if result.machine.source != "probe":
+        return  # a profile is not this machine
+    from fitcheck.measure import receipts
+
+    if not receipts.receipts_path().is_file():
+        return
+    from fitcheck.render.check import check_document
+
+    doc = check_document(result)
+    found = receipts.matching(doc["model"]["id"], doc["request"], result.machine)
+    if found:
+        click.echo(f"Measured {receipts.receipt_line(found)}", err=fmt == "json")
 
 
 _INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
