@@ -8,6 +8,7 @@ from fitcheck.cli.options import (
     PRECISION_CHOICES,  # noqa: F401  (re-exported: interactive mode reads the choices from here)
     batch_option,
     context_option,
+    prompt_option,
     engine_option,
     gpus_option,
     headroom_option,
@@ -60,6 +61,7 @@ def training_options(func):
                    "micro-batch per GPU).")
 @precision_option
 @context_option
+@prompt_option
 @batch_option
 @kv_dtype_option
 @engine_option
@@ -90,7 +92,8 @@ def training_options(func):
                    "profile...): one verdict line each; exit 1 if any fails.")
 @training_options
 @click.pass_context
-def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
+def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, prompt_tokens: int | None,
+          batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
           transformers_version: str | None, headroom: float, strict: bool, params: str | None, profile: str | None, as_json: bool,
           fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
@@ -141,7 +144,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
                                  outcomes=evaluate(requirements, machine)))
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus, device=device, gpu_layers=gpu_layers,
+                               gpus=gpus, device=device, gpu_layers=gpu_layers, prompt_tokens=prompt_tokens,
                                gpu_memory_utilization=gpu_memory_utilization,
                                transformers_version=transformers_version)
     machine = load_machine(profile)
@@ -150,7 +153,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
                              outcomes=evaluate(requirements, machine)))
 
 
-_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
+_INFERENCE_ONLY = ("context", "prompt_tokens", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
 _TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
                   "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
 
@@ -162,7 +165,8 @@ def _check_mode_options(ctx: click.Context, mode: str) -> None:
     wrong = _TRAINING_ONLY if mode == "inference" else _INFERENCE_ONLY
     typed = [name for name in wrong if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if typed:
-        flags = ", ".join("--" + name.replace("_", "-") for name in typed)
+        opts = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+        flags = ", ".join(opts.get(name, "--" + name.replace("_", "-")) for name in typed)
         if mode == "inference":
             raise click.UsageError(f"{flags} applies to training: add --mode full, lora or qlora")
         hint = " (training uses --seq-len)" if "context" in typed else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import (batch_option, context_option, engine_option, gpus_option, headroom_option,
-                                  json_option, kv_dtype_option, params_option, precision_option,
+                                  json_option, kv_dtype_option, params_option, precision_option, prompt_option,
                                   transformers_version_option)
 
 KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
@@ -15,6 +15,7 @@ KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 @click.argument("model")
 @precision_option(help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
 @context_option(help="Tokens per sequence, prompt plus generated.")
+@prompt_option
 @batch_option
 @kv_dtype_option
 @engine_option(help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
@@ -28,7 +29,8 @@ KINDS = ("laptop", "desktop", "workstation", "cloud", "ci")
 @params_option
 @json_option
 @click.pass_context
-def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,
+def where(ctx: click.Context, model: str, precision: str | None, context: int, prompt_tokens: int | None, batch: int,
+          kv_dtype: str,
           engine: str | None, gpus: int | None, transformers_version: str | None, headroom: float, max_price: float | None, kind: str | None,
           params: str | None, as_json: bool) -> None:
     """Which hardware profiles run MODEL, how fast, and at what cost (cheapest first).
@@ -52,7 +54,7 @@ def where(ctx: click.Context, model: str, precision: str | None, context: int, b
 
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus, transformers_version=transformers_version)
+                               gpus=gpus, transformers_version=transformers_version, prompt_tokens=prompt_tokens)
     request.validate()
     result = where_result(resolved, request, list_profiles(), headroom=headroom / 100, kind=kind,
                           max_price=max_price, query=model)

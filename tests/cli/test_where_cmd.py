@@ -10,7 +10,7 @@ TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_f
 MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "status", "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
                 "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source"}
-REQUEST_KEYS = {"precision", "context", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
+REQUEST_KEYS = {"precision", "context", "prompt_tokens", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
 
