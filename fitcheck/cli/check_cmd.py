@@ -35,8 +35,10 @@ def training_options(func):
                      help="Training: fp32 master copy of the trainable weights (default fp32)."),
         click.option("--grad-checkpointing/--no-grad-checkpointing", default=False, show_default=True,
                      help="Training: recompute activations in backward (keeps only layer inputs)."),
-        click.option("--attention", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True,
-                     help="Training: attention kernel (eager keeps seq² probabilities)."),
+        click.option("--attention", type=click.Choice(["flash", "sdpa", "eager"]), default=None,
+                     help="Attention kernel (eager holds prompt² scores and an fp32 softmax per layer). Default: "
+                          "sdpa for training; for inference with transformers the release's default (eager "
+                          "before 4.36, see --transformers-version)."),
         click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True, help="LoRA/QLoRA rank r."),
         click.option("--lora-targets", default="all-linear", show_default=True, metavar="all-linear|attention|q_proj,v_proj,...",
                      help="LoRA/QLoRA: modules that get adapters."),
@@ -146,7 +148,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
                                gpus=gpus, device=device, gpu_layers=gpu_layers, prompt_tokens=prompt_tokens,
                                gpu_memory_utilization=gpu_memory_utilization,
-                               transformers_version=transformers_version)
+                               transformers_version=transformers_version, attention=training["attention"])
     machine = load_machine(profile)
     result = check_inference(resolved, request, machine, headroom=headroom / 100)
     ctx.exit(emit.emit_check(result, fmt=fmt, output=output, strict=strict,
@@ -154,7 +156,7 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
 
 
 _INFERENCE_ONLY = ("context", "prompt_tokens", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
-_TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
+_TRAINING_ONLY = ("seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing",
                   "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
 
 
@@ -180,7 +182,7 @@ def _training_request(mode: str, precision: str | None, batch: int, gpus: int | 
         mode=mode, seq_len=opts["seq_len"], batch=batch, grad_accum=opts["grad_accum"],
         precision=precision.lower() if precision else None, optimizer=opts["optimizer"],
         master_weights=opts["master_weights"], grad_checkpointing=opts["grad_checkpointing"],
-        attention=opts["attention"], lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
+        attention=opts["attention"] or "sdpa", lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
         lora_train_embeddings=opts["lora_train_embeddings"], gpus=gpus,
         zero=int(opts["zero"]) if opts["zero"] is not None else None, fsdp=opts["fsdp"], offload=opts["offload"],
         device=device,

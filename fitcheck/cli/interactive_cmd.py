@@ -69,7 +69,7 @@ class Answers:
     optimizer: str = "adamw"
     master_weights: str | None = None
     grad_checkpointing: bool = False
-    attention: str = "sdpa"
+    attention: str | None = None              # None: sdpa for training, the release's default for inference
     lora_rank: int = 16
     lora_targets: str = "all-linear"
     lora_train_embeddings: bool = False
@@ -85,7 +85,8 @@ class Answers:
                                 engine=None if self.engine == "auto" else self.engine, gpus=self.gpus,
                                 device=self.device, gpu_layers=self.gpu_layers,
                                 transformers_version=self.transformers_version,
-                                prompt_tokens=None if self.prompt_tokens is None else min(self.prompt_tokens, self.context))
+                                prompt_tokens=None if self.prompt_tokens is None else min(self.prompt_tokens, self.context),
+                                attention=self.attention)
 
     def training_request(self):
         """The TrainingRequest of a training mode (full, lora, qlora), as `fitcheck check --mode` builds it."""
@@ -95,7 +96,7 @@ class Answers:
             mode=self.mode, seq_len=self.context, batch=self.batch, grad_accum=self.grad_accum,
             precision=None if self.precision == "auto" else self.precision.lower(), optimizer=self.optimizer,
             master_weights=self.master_weights, grad_checkpointing=self.grad_checkpointing,
-            attention=self.attention, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
+            attention=self.attention or "sdpa", lora_rank=self.lora_rank, lora_targets=self.lora_targets,
             lora_train_embeddings=self.lora_train_embeddings, gpus=self.gpus, zero=self.zero, fsdp=self.fsdp,
             offload=self.offload, device=self.device)
 

@@ -29,12 +29,19 @@ def fitcheck_command(model: str, plan: Plan, *, profile: str | None = None, extr
         args += ["--kv-dtype", plan.kv_dtype]
     if plan.engine == "transformers" and plan.transformers_version:
         args += ["--transformers-version", plan.transformers_version]
+    if plan.engine == "transformers" and plan.attention != "sdpa" and attention_typed(plan):
+        args += ["--attention", plan.attention]
     if plan.engine == "vllm" and plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
     if profile:
         args += ["--profile", profile]
     args += list(extra)
     return shlex.join(args)
+
+
+def attention_typed(plan: Plan) -> bool:
+    """Whether the plan's attention came from --attention (a release's default reproduces itself)."""
+    return any(a.name == "attention" and a.why == "from --attention" for a in plan.assumptions)
 
 
 _HF_QUANT_KEYS = {"awq": "awq", "gptq-int4": "gptq-int4", "int4": "gptq-int4", "gptq-int8": "gptq-int8", "fp8": "fp8"}

@@ -37,7 +37,7 @@ from fitcheck.estimate.weights import (
     weight_tensor_sizes,
 )
 from fitcheck.model.spec import ModelSpec
-from fitcheck.units import MiB
+from fitcheck.units import GiB, MiB
 
 # CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by
 # torch.cuda.max_memory_allocated (ESTIMATION.md: ≈0.3–0.6 GiB; more on newer GPUs).
@@ -52,6 +52,13 @@ ALLOCATOR_SLACK = 0.05
 ALLOCATOR_SLACK_MIN = 64 * MiB
 # vLLM: non-torch memory (NCCL, CUDA context) and CUDA graphs, inside the reservation.
 VLLM_NON_TORCH = 1024 * MiB
+# vLLM with tensor parallelism: NCCL communicators and the custom all-reduce buffers are non-torch
+# memory on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads "non_torch_memory
+# 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
+# comment of 2024-12-14): 1.79 GiB more once ranks talk.  No published log for -tp 4/8 was found,
+# so it is counted once for any tp > 1 (NCCL's buffers are per channel and peer; with NVLink P2P
+# they grow with the ranks, which this may under-count).
+VLLM_NCCL_TP = int(1.79 * 1024) * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
 TORCH_CPU_RUNTIME = 600 * MiB
 # On the CPU, PyTorch allocates through glibc malloc.  Tensors freed inside a forward pass go back
@@ -79,7 +86,19 @@ def _act_bytes(precision: str) -> int:
 
 
 def _weights(spec: ModelSpec, precision: str) -> WeightBytes:
-    return weight_bytes(spec, weight_format(precision))
+    return weight_bytes(spec, weight_format(precision), untie_lm_head=_separate_fp8_head(spec, precision))
+
+
+def _separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
+    """A pre-quantized FP8 checkpoint of a tied-embedding model stores lm_head.weight on its own.
+
+    Its quantizer leaves lm_head unquantized (`ignore: ["lm_head"]` in llm-compressor's FP8 recipes;
+    `modules_to_not_convert` in fbgemm/finegrained FP8 configs) and saves it as a bf16 tensor next to
+    the bf16 embedding, so the model holds two vocabulary × hidden matrices (Qwen3-0.6B/1.7B/4B-FP8
+    carry `lm_head.weight` in their safetensors index although their config ties it).  An FP8
+    quantization done at load time (vLLM `--quantization fp8` of a 16-bit checkpoint) keeps the tie.
+    """
+    return precision == "fp8" and spec.tie_word_embeddings and spec.stored_format == "fp8"
 
 
 def _stored_weight_total(spec: ModelSpec, precision: str, computed: int) -> tuple[int, str]:
@@ -166,8 +185,14 @@ def _transformers(spec: ModelSpec, plan: Plan):
     act_b = _act_bytes(plan.precision)
     prefill_tokens = plan.prompt_tokens * plan.batch
     kv = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="transformers")
-    act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b)
+    scores = A.eager_score_bytes(spec, batch=plan.batch, prompt=plan.prompt_tokens, act_bytes=act_b) \
+        if plan.attention == "eager" else 0
+    act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b, score_bytes=scores)
     logits, logits_why = _prefill_logits(spec, plan, prefill_tokens, act_b)
+    # Legacy tuple cache (Plan.legacy_cache): the last decode step builds a new cache while the old
+    # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
+    # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
+    kv_copy = max(kv - act - logits, 0) if plan.legacy_cache and plan.decodes and plan.context > plan.prompt_tokens else 0
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
     devices = []
@@ -179,8 +204,15 @@ def _transformers(spec: ModelSpec, plan: Plan):
             Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
             Component(ACTIVATIONS, act + dev_logits,
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
-                      f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")),
+                      f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
+                      + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
+                         if scores else "")),
         ]
+        if kv_copy:
+            comps.append(Component(KV_CACHE, int(kv_copy * share),
+                                   "the previous step's cache, still referenced while the legacy tuple cache "
+                                   "is rebuilt at each decode step (two caches at the last token, beyond the "
+                                   "prefill's peak)"))
         if scratch:
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
         load_extra = _load_transient(spec, plan) - sum(c.bytes for c in comps[1:])
@@ -232,7 +264,10 @@ def _vllm(spec: ModelSpec, plan: Plan):
     kv_c = Component(KV_CACHE, int(kv_total * kv_share), _kv_detail(spec, plan, "vllm", kv_share))
     act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
                                          f"{A.VLLM_MAX_NUM_SEQS} sampled sequences")
-    over_c = Component(OVERHEAD, VLLM_NON_TORCH, "CUDA context, NCCL and CUDA graphs", counted_in="runtime")
+    nccl = VLLM_NCCL_TP if tp > 1 else 0
+    over_c = Component(OVERHEAD, VLLM_NON_TORCH + nccl, "CUDA context and CUDA graphs"
+                       + (f", NCCL communicators and all-reduce buffers ({nccl / GiB:.2f} GiB with tp {tp})" if nccl else ""),
+                       counted_in="runtime")
     need = weights_c.bytes + kv_c.bytes + act_c.bytes + over_c.bytes
     comps = [weights_c, kv_c, act_c, over_c]
     facts: list[tuple[str, float | int | str]] = []
