@@ -33,6 +33,7 @@ from fitcheck.estimate.weights import (
     WeightBytes,
     largest_matrix_params,
     linear_matrices,
+    remote_code_buffer_bytes,
     weight_bytes,
     weight_tensor_sizes,
 )
@@ -193,6 +194,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
     # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
     # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
     kv_copy = max(kv - act - logits, 0) if plan.legacy_cache and plan.decodes and plan.context > plan.prompt_tokens else 0
+    mask_buf, mask_why = remote_code_buffer_bytes(spec, plan.attention)
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
     devices = []
@@ -208,6 +210,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "")),
         ]
+        if mask_buf and i == 0:  # a QWenModel buffer: on the device of the model's first modules
+            comps.append(Component(WEIGHTS, mask_buf, mask_why))
         if kv_copy:
             comps.append(Component(KV_CACHE, int(kv_copy * share),
                                    "the previous step's cache, still referenced while the legacy tuple cache "

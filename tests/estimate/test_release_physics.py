@@ -109,3 +109,10 @@ def test_a_tied_fp8_checkpoint_stores_its_own_lm_head():
     _, online = _dev(QWEN25_05B, m=h100, precision="fp8")
     head = QWEN25_05B.vocab_size * QWEN25_05B.hidden_size * 2
     assert ckpt.component("weights") - online.component("weights") == head
+
+
+def test_qwen1_remote_code_keeps_a_causal_mask_buffer_without_flash_attention():
+    qwen1 = replace(QWEN25_7B, name="Qwen/Qwen-7B", architecture="qwen", max_context=32768)
+    _, sdpa = _dev(qwen1, context=2048)
+    _, flash = _dev(qwen1, context=2048, attention="flash")
+    assert sdpa.component("weights") - flash.component("weights") == 32768 * 32768
