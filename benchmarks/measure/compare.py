@@ -43,11 +43,14 @@ _PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 MiB = 2**20
 TENSOR_PEAKS = "cpu-tensor-peaks-"  # tensor_peak.py's files: live tensors, not resident memory
 ALLOCATOR_REPLAY = "allocator-replay-"  # alloc_trace.py's files: the caching allocator replayed
+INFERENCE_PEAKS = "cpu-inference-peaks-"  # benchmarks.measure.inference_peak (tests/benchmarks/test_inference_peaks.py)
+LOSS_PATH = "cpu-loss-path-"  # benchmarks.measure.loss_path
 
 
 def run_csvs() -> list[Path]:
     """The measurement runs' CSVs of benchmarks/results (not the derived tensor-peak and replay files)."""
-    return sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith((TENSOR_PEAKS, ALLOCATOR_REPLAY)))
+    derived = (TENSOR_PEAKS, ALLOCATOR_REPLAY, INFERENCE_PEAKS, LOSS_PATH)
+    return sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith(derived))
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ import csv
 import datetime
 import fnmatch
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .fresh_process import emit, run_fresh
 
+HARNESS_MAX_POSITIONS = 8192
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FIELDS = ("case_id", "model", "layers", "dtype", "attn", "batch", "prompt", "new_tokens", "weight_bytes",
           "peak_above_weights_bytes", "kv_cache_bytes", "op_at_peak", "attn_impl_used", "torch_version",
@@ -51,12 +52,12 @@ CASES: tuple[InferenceCase, ...] = (
     InferenceCase("inf-smol-prefill-1024-sdpa", _SMOL, 6, "sdpa", 1, 1024, 0),
     InferenceCase("inf-smol-prefill-1024-eager", _SMOL, 6, "eager", 1, 1024, 0),
     InferenceCase("inf-smol-prefill-512x4-eager", _SMOL, 6, "eager", 4, 512, 0),
-    InferenceCase("inf-smol-gen-16+128x8-sdpa", _SMOL, 6, "sdpa", 8, 16, 128),
-    InferenceCase("inf-smol-gen-16+128x8-eager", _SMOL, 6, "eager", 8, 16, 128),
-    InferenceCase("inf-smol-gen-512+64-sdpa", _SMOL, 6, "sdpa", 1, 512, 64),
+    InferenceCase("inf-smol-gen-16+32x8-sdpa", _SMOL, 6, "sdpa", 8, 16, 32),
+    InferenceCase("inf-smol-gen-16+32x8-eager", _SMOL, 6, "eager", 8, 16, 32),
+    InferenceCase("inf-smol-gen-512+16-sdpa", _SMOL, 6, "sdpa", 1, 512, 16),
     InferenceCase("inf-llama1b-prefill-1024-sdpa", _LLAMA1B, 2, "sdpa", 1, 1024, 0),
     InferenceCase("inf-llama1b-prefill-1024-eager", _LLAMA1B, 2, "eager", 1, 1024, 0),
-    InferenceCase("inf-llama1b-gen-1+128x8-sdpa", _LLAMA1B, 2, "sdpa", 8, 1, 128),
+    InferenceCase("inf-llama1b-gen-1+32x8-sdpa", _LLAMA1B, 2, "sdpa", 8, 1, 32),
 )
 
 
@@ -70,7 +71,7 @@ def _config(case: InferenceCase):
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
         num_hidden_layers=case.layers, num_attention_heads=spec.num_attention_heads,
         num_key_value_heads=spec.num_kv_heads, tie_word_embeddings=spec.tie_word_embeddings,
-        max_position_embeddings=8192, use_cache=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        max_position_embeddings=HARNESS_MAX_POSITIONS, use_cache=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     return cfg
 
 
@@ -168,3 +169,38 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---- the estimator against these rows ----------------------------------------------------------
+HARNESS_PROCESSOR_COPIES = 2
+
+
+def predicted_bytes(row: dict) -> int:
+    """The estimator's allocated bytes above the weights for a row, as `--transformers-version`,
+    `--attention` and `--prompt` set the plan (the live-tensor view: no allocator or heap slack)."""
+    from fitcheck.estimate.inference import estimate_inference
+    from fitcheck.estimate.request import Plan, legacy_cache_mode, logits_mode
+
+    from .hf_config import scaled_spec
+    from .models import spec_for
+
+    spec, _ = spec_for(row["model"])
+    spec = replace(scaled_spec(spec, int(row["layers"])), max_context=HARNESS_MAX_POSITIONS)
+    version = row["transformers_version"]
+    prompt, new, batch = int(row["prompt"]), int(row["new_tokens"]), int(row["batch"])
+    precision = row["dtype"]
+    plan = Plan(precision=precision, engine="transformers", device="gpu", gpus=1, context=prompt + max(new, 1),
+                batch=batch, prompt_tokens=prompt, kv_dtype=precision, gpu_layers=None, gpu_memory_utilization=0.9,
+                gpu_total_bytes=None, compute_capability=None, logits=logits_mode(spec.architecture, version)[0],
+                transformers_version=version, attention=row["attn"],
+                legacy_cache=legacy_cache_mode(spec.architecture, version), decodes=new > 0)
+    device = estimate_inference(spec, plan).devices[0]
+    # The harness's own generate(min_new_tokens=...) adds MinNewTokensLengthLogitsProcessor, which
+    # clones the step's fp32 scores and torch.where()s them: two more batch × vocabulary tensors.
+    harness = HARNESS_PROCESSOR_COPIES * batch * spec.vocab_size * 4 if new else 0
+    return device.peak_allocated_bytes - device.component("weights") + harness
+
+
+def read_rows(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))

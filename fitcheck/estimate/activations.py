@@ -134,3 +134,20 @@ def llama_cpp_host_compute_bytes(spec: ModelSpec) -> int:
 def llama_cpp_output_bytes(spec: ModelSpec, sequences: int) -> int:
     """Host output buffer: logits for one output per sequence (llama-context.cpp output_reserve)."""
     return sequences * spec.vocab_size * 4
+
+
+def static_causal_mask_bytes(spec: ModelSpec, *, batch: int, act_bytes: int) -> tuple[int, int]:
+    """(held, peak) bytes of transformers 4.38's full-size causal mask for Llama-family models.
+
+    v4.38 LlamaModel keeps a `causal_mask` buffer of max_position_embeddings² bools and, in each
+    forward, `_update_causal_mask` expands it: `self.causal_mask[None, None, :, :].repeat(batch_size,
+    1, 1, 1).to(dtype) * min_dtype` -- batch × max_positions² in the compute dtype, held through the
+    forward (the layers get a slice of it), with a second one alive while the product is made.
+    https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/models/llama/modeling_llama.py
+    (LlamaModel.__init__ and _update_causal_mask); measured on the CPU with 4.38.2
+    (benchmarks/results/cpu-inference-peaks-2026-12-01.csv: a 1,024-token SmolLM2 prefill peaks at
+    514 MiB above the weights, 2 × 256 MiB of it the expanded 8,192² fp32 mask).
+    """
+    n = spec.max_context or 0
+    held = batch * n * n * act_bytes
+    return held, 2 * held

@@ -19,7 +19,7 @@ from fitcheck.estimate import activations as A
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.estimate.request import Plan
+from fitcheck.estimate.request import Plan, static_mask_mode
 from fitcheck.estimate.result import (
     ACTIVATIONS,
     KV_CACHE,
@@ -72,6 +72,8 @@ TORCH_CPU_RUNTIME = 600 * MiB
 # smaller cache cannot hold the larger one: the heap keeps about one more KV cache as well.
 CPU_HEAP_RETENTION = 1.0
 LLAMA_CPP_CPU_RUNTIME = 100 * MiB
+# Vocabulary-sized fp32 tensors per sequence alive at a decode step of generate() (see _prefill_logits).
+DECODE_LOGITS_COPIES = 3
 # ExLlama v2 kernels (AutoGPTQ 4-bit) keep a temp buffer for inputs up to max_input_length=2048.
 EXLLAMA_MAX_INPUT = 2048
 
@@ -170,6 +172,14 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
 def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int) -> tuple[int, str]:
     """Bytes of the prefill's logits, and how they were counted (Plan.logits)."""
     if plan.logits == "last":
+        if plan.decodes:
+            # Each decode step holds the model's last-position logits, generate()'s fp32 copy
+            # (`next_token_logits = outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)`) and
+            # a logits processor's output (`torch.where(...)`, temperature, top-k/p) at once:
+            # https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/generation/utils.py
+            # (_sample); measured: benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
+            return (DECODE_LOGITS_COPIES * A.logits_bytes(spec, plan.batch),
+                    f"fp32 logits for the last position ({DECODE_LOGITS_COPIES} copies while sampling)")
         return A.logits_bytes(spec, plan.batch), "fp32 logits for the last position"
     if plan.logits == "all-fp32":
         # transformers < 4.45: the model's forward returns fp32 logits for every position; the
@@ -190,11 +200,18 @@ def _transformers(spec: ModelSpec, plan: Plan):
         if plan.attention == "eager" else 0
     act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b, score_bytes=scores)
     logits, logits_why = _prefill_logits(spec, plan, prefill_tokens, act_b)
+    mask_why = ""
+    if plan.transformers_version and static_mask_mode(spec.architecture, plan.transformers_version):
+        # the mask is made before the layers run (its peak) and held while they and the logits run
+        held, made = A.static_causal_mask_bytes(spec, batch=plan.batch, act_bytes=act_b)
+        act = max(act + held + logits, made) - logits
+        mask_why = (f"; transformers 4.38's {spec.max_context:,}² causal mask expanded per sequence "
+                    f"({held / MiB:,.0f} MiB held through the forward)")
     # Legacy tuple cache (Plan.legacy_cache): the last decode step builds a new cache while the old
     # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
     # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
     kv_copy = max(kv - act - logits, 0) if plan.legacy_cache and plan.decodes and plan.context > plan.prompt_tokens else 0
-    mask_buf, mask_why = remote_code_buffer_bytes(spec, plan.attention)
+    mask_buf, buf_why = remote_code_buffer_bytes(spec, plan.attention)
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
     devices = []
@@ -208,10 +225,10 @@ def _transformers(spec: ModelSpec, plan: Plan):
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
-                         if scores else "")),
+                         if scores else "") + mask_why),
         ]
         if mask_buf and i == 0:  # a QWenModel buffer: on the device of the model's first modules
-            comps.append(Component(WEIGHTS, mask_buf, mask_why))
+            comps.append(Component(WEIGHTS, mask_buf, buf_why))
         if kv_copy:
             comps.append(Component(KV_CACHE, int(kv_copy * share),
                                    "the previous step's cache, still referenced while the legacy tuple cache "

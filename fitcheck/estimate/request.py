@@ -125,6 +125,10 @@ SDPA_DEFAULT_SINCE = (4, 36)
 # `next_cache = next_decoder_cache.to_legacy_cache() if use_legacy_cache`).  Measured across releases:
 # benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
 DYNAMIC_CACHE_SINCE = (4, 42)
+# transformers 4.38 expands a max_position_embeddings² causal mask per forward for these
+# (activations.static_causal_mask_bytes); 4.39 sizes the mask to the sequence again.
+STATIC_MASK_RELEASES = frozenset({(4, 38)})
+STATIC_MASK_ARCHITECTURES = frozenset({"llama", "gemma"})
 # Remote-code architectures that keep tuple caches whatever the release (Qwen(1) modeling_qwen.py:
 # `present = (key, value)` after `torch.cat((past_key, key), dim=1)`; ChatGLM likewise).
 _LEGACY_CACHE_ARCHITECTURES = frozenset({"qwen", "chatglm"})
@@ -161,6 +165,12 @@ def attention_mode(architecture: str, transformers_version: str | None, typed: s
             and parse_transformers_version(transformers_version) < SDPA_DEFAULT_SINCE:
         return "eager", f"transformers {transformers_version}: eager attention is the default before 4.36"
     return "sdpa", "transformers' default attn_implementation (sdpa)"
+
+
+def static_mask_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether the release expands a full max_positions² causal mask in every forward (4.38, Llama/Gemma)."""
+    return (transformers_version is not None and architecture in STATIC_MASK_ARCHITECTURES
+            and parse_transformers_version(transformers_version) in STATIC_MASK_RELEASES)
 
 
 def legacy_cache_mode(architecture: str, transformers_version: str | None) -> bool:
