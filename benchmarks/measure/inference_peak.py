@@ -138,12 +138,17 @@ def measure(case_id: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="*", help="glob of case ids")
-    ap.add_argument("--out", type=Path, default=RESULTS / f"cpu-inference-peaks-{datetime.date.today().isoformat()}.csv")
+    today = datetime.date.today().isoformat()
+    ap.add_argument("--out", type=Path, default=RESULTS / f"cpu-inference-peaks-{today}.csv")
     ap.add_argument("--append", action="store_true", help="add rows to --out (another transformers release)")
+    ap.add_argument("--compare", action="store_true", help="set the estimator against --out's rows and stop")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
         emit(measure(args.one))
+        return 0
+    if args.compare:
+        print("\n".join(comparison_lines(read_rows(args.out))))
         return 0
     rows = []
     for case in CASES:
@@ -166,9 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 # ---- the estimator against these rows ----------------------------------------------------------
@@ -204,3 +206,29 @@ def predicted_bytes(row: dict) -> int:
 def read_rows(path: Path) -> list[dict]:
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
+
+
+def comparison_lines(rows: list[dict]) -> list[str]:
+    """Per row: predicted vs measured peak above the weights; then median |error| and extremes."""
+    import statistics
+
+    lines = [f"{'case':34s} {'transformers':12s} {'pred MiB':>9s} {'meas MiB':>9s} {'error':>7s}"]
+    errors = []
+    for r in rows:
+        predicted, measured = predicted_bytes(r), int(r["peak_above_weights_bytes"])
+        err = (predicted - measured) / measured * 100
+        errors.append((err, r))
+        lines.append(f"{r['case_id']:34s} {r['transformers_version']:12s} {predicted / 2**20:9.1f} "
+                     f"{measured / 2**20:9.1f} {err:+6.1f}%")
+    if errors:
+        worst_under = min(errors, key=lambda e: e[0])
+        worst_over = max(errors, key=lambda e: e[0])
+        lines.append(f"{len(errors)} rows, median |error| {statistics.median(abs(e) for e, _ in errors):.1f} %, "
+                     f"worst under-prediction {worst_under[0]:+.1f} % ({worst_under[1]['case_id']} "
+                     f"@{worst_under[1]['transformers_version']}), worst over-prediction {worst_over[0]:+.1f} % "
+                     f"({worst_over[1]['case_id']} @{worst_over[1]['transformers_version']})")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())

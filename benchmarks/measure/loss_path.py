@@ -79,20 +79,24 @@ def measure(setup: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=RESULTS / f"cpu-loss-path-{datetime.date.today().isoformat()}.csv")
+    ap.add_argument("--setups", default=",".join(SETUPS), help="comma-separated, of: " + ", ".join(SETUPS))
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
         emit(measure(args.one))
         return 0
-    rows = [row for setup in SETUPS if (row := run_fresh("benchmarks.measure.loss_path", setup, setup))]
-    for row in rows:
-        print(f"{row['setup']:20s} {row['bytes_per_vocab_token']:6.2f} B per vocabulary entry per token at "
-              f"{row['op_at_peak']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        writer.writerows(rows)
+        for setup in args.setups.split(","):
+            row = run_fresh("benchmarks.measure.loss_path", setup, setup)
+            if not row:
+                continue
+            writer.writerow(row)
+            f.flush()
+            print(f"{row['setup']:20s} {row['bytes_per_vocab_token']:6.2f} B per vocabulary entry per token at "
+                  f"{row['op_at_peak']}", flush=True)
     print(f"wrote {args.out}")
     return 0
 
