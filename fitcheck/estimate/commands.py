@@ -29,7 +29,7 @@ def fitcheck_command(model: str, plan: Plan, *, profile: str | None = None, extr
         args += ["--kv-dtype", plan.kv_dtype]
     if plan.engine == "transformers" and plan.transformers_version:
         args += ["--transformers-version", plan.transformers_version]
-    if plan.engine == "transformers" and plan.attention != "sdpa" and attention_typed(plan):
+    if plan.engine == "transformers" and attention_typed(plan):
         args += ["--attention", plan.attention]
     if plan.engine == "vllm" and plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
@@ -127,7 +127,10 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
                  "bnb_4bit_use_double_quant=True)")
     elif plan.precision == "int8":
         extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
+    if attention_typed(plan):
+        impl = {"flash": "flash_attention_2"}.get(plan.attention, plan.attention)
+        extra += f", attn_implementation='{impl}'"
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
-    return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if extra else ''}; "
+    return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if 'BitsAndBytes' in extra else ''}; "
             f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
             f"device_map={device_map}{extra})\"" + comment)
