@@ -114,7 +114,7 @@ def measure(case_id: str) -> dict:
             new = max(case.new_tokens, 1)
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
                                  min_new_tokens=new, do_sample=False, pad_token_id=0, return_dict_in_generate=True)
-            kv_bytes[0] = _cache_bytes(out.past_key_values)
+            kv_bytes[0] = _cache_bytes(getattr(out, "past_key_values", None) or ())  # 4.35 returns none
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run()
@@ -150,24 +150,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         print("\n".join(comparison_lines(read_rows(args.out))))
         return 0
-    rows = []
-    for case in CASES:
-        if not fnmatch.fnmatch(case.id, args.cases):
-            continue
-        row = run_fresh("benchmarks.measure.inference_peak", case.id, case.id)
-        if not row:
-            continue
-        rows.append(row)
-        print(f"{row['case_id']:36s} tf {row['transformers_version']:8s} peak above weights "
-              f"{row['peak_above_weights_bytes'] / 2**20:8.1f} MiB (KV {row['kv_cache_bytes'] / 2**20:6.1f}) at "
-              f"{row['op_at_peak']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     new = not (args.append and args.out.exists())
-    with args.out.open("a" if not new else "w", newline="") as f:
+    with args.out.open("w" if new else "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         if new:
             writer.writeheader()
-        writer.writerows(rows)
+        for case in CASES:
+            if not fnmatch.fnmatch(case.id, args.cases):
+                continue
+            row = run_fresh("benchmarks.measure.inference_peak", case.id, case.id)
+            if not row:
+                continue
+            writer.writerow(row)
+            f.flush()  # a row survives a later case's time limit
+            print(f"{row['case_id']:36s} tf {row['transformers_version']:8s} peak above weights "
+                  f"{row['peak_above_weights_bytes'] / 2**20:8.1f} MiB (KV {row['kv_cache_bytes'] / 2**20:6.1f}) at "
+                  f"{row['op_at_peak']}", flush=True)
     print(f"wrote {args.out}")
     return 0
 

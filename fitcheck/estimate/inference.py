@@ -189,6 +189,22 @@ def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int
     return prefill_tokens * spec.vocab_size * act_b, f"logits for all {prefill_tokens:,} positions (logits_to_keep=0)"
 
 
+def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0, 0)) -> int:
+    """The prefill's transient peak: the layers' and the lm_head's do not overlap.
+
+    The decoder layers' transients are freed before lm_head runs, so when logits are made for
+    every prompt position (Plan.logits 'all'/'all-fp32') the peak is the larger of the two
+    (measured: a 1,024-token SmolLM2 prefill under transformers 4.44 peaks at the lm_head's
+    output, 203 MiB above the weights, where the sum of both phases is 228 MiB;
+    benchmarks/results/cpu-inference-peaks-2026-12-01.csv).  The last position's logits are
+    counted on top (small, and alive at each decode step with the cache).  `mask`: (held, made)
+    bytes of transformers 4.38's expanded causal mask (activations.static_causal_mask_bytes).
+    """
+    peak = max(act, logits) if plan.logits != "last" else act + logits
+    held, made = mask
+    return max(peak + held, made) if held else peak
+
+
 def _transformers(spec: ModelSpec, plan: Plan):
     wb = _weights(spec, plan.precision)
     on_gpu = plan.device == "gpu"
@@ -200,17 +216,18 @@ def _transformers(spec: ModelSpec, plan: Plan):
         if plan.attention == "eager" else 0
     act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b, score_bytes=scores)
     logits, logits_why = _prefill_logits(spec, plan, prefill_tokens, act_b)
-    mask_why = ""
+    mask_why, mask = "", (0, 0)
     if plan.transformers_version and static_mask_mode(spec.architecture, plan.transformers_version):
         # the mask is made before the layers run (its peak) and held while they and the logits run
-        held, made = A.static_causal_mask_bytes(spec, batch=plan.batch, act_bytes=act_b)
-        act = max(act + held + logits, made) - logits
+        mask = A.static_causal_mask_bytes(spec, batch=plan.batch, act_bytes=act_b)
+        held = mask[0]
         mask_why = (f"; transformers 4.38's {spec.max_context:,}² causal mask expanded per sequence "
                     f"({held / MiB:,.0f} MiB held through the forward)")
     # Legacy tuple cache (Plan.legacy_cache): the last decode step builds a new cache while the old
     # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
     # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
-    kv_copy = max(kv - act - logits, 0) if plan.legacy_cache and plan.decodes and plan.context > plan.prompt_tokens else 0
+    generates = plan.decodes and plan.context > plan.prompt_tokens
+    kv_copy = max(kv - _prefill_peak(act, logits, plan, mask), 0) if plan.legacy_cache and generates else 0
     mask_buf, buf_why = remote_code_buffer_bytes(spec, plan.attention)
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
@@ -221,7 +238,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
         comps = [
             _weights_component(spec, plan, wb, share),
             Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
-            Component(ACTIVATIONS, act + dev_logits,
+            Component(ACTIVATIONS, _prefill_peak(act, dev_logits, plan, mask),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
