@@ -205,6 +205,18 @@ def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0,
     return max(peak + held, made) if held else peak
 
 
+# glibc's dynamic mmap threshold rises to at most 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit):
+# larger blocks are mmapped and given back when freed, smaller ones stay in the heap.
+GLIBC_MMAP_THRESHOLD_MAX = 32 * MiB
+
+
+def _heap_kept_scores(spec: ModelSpec, plan: Plan, act_b: int) -> int:
+    """The part of eager attention's score tensors small enough for glibc's heap to keep (CPU)."""
+    n = plan.batch * spec.num_attention_heads * plan.prompt_tokens ** 2
+    sizes = [n * act_b, n * 4] + ([n * act_b] if act_b < 4 else []) + [plan.batch * plan.prompt_tokens ** 2 * act_b]
+    return sum(s for s in sizes if s <= GLIBC_MMAP_THRESHOLD_MAX)
+
+
 def _transformers(spec: ModelSpec, plan: Plan):
     wb = _weights(spec, plan.precision)
     on_gpu = plan.device == "gpu"
@@ -272,7 +284,11 @@ def _transformers(spec: ModelSpec, plan: Plan):
             # Full-vocabulary logits for every position are one allocation far above glibc's
             # mmap threshold (32 MiB at most): unmapped when freed, not kept in the heap.
             retained_logits = logits if plan.logits == "last" else 0
-            transient = act + retained_logits + (kv if plan.decodes else 0)
+            # So are eager attention's score tensors once one is larger than that threshold.
+            retained_act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b,
+                                                        score_bytes=_heap_kept_scores(spec, plan, act_b)) \
+                if scores else act
+            transient = retained_act + retained_logits + (kv if plan.decodes else 0)
             comps.append(Component(OVERHEAD, int(transient * CPU_HEAP_RETENTION),
                                    "glibc heap keeps freed transient tensors resident (one prefill working set"
                                    + (" and one KV cache re-allocated while generating)" if plan.decodes else ")"),
