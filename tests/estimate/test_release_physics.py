@@ -116,3 +116,14 @@ def test_qwen1_remote_code_keeps_a_causal_mask_buffer_without_flash_attention():
     _, sdpa = _dev(qwen1, context=2048)
     _, flash = _dev(qwen1, context=2048, attention="flash")
     assert sdpa.component("weights") - flash.component("weights") == 32768 * 32768
+
+
+def test_transformers_pays_host_time_per_routed_expert_and_other_engines_do_not():
+    from estimate_specs import MIXTRAL
+
+    from fitcheck.estimate.speed import HOST_PER_EXPERT_OF_LAYER, host_layers
+
+    assert host_layers(MIXTRAL, "transformers", 1) == 32 + 32 * 2 * HOST_PER_EXPERT_OF_LAYER
+    assert host_layers(MIXTRAL, "transformers", 64) == 32 + 32 * 8 * HOST_PER_EXPERT_OF_LAYER  # all 8 hit
+    assert host_layers(MIXTRAL, "vllm", 1) == host_layers(MIXTRAL, "llama.cpp", 1) == 32
+    assert host_layers(LLAMA3_8B, "transformers", 1) == 32
