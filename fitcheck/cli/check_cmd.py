@@ -11,6 +11,7 @@ from fitcheck.cli.options import (
     context_option,
     cost_options,
     cost_settings,
+    prompt_option,
     engine_option,
     gpus_option,
     headroom_option,
@@ -42,8 +43,10 @@ def training_options(func):
                      help="Training: fp32 master copy of the trainable weights (default fp32)."),
         click.option("--grad-checkpointing/--no-grad-checkpointing", default=False, show_default=True,
                      help="Training: recompute activations in backward (keeps only layer inputs)."),
-        click.option("--attention", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True,
-                     help="Training: attention kernel (eager keeps seq² probabilities)."),
+        click.option("--attention", type=click.Choice(["flash", "sdpa", "eager"]), default=None,
+                     help="Attention kernel (eager holds prompt² scores and an fp32 softmax per layer). Default: "
+                          "sdpa for training; for inference with transformers the release's default (eager "
+                          "before 4.36, see --transformers-version)."),
         click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True, help="LoRA/QLoRA rank r."),
         click.option("--lora-targets", default="all-linear", show_default=True, metavar="all-linear|attention|q_proj,v_proj,...",
                      help="LoRA/QLoRA: modules that get adapters."),
@@ -66,6 +69,7 @@ def training_options(func):
 @mode_option
 @precision_option
 @context_option
+@prompt_option
 @batch_option
 @kv_dtype_option
 @engine_option
@@ -101,7 +105,8 @@ def training_options(func):
 @cost_options
 @python_env_option
 @click.pass_context
-def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, batch: int, kv_dtype: str,
+def check(ctx: click.Context, model: str, mode: str, precision: str | None, context: int, prompt_tokens: int | None,
+          batch: int, kv_dtype: str,
           engine: str | None, gpu_memory_utilization: float, gpus: int | None, device: str, gpu_layers: int | None,
           transformers_version: str | None, headroom: float, strict: bool, params: str | None, revision: str | None,
           profile: str | None, as_json: bool,
@@ -177,9 +182,9 @@ def check(ctx: click.Context, model: str, mode: str, precision: str | None, cont
         if transformers_version is None and default_transformers_version(versions):
             transformers_version, from_env = default_transformers_version(versions), True
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus, device=device, gpu_layers=gpu_layers,
+                               gpus=gpus, device=device, gpu_layers=gpu_layers, prompt_tokens=prompt_tokens,
                                gpu_memory_utilization=gpu_memory_utilization,
-                               transformers_version=transformers_version)
+                               transformers_version=transformers_version, attention=training["attention"])
     machine = load_machine(profile, **overrides)
     result = replace(check_inference(resolved, request, machine, headroom=headroom / 100), cost=costs)
     stack = _stack(profile, python_envs, overrides)
@@ -231,8 +236,8 @@ def _mention_receipt(result, fmt: str) -> None:
         click.echo(f"Measured {receipts.receipt_line(found)}", err=fmt == "json")
 
 
-_INFERENCE_ONLY = ("context", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
-_TRAINING_ONLY = ("tokens", "seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention",
+_INFERENCE_ONLY = ("context", "prompt_tokens", "kv_dtype", "engine", "gpu_memory_utilization", "gpu_layers", "transformers_version")
+_TRAINING_ONLY = ("tokens", "seq_len", "grad_accum", "optimizer", "master_weights", "grad_checkpointing",
                   "lora_rank", "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload")
 
 
@@ -243,7 +248,8 @@ def _check_mode_options(ctx: click.Context, mode: str) -> None:
     wrong = _TRAINING_ONLY if mode == "inference" else _INFERENCE_ONLY
     typed = [name for name in wrong if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if typed:
-        flags = ", ".join("--" + name.replace("_", "-") for name in typed)
+        opts = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+        flags = ", ".join(opts.get(name, "--" + name.replace("_", "-")) for name in typed)
         if mode == "inference":
             raise click.UsageError(f"{flags} applies to training: add --mode full, lora or qlora")
         hint = " (training uses --seq-len)" if "context" in typed else ""
@@ -257,7 +263,7 @@ def _training_request(mode: str, precision: str | None, batch: int, gpus: int | 
         mode=mode, seq_len=opts["seq_len"], batch=batch, grad_accum=opts["grad_accum"],
         precision=precision.lower() if precision else None, optimizer=opts["optimizer"],
         master_weights=opts["master_weights"], grad_checkpointing=opts["grad_checkpointing"],
-        attention=opts["attention"], lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
+        attention=opts["attention"] or "sdpa", lora_rank=opts["lora_rank"], lora_targets=opts["lora_targets"],
         lora_train_embeddings=opts["lora_train_embeddings"], gpus=gpus,
         zero=int(opts["zero"]) if opts["zero"] is not None else None, fsdp=opts["fsdp"], offload=opts["offload"],
         device=device,

@@ -27,6 +27,7 @@ HELP = ("Next: a number takes that alternative; FIELD VALUE changes one answer (
 FIELD_ALIASES = {
     "model": "model", "mode": "mode", "precision": "precision", "p": "precision",
     "context": "context", "ctx": "context", "c": "context", "seq-len": "context", "seq_len": "context",
+    "prompt": "prompt_tokens", "prompt-tokens": "prompt_tokens", "prompt_tokens": "prompt_tokens",
     "batch": "batch", "b": "batch", "machine": "machine", "profile": "machine",
     "engine": "engine", "kv": "kv_dtype", "kv-dtype": "kv_dtype", "kv_dtype": "kv_dtype",
     "gpus": "gpus", "device": "device", "gpu-layers": "gpu_layers", "ngl": "gpu_layers",
@@ -40,7 +41,7 @@ FIELD_ALIASES = {
     "lora-targets": "lora_targets", "lora_targets": "lora_targets",
     "zero": "zero", "fsdp": "fsdp", "offload": "offload",
 }
-SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device",
+SHOWN_FIELDS = ("model", "mode", "precision", "context", "prompt", "batch", "machine", "engine", "kv", "gpus", "device",
                 "transformers", "optimizer", "checkpointing", "lora-rank", "zero")
 
 
@@ -54,6 +55,7 @@ class Answers:
     mode: str = "inference"
     precision: str = "auto"
     context: int = 4096
+    prompt_tokens: int | None = None          # inference: tokens prefilled (None: the whole context)
     batch: int = 1
     machine: str = THIS_MACHINE
     engine: str = "auto"
@@ -67,7 +69,7 @@ class Answers:
     optimizer: str = "adamw"
     master_weights: str | None = None
     grad_checkpointing: bool = False
-    attention: str = "sdpa"
+    attention: str | None = None              # None: sdpa for training, the release's default for inference
     lora_rank: int = 16
     lora_targets: str = "all-linear"
     lora_train_embeddings: bool = False
@@ -82,7 +84,9 @@ class Answers:
                                 context=self.context, batch=self.batch, kv_dtype=self.kv_dtype,
                                 engine=None if self.engine == "auto" else self.engine, gpus=self.gpus,
                                 device=self.device, gpu_layers=self.gpu_layers,
-                                transformers_version=self.transformers_version)
+                                transformers_version=self.transformers_version,
+                                prompt_tokens=None if self.prompt_tokens is None else min(self.prompt_tokens, self.context),
+                                attention=self.attention)
 
     def training_request(self):
         """The TrainingRequest of a training mode (full, lora, qlora), as `fitcheck check --mode` builds it."""
@@ -92,7 +96,7 @@ class Answers:
             mode=self.mode, seq_len=self.context, batch=self.batch, grad_accum=self.grad_accum,
             precision=None if self.precision == "auto" else self.precision.lower(), optimizer=self.optimizer,
             master_weights=self.master_weights, grad_checkpointing=self.grad_checkpointing,
-            attention=self.attention, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
+            attention=self.attention or "sdpa", lora_rank=self.lora_rank, lora_targets=self.lora_targets,
             lora_train_embeddings=self.lora_train_embeddings, gpus=self.gpus, zero=self.zero, fsdp=self.fsdp,
             offload=self.offload, device=self.device)
 
@@ -163,6 +167,8 @@ def validate(field: str, text: str, session: "Session | None" = None):
         return _choice(text, choices("device", ("auto", "gpu", "cpu")), "device")
     if field == "context":
         return _positive(text, "the length in tokens")
+    if field == "prompt_tokens":
+        return None if text.strip().lower() in ("auto", "all") else _positive(text, "the prompt in tokens")
     if field == "batch":
         return _positive(text, "the batch")
     if field == "gpus":
@@ -259,7 +265,7 @@ def _transformers_version(text: str) -> str | None:
     return text
 
 
-_ALT_FIELDS = {"precision": str, "context": int, "batch": int, "kv_dtype": str, "gpus": int, "engine": str,
+_ALT_FIELDS = {"precision": str, "context": int, "prompt_tokens": int, "batch": int, "kv_dtype": str, "gpus": int, "engine": str,
                "device": str, "gpu_layers": int, "transformers_version": _transformers_version,
                # training alternatives (fitcheck.estimate.training_alternatives)
                "mode": str, "grad_accum": int, "optimizer": str, "grad_checkpointing": _flag, "attention": str,

@@ -111,6 +111,11 @@ precision_option = _shared_option(
 context_option = _shared_option(
     "--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
     help="Tokens per sequence, prompt plus generated (not the model's maximum).")
+prompt_option = _shared_option(
+    "--prompt", "prompt_tokens", type=click.IntRange(min=1), default=None, metavar="N",
+    help="Tokens prefilled in one call (the prompt); the rest of --context is generated. Prefill-sized "
+    "memory (logits, activations, attention scores) follows the prompt, the KV cache the context. "
+    "Default: the whole context.")
 batch_option = _shared_option(
     "--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
 kv_dtype_option = _shared_option(

@@ -18,6 +18,7 @@ from fitcheck.cli.options import (
     mode_option,
     params_option,
     precision_option,
+    prompt_option,
     tokens_option,
     transformers_version_option,
 )
@@ -36,6 +37,7 @@ def _training_options(func):
 @mode_option
 @precision_option(help="Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).")
 @context_option(help="Tokens per sequence, prompt plus generated.")
+@prompt_option
 @batch_option
 @kv_dtype_option
 @engine_option(help="Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).")
@@ -52,7 +54,8 @@ def _training_options(func):
 @cost_options
 @json_option
 @click.pass_context
-def where(ctx: click.Context, model: str, precision: str | None, context: int, batch: int, kv_dtype: str,
+def where(ctx: click.Context, model: str, precision: str | None, context: int, prompt_tokens: int | None, batch: int,
+          kv_dtype: str,
           engine: str | None, gpus: int | None, transformers_version: str | None, headroom: float, max_price: float | None, kind: str | None,
           params: str | None, as_json: bool, kwh_price: float | None = None, amortize_years: float = 3.0,
           hours_per_day: float = 8.0, mode: str = "inference", tokens: int | None = None, **training) -> None:
@@ -99,7 +102,7 @@ def where(ctx: click.Context, model: str, precision: str | None, context: int, b
             click.echo(wt.render_where_training_table(tresult))
         ctx.exit(tresult.exit_code)
     request = InferenceRequest(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype, engine=engine,
-                               gpus=gpus, transformers_version=transformers_version)
+                               gpus=gpus, transformers_version=transformers_version, prompt_tokens=prompt_tokens)
     request.validate()
     result = where_result(resolved, request, list_profiles(), headroom=headroom / 100, kind=kind,
                           max_price=max_price, query=model, cost=costs)

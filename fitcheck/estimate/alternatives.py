@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from fitcheck.estimate.commands import attention_typed
 from fitcheck.estimate.formats import WEIGHT_FORMATS, weight_format
 from fitcheck.estimate.request import Plan
-from fitcheck.estimate.result import Estimate
+from fitcheck.estimate.result import Assumption, Estimate
 from fitcheck.estimate.search import largest_fitting
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
 from fitcheck.machine import Machine
@@ -125,8 +126,15 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
 
     # 1a. A transformers release that computes the prefill's logits for the last position only.
     if plan.engine == "transformers" and plan.logits == "all-fp32":
+        upgraded = plan.with_changes(logits="last", transformers_version=None, legacy_cache=False,
+                                     attention=plan.attention if attention_typed(plan) else "sdpa")
         consider("Upgrade transformers to 4.45 or later (prompt logits for the last position only)",
-                 plan.with_changes(logits="last", transformers_version=None), 1, (("transformers_version", ">=4.45"),))
+                 upgraded, 1, (("transformers_version", ">=4.45"),))
+    # 1a'. SDPA instead of eager attention (no prompt × prompt score matrix).
+    if plan.engine == "transformers" and plan.attention == "eager":
+        consider("Use SDPA attention (attn_implementation=\"sdpa\": no prompt² score matrix)",
+                 plan.with_changes(attention="sdpa", assumptions=_typed_attention(plan, "sdpa")), 1,
+                 (("attention", "sdpa"),))
 
     # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
     if plan.engine == "transformers" and plan.device == "gpu" and plan.precision in _VLLM_SERVES \
@@ -193,3 +201,9 @@ def find_alternatives(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: E
             break
     found.sort(key=lambda a: a.cost)
     return tuple(found[:MAX_ALTERNATIVES])
+
+
+def _typed_attention(plan: Plan, attention: str) -> tuple:
+    """The plan's assumptions with the attention recorded as typed (its command then says --attention)."""
+    kept = tuple(a for a in plan.assumptions if a.name != "attention")
+    return (*kept, Assumption("attention", attention, "from --attention", "--attention"))

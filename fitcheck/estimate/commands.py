@@ -14,6 +14,8 @@ def fitcheck_command(model: str, plan: Plan, *, profile: str | None = None, extr
     args = ["fitcheck", model, "--precision", plan.precision]
     if plan.context != DEFAULT_CONTEXT:
         args += ["--context", str(plan.context)]
+    if plan.prompt_tokens != plan.context:
+        args += ["--prompt", str(plan.prompt_tokens)]
     if plan.batch != 1:
         args += ["--batch", str(plan.batch)]
     args += ["--engine", plan.engine]
@@ -27,12 +29,19 @@ def fitcheck_command(model: str, plan: Plan, *, profile: str | None = None, extr
         args += ["--kv-dtype", plan.kv_dtype]
     if plan.engine == "transformers" and plan.transformers_version:
         args += ["--transformers-version", plan.transformers_version]
+    if plan.engine == "transformers" and attention_typed(plan):
+        args += ["--attention", plan.attention]
     if plan.engine == "vllm" and plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
     if profile:
         args += ["--profile", profile]
     args += list(extra)
     return shlex.join(args)
+
+
+def attention_typed(plan: Plan) -> bool:
+    """Whether the plan's attention came from --attention (a release's default reproduces itself)."""
+    return any(a.name == "attention" and a.why == "from --attention" for a in plan.assumptions)
 
 
 _HF_QUANT_KEYS = {"awq": "awq", "gptq-int4": "gptq-int4", "int4": "gptq-int4", "gptq-int8": "gptq-int8", "fp8": "fp8"}
@@ -118,7 +127,10 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
                  "bnb_4bit_use_double_quant=True)")
     elif plan.precision == "int8":
         extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
+    if attention_typed(plan):
+        impl = {"flash": "flash_attention_2"}.get(plan.attention, plan.attention)
+        extra += f", attn_implementation='{impl}'"
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
-    return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if extra else ''}; "
+    return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if 'BitsAndBytes' in extra else ''}; "
             f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
             f"device_map={device_map}{extra})\"" + comment)

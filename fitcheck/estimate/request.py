@@ -42,6 +42,7 @@ class InferenceRequest:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     prompt_tokens: int | None = None        # prefill length (default: the whole context)
     transformers_version: str | None = None  # e.g. "4.38.2": decides the prefill's logits (transformers)
+    attention: str | None = None            # transformers: eager | sdpa | flash (None: the release's default)
 
     def validate(self) -> None:
         if not 1 <= self.context <= MAX_CONTEXT:
@@ -66,6 +67,8 @@ class InferenceRequest:
                                 f"got {short_number(self.gpu_layers)}")
         if self.transformers_version is not None:
             parse_transformers_version(self.transformers_version)
+        if self.attention is not None and self.attention not in INFERENCE_ATTENTIONS:
+            raise FitcheckError(f"unknown attention '{self.attention}'", "choose one of: " + ", ".join(INFERENCE_ATTENTIONS))
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,12 @@ class Plan:
     # position upcast in the model's forward (transformers < 4.45: `logits = logits.float()`).
     logits: str = "last"
     transformers_version: str | None = None  # as typed (--transformers-version); None: a current one
+    # transformers' attention: 'sdpa'/'flash' never materialise the prompt × prompt scores; 'eager'
+    # holds them in the compute dtype plus an fp32 softmax, per layer (see inference._eager_scores).
+    attention: str = "sdpa"
+    # generate() with the legacy tuple cache: the previous step's cache is still referenced while
+    # the new one is concatenated, so two caches are alive at the last decode step.
+    legacy_cache: bool = False
 
     def with_changes(self, **changes) -> "Plan":
         return replace(self, **changes)
@@ -104,6 +113,28 @@ LAST_LOGITS_SINCE = (4, 45)
 # Remote-code architectures whose forward has no logits_to_keep and keeps the compute dtype
 # (Qwen(1) modeling_qwen.py: `lm_logits = self.lm_head(hidden_states)`).
 _ALL_LOGITS_ARCHITECTURES = frozenset({"qwen"})
+INFERENCE_ATTENTIONS = ("eager", "sdpa", "flash")
+# transformers 4.36 made SDPA the default attn_implementation (`_autoset_attn_implementation`,
+# torch >= 2.1.1); before it Llama-family models ran LlamaAttention (eager): `attn_weights =
+# torch.matmul(query_states, key_states.transpose(2, 3))`, then `softmax(attn_weights, dim=-1,
+# dtype=torch.float32).to(query_states.dtype)`.  https://github.com/huggingface/transformers/blob/
+# v4.35.2/src/transformers/models/llama/modeling_llama.py (LlamaAttention.forward); measured:
+# benchmarks/results/cpu-inference-peaks-2026-12-01.csv (4.35.2 runs eager only).
+SDPA_DEFAULT_SINCE = (4, 36)
+# Releases whose generate() passed the legacy tuple cache between steps: the model's
+# DynamicCache.from_legacy_cache wraps the old tensors, torch.cat builds new ones, and the old tuple
+# stays referenced by generate's model_kwargs until the step returns (v4.38.2 generation/utils.py,
+# `model_kwargs["past_key_values"] = outputs.past_key_values`; models/llama/modeling_llama.py
+# `next_cache = next_decoder_cache.to_legacy_cache() if use_legacy_cache`).  Measured across releases:
+# benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
+DYNAMIC_CACHE_SINCE = (4, 42)
+# transformers 4.38 expands a max_position_embeddings² causal mask per forward for these
+# (activations.static_causal_mask_bytes); 4.39 sizes the mask to the sequence again.
+STATIC_MASK_RELEASES = frozenset({(4, 38)})
+STATIC_MASK_ARCHITECTURES = frozenset({"llama", "gemma"})
+# Remote-code architectures that keep tuple caches whatever the release (Qwen(1) modeling_qwen.py:
+# `present = (key, value)` after `torch.cat((past_key, key), dim=1)`; ChatGLM likewise).
+_LEGACY_CACHE_ARCHITECTURES = frozenset({"qwen", "chatglm"})
 
 
 def parse_transformers_version(text: str) -> tuple[int, int]:
@@ -127,6 +158,29 @@ def logits_mode(architecture: str, transformers_version: str | None) -> tuple[st
     if parse_transformers_version(transformers_version) < LAST_LOGITS_SINCE:
         return "all-fp32", f"transformers {transformers_version}: fp32 logits for every prompt position"
     return "last", f"transformers {transformers_version}: logits for the last prompt position"
+
+
+def attention_mode(architecture: str, transformers_version: str | None, typed: str | None) -> tuple[str, str]:
+    """(Plan.attention, why) for transformers inference."""
+    if typed:
+        return typed, "from --attention"
+    if transformers_version is not None and architecture not in _ALL_LOGITS_ARCHITECTURES \
+            and parse_transformers_version(transformers_version) < SDPA_DEFAULT_SINCE:
+        return "eager", f"transformers {transformers_version}: eager attention is the default before 4.36"
+    return "sdpa", "transformers' default attn_implementation (sdpa)"
+
+
+def static_mask_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether the release expands a full max_positions² causal mask in every forward (4.38, Llama/Gemma)."""
+    return (transformers_version is not None and architecture in STATIC_MASK_ARCHITECTURES
+            and parse_transformers_version(transformers_version) in STATIC_MASK_RELEASES)
+
+
+def legacy_cache_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether generate() keeps two KV caches alive at a decode step (the legacy tuple cache)."""
+    if architecture in _LEGACY_CACHE_ARCHITECTURES:
+        return True
+    return transformers_version is not None and parse_transformers_version(transformers_version) < DYNAMIC_CACHE_SINCE
 
 
 def _cc(gpu: GPU) -> float | None:
@@ -262,9 +316,18 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         gpu_total = g.memory_total_bytes if known(g.memory_total_bytes) else None
         unified = g.unified_memory
     logits = "last"
+    attention, legacy = "sdpa", False
     if engine == "transformers":
         logits, why = logits_mode(spec.architecture, req.transformers_version)
         notes.append(Assumption("logits", logits, why, "--transformers-version"))
+        attention, why = attention_mode(spec.architecture, req.transformers_version, req.attention)
+        if attention == "flash" and (device != "gpu" or vendor != "nvidia"):
+            raise FitcheckError("--attention flash (flash-attention 2) runs on NVIDIA GPUs only",
+                                "use --attention sdpa")
+        notes.append(Assumption("attention", attention, why, "--attention"))
+        legacy = legacy_cache_mode(spec.architecture, req.transformers_version)
+    elif req.attention is not None and req.engine is not None:
+        raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
     if engine == "vllm":
         notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
                                 "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
@@ -275,4 +338,5 @@ def resolve_inference(req: InferenceRequest, spec: ModelSpec, machine: Machine) 
         gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
         compute_capability=cc, unified_memory=unified, assumptions=tuple(notes), logits=logits,
         transformers_version=req.transformers_version if engine == "transformers" else None,
+        attention=attention, legacy_cache=legacy,
     )

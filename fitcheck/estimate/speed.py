@@ -90,6 +90,24 @@ HOST_OVERHEAD_PER_LAYER_S = {
                             "(geerlingguy/ai-benchmarks #43): ~60 µs per layer"),
 }
 _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
+# transformers runs a MoE layer's experts in a Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
+# .forward: `for expert_idx in expert_hit:` -> torch.where on the routing mask (a device-to-host
+# sync), index the tokens, gate/up/act/mul/down, scale by the routing weight, index_add_): about 9
+# kernels and a sync per expert that receives tokens, against ~30 kernels of a decoder layer, so each
+# such expert costs about 0.3 of a layer's host time.  Only transformers has this: vLLM and llama.cpp
+# run fused MoE kernels (one grouped GEMM per layer).  Source:
+# https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/mixtral/modeling_mixtral.py
+HOST_PER_EXPERT_OF_LAYER = 0.3
+
+
+def host_layers(spec: ModelSpec, engine: str, batch: int) -> float:
+    """Decode-step host work in units of one decoder layer: the layers, plus transformers' Python
+    loop over the experts each MoE layer routes tokens to (HOST_PER_EXPERT_OF_LAYER)."""
+    layers = float(spec.num_layers)
+    if engine == "transformers" and spec.is_moe:
+        hit = min(spec.num_experts, batch * spec.experts_per_token)
+        layers += spec.num_moe_layers * hit * HOST_PER_EXPERT_OF_LAYER
+    return layers
 
 
 def host_overhead(engine: str, precision: str) -> Efficiency:
@@ -251,7 +269,7 @@ def _cpu_device(machine: Machine) -> _Device:
     return _Device(bw if _positive(bw) else None, peak * 1e12 if _positive(peak) else None, "cpu", why)
 
 
-def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _Device, host: Efficiency,
+def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
                end: str) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
@@ -294,10 +312,11 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
                              assumptions, "; ".join(dict.fromkeys(missing)))
     times, bounds = {}, []
+    host_units = host_layers(spec, plan.engine, B)
     for end in ("low", "high"):
         total = 0.0
         for share, dev in parts:
-            t, bound = _step_time(weights * share, kv * share, step_flops * share, round(L * share), dev,
+            t, bound = _step_time(weights * share, kv * share, step_flops * share, host_units * share, dev,
                                   host_overhead(plan.engine, plan.precision), end)
             total += t
             bounds.append(bound)

@@ -15,8 +15,9 @@
     model = "llama3-8b"
     engine = "vllm"
 
-Case fields: model (required), name, mode, precision, context, batch, kv_dtype, engine, gpus,
-device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), headroom
+Case fields: model (required), name, mode, precision, context, prompt (tokens prefilled; default
+the whole context), batch, kv_dtype, engine, gpus,
+device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), attention, headroom
 (percent), params, profile, strict.
 A malformed file is one FitcheckError (exit 2) naming the file, the case and the field.
 """
@@ -28,9 +29,9 @@ from dataclasses import dataclass, field
 from fitcheck.errors import FitcheckError
 
 # field -> (type check, what it must be)
-_INT_MIN = {"context": 1, "batch": 1, "gpus": 1, "gpu_layers": 0}
+_INT_MIN = {"context": 1, "prompt": 1, "batch": 1, "gpus": 1, "gpu_layers": 0}
 _STR = ("model", "name", "mode", "precision", "kv_dtype", "engine", "device", "params", "profile",
-        "transformers_version")
+        "transformers_version", "attention")
 FIELDS = (*_STR, *_INT_MIN, "gpu_memory_utilization", "headroom", "strict")
 
 

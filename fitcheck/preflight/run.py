@@ -29,8 +29,11 @@ def request_for(case: Case):
     from fitcheck.estimate.request import InferenceRequest
 
     names = ("precision", "context", "batch", "kv_dtype", "engine", "gpus", "device", "gpu_layers",
-             "gpu_memory_utilization", "transformers_version")
-    return InferenceRequest(**{n: case.options[n] for n in names if n in case.options})
+             "gpu_memory_utilization", "transformers_version", "attention")
+    given = {n: case.options[n] for n in names if n in case.options}
+    if "prompt" in case.options:
+        given["prompt_tokens"] = case.options["prompt"]
+    return InferenceRequest(**given)
 
 
 def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str = "plan") -> CaseResult:

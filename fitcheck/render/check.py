@@ -252,8 +252,9 @@ def render_check_table(result) -> str:
     if _is_training(plan):
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
-        lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens, "
-                     f"batch {plan.batch}, KV cache {plan.kv_dtype}")
+        lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, context {plan.context:,} tokens"
+                     + (f" (prompt {plan.prompt_tokens:,})" if plan.prompt_tokens != plan.context else "")
+                     + f", batch {plan.batch}, KV cache {plan.kv_dtype}")
     lines.append("")
 
     names: list[str] = []

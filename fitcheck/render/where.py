@@ -9,7 +9,7 @@ JSON document (schema "fitcheck.where/1"; tests lock its key set):
 {
   "schema": "fitcheck.where/1", "fitcheck_version": str,
   "model": {query, id, params_total, params_active},
-  "request": {precision, context, batch, kv_dtype, engine, gpus, headroom_pct, kind, max_price_usd_per_hour},
+  "request": {precision, context, prompt_tokens, batch, kv_dtype, engine, gpus, headroom_pct, kind, max_price_usd_per_hour},
   "machines": [{name, kind, description, precision, engine, device, gpus, status, need_bytes, free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
                 usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
@@ -289,7 +289,9 @@ def render_where_table(result: WhereResult) -> str:
 
     spec = result.model.spec
     req = result.request
-    lines = [f"Model:    {result.model.hf_id or spec.name} — context {req.context:,} tokens, batch {req.batch}"
+    lines = [f"Model:    {result.model.hf_id or spec.name} — context {req.context:,} tokens"
+             + (f" (prompt {req.prompt_tokens:,})" if req.prompt_tokens and req.prompt_tokens != req.context else "")
+             + f", batch {req.batch}"
              + (f", {req.precision}" if req.precision else ", each machine's default precision")
              + (f", {req.engine}" if req.engine else "")]
     fitting = result.fitting
@@ -365,7 +367,8 @@ def where_document(result: WhereResult) -> dict:
         "fitcheck_version": __version__,
         "model": {"query": result.query, "id": result.model.hf_id or spec.name, "params_total": spec.total_params,
                   "params_active": spec.active_params},
-        "request": {"precision": req.precision, "context": req.context, "batch": req.batch, "kv_dtype": req.kv_dtype,
+        "request": {"precision": req.precision, "context": req.context,
+                    "prompt_tokens": req.prompt_tokens or req.context, "batch": req.batch, "kv_dtype": req.kv_dtype,
                     "engine": req.engine, "gpus": req.gpus, "headroom_pct": round(result.headroom * 100, 3),
                     "kind": result.kind, "max_price_usd_per_hour": result.max_price},
         "machines": machines,

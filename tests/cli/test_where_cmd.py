@@ -15,7 +15,7 @@ MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", 
                 "owned", "power_watts", "purchase_usd", "purchase_read_on", "purchase_source",
                 "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
                 "amortized_usd_per_million_tokens", "break_even_hours"}
-REQUEST_KEYS = {"precision", "context", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
+REQUEST_KEYS = {"precision", "context", "prompt_tokens", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
 
