@@ -2,8 +2,8 @@
 
     python benchmarks/accuracy.py [--csv PATH] [--configs PATH] [--mode inference|training|all] [--rows]
 
-Reads a calibration set in the schema of ../shared/reference/calibration/measured.csv (the
-default): the Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
+Reads a calibration set in the schema of benchmarks/data/calibration/measured.csv (the
+default, with its model-configs.json; sources and licences in benchmarks/data/SOURCES.md): the Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
 torch.cuda.max_memory_allocated, GiB) and the Qwen fine-tuning table.  Any other table in that
 schema is read too: each row's model comes from fitcheck's catalog (checked against the shapes
 in model-configs.json, built from them when the catalog has no such model), its setup from the
@@ -36,10 +36,10 @@ from fitcheck.estimate.inference import estimate_inference  # noqa: E402
 from fitcheck.model.hf_config import spec_from_config  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
-from fitcheck.plan import Plan, logits_mode  # noqa: E402
+from fitcheck.plan import Plan, attention_mode, legacy_cache_mode, logits_mode  # noqa: E402
 from fitcheck.units import GiB  # noqa: E402
 
-DEFAULT_CSV = REPO.parent / "shared" / "reference" / "calibration" / "measured.csv"
+DEFAULT_CSV = REPO / "benchmarks" / "data" / "calibration" / "measured.csv"  # see benchmarks/data/SOURCES.md
 A100_80GB = 81920 * 1024**2
 # Precision column → fitcheck format, where weight_format() does not read it as it is.
 _PRECISION = {"int4 (bnb)": "nf4", "int8 (bnb)": "int8", "int4 (gptq)": "gptq-int4", "int8 (gptq)": "gptq-int8",
@@ -134,8 +134,12 @@ def _engine(framework: str) -> str:
 def _logits_mode(framework: str, architecture: str = "") -> str:
     """The prefill's logits for the row's transformers version (fitcheck.plan.logits_mode,
     as `--transformers-version` sets them); a current release when the framework names none."""
+    return logits_mode(architecture, _transformers_version(framework))[0]
+
+
+def _transformers_version(framework: str) -> str | None:
     m = re.search(r"transformers\s+(\d+\.\d+)", framework or "", re.IGNORECASE)
-    return logits_mode(architecture, m.group(1) if m else None)[0]
+    return m.group(1) if m else None
 
 
 def _gpu_bytes(gpu: str) -> int:
@@ -178,6 +182,12 @@ def inference_row(r: dict, configs: dict | None = None) -> Row:
                 gpu_layers=None, gpu_memory_utilization=0.9, gpu_total_bytes=_gpu_bytes(r.get("gpu", "")),
                 compute_capability=8.0,
                 logits=_logits_mode(r.get("framework", ""), spec.architecture) if engine == "transformers" else "last")
+    if engine == "transformers":
+        # what `--transformers-version` sets: the release's attention default and its cache class
+        version = _transformers_version(r.get("framework", ""))
+        attention = "flash" if "flash" in (r.get("notes", "") + r.get("framework", "")).lower() else \
+            attention_mode(spec.architecture, version, None)[0]
+        plan = plan.with_changes(attention=attention, legacy_cache=legacy_cache_mode(spec.architecture, version))
     est = estimate_inference(spec, plan)
     metric = r.get("metric", "")
     if (r.get("memory_scope") or "") == "total_all_gpus" and "allocated" in metric.lower():

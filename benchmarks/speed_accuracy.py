@@ -37,7 +37,7 @@ from fitcheck.profiles import load_profile  # noqa: E402
 from fitcheck.request import Request  # noqa: E402
 from fitcheck.units import GiB  # noqa: E402
 
-DEFAULT_CALIBRATION = REPO.parent / "shared" / "reference" / "calibration" / "measured.csv"
+DEFAULT_CALIBRATION = REPO / "benchmarks" / "data" / "calibration" / "measured.csv"
 DEFAULT_REFERENCE = REPO / "benchmarks" / "data" / "speed_reference.csv"
 QWEN_PRECISION = {"BF16": "bf16", "GPTQ-Int8": "gptq-int8", "GPTQ-Int4": "gptq-int4", "AWQ": "awq"}
 QWEN_GENERATED = 2048

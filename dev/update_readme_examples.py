@@ -1,8 +1,9 @@
-"""Regenerate README's generated parts: the `$ fitcheck ... --profile ...` console examples and the
-`fitcheck check` options table (from the option vocabulary, fitcheck/options.py).
+"""Regenerate the generated parts of README.md and docs/*.md: the output of the `$ fitcheck ...
+--profile ...` console examples, and the `fitcheck check` options table (from the option vocabulary,
+fitcheck/options.py) where a page holds its markers.
 
-    python dev/update_readme_examples.py          # rewrite README.md in place
-    python dev/update_readme_examples.py --check  # exit 1 if README is stale (tests do the same)
+    python dev/update_readme_examples.py          # rewrite README.md and docs/*.md in place
+    python dev/update_readme_examples.py --check  # exit 1 if one is stale (tests do the same)
 
 Only examples that do not depend on this machine (a --profile, `where`, `models`, `profiles`) are regenerated.
 """
@@ -18,7 +19,13 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def documents() -> list[Path]:
+    """README.md and every docs/*.md: the files whose console examples are generated and checked."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(```console\n)(.*?)(```)", re.S)
 OPTIONS = re.compile(r"(<!-- options:begin -->\n)(.*?)(<!-- options:end -->)", re.S)
 
@@ -84,13 +91,24 @@ def _regenerate(block: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def regenerated(text: str) -> str:
+    text = BLOCK.sub(lambda m: m.group(1) + _regenerate(m.group(2)) + m.group(3), text)
+    return OPTIONS.sub(lambda m: m.group(1) + options_table() + m.group(3), text)
+
+
 def main() -> int:
-    text = README.read_text()
-    new = BLOCK.sub(lambda m: m.group(1) + _regenerate(m.group(2)) + m.group(3), text)
-    new = OPTIONS.sub(lambda m: m.group(1) + options_table() + m.group(3), new)
+    stale = []
+    for path in documents():
+        text = path.read_text()
+        new = regenerated(text)
+        if new != text:
+            stale.append(path)
+            if "--check" not in sys.argv:
+                path.write_text(new)
     if "--check" in sys.argv:
-        return 0 if new == text else 1
-    README.write_text(new)
+        for path in stale:
+            print(f"stale: {path.relative_to(ROOT)}", file=sys.stderr)
+        return 1 if stale else 0
     return 0
 
 

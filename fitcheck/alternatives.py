@@ -120,6 +120,12 @@ class _Search:
         return tuple(sorted(self.found, key=lambda a: a.cost)[:n])
 
 
+def with_context(request: Request, context: int) -> Request:
+    """The request at another context length, its prompt (--prompt) cut to fit in it."""
+    prompt = request.prompt_tokens
+    return request.with_changes(context=context, prompt_tokens=None if prompt is None else min(prompt, context))
+
+
 def _runs(out: Outcome | None) -> bool:
     return out is not None and out.verdict.status in (FITS, TIGHT)
 
@@ -153,7 +159,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     on_gpu = plan.device != "cpu" and visible > 0
 
     def max_context(candidate: Request) -> int | None:
-        return largest_fitting(lambda n: s.fits(candidate.with_changes(context=n)), MIN_USEFUL_CONTEXT,
+        return largest_fitting(lambda n: s.fits(with_context(candidate, n)), MIN_USEFUL_CONTEXT,
                                candidate.context - 1)
 
     def context_cost(ctx: int) -> float:
@@ -176,8 +182,15 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
         if not _runs(out):
             ctx = max_context(cand)
             if ctx:
-                s.consider(f"{desc} with a {ctx:,}-token context", cand.with_changes(context=ctx),
+                s.consider(f"{desc} with a {ctx:,}-token context", with_context(cand, ctx),
                            step + context_cost(ctx))
+
+    # 1'. SDPA instead of eager attention (no prompt × prompt score matrix), or instead of a kernel this
+    #     machine does not run (flash-attention needs CUDA >= 8.0 or ROCm).
+    if plan.engine == "transformers" and (plan.attention == "eager"
+                                          or engines.ATTENTION_RUNS[plan.attention].problem(kind, cc)):
+        s.consider("Use SDPA attention (attn_implementation=\"sdpa\": no prompt² score matrix)",
+                   base.with_changes(attention="sdpa"), 1)
 
     # 1a. A transformers release that computes the prefill's logits for the last position only.
     if plan.engine == "transformers" and plan.logits == "all-fp32":
@@ -188,7 +201,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     if plan.engine == "transformers" and on_gpu and engines.runs_here("vllm", plan.precision, kind, cc) is None \
             and plan.precision not in ("int8", "nf4", "fp32"):
         s.consider("Serve with vLLM (paged KV cache, chunked prefill)",
-                   base.with_changes(engine="vllm", transformers_version=None), 3)
+                   base.with_changes(engine="vllm", transformers_version=None, attention=None), 3)
 
     # 2. Quantized KV cache.
     for kv in {"vllm": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
@@ -198,7 +211,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     # 3. Shorter context, 4. fewer concurrent sequences.
     ctx = max_context(base)
     if ctx:
-        s.consider(f"Shorten the context to {ctx:,} tokens", base.with_changes(context=ctx), context_cost(ctx))
+        s.consider(f"Shorten the context to {ctx:,} tokens", with_context(base, ctx), context_cost(ctx))
     if plan.batch > 1:
         b = largest_fitting(lambda n: s.fits(base.with_changes(batch=n)), 1, plan.batch - 1)
         if b:
@@ -218,6 +231,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
     gpu_ok = visible > 0 and request.device != "cpu" and engines.runs_here("llama.cpp", start, gpu_kind, gpu_cc) is None
     gguf_base = base.with_changes(engine="llama.cpp", kv_dtype=kv, gpu_layers=None, transformers_version=None,
+                                  attention=None,
                                   gpu_memory_utilization=Request().gpu_memory_utilization,
                                   device="auto" if request.device == "gpu" else request.device)
     n_gpus = visible
@@ -361,7 +375,7 @@ def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> R
     kind, cc = engines.machine_kind(machine, "cpu" if fixed.device == "cpu" or not machine.gpus else "gpu")
     if engines.OPTIMIZER_RUNS[base.optimizer].problem(kind, cc):
         fixed = fixed.with_changes(optimizer="adamw")
-    if engines.ATTENTION_RUNS[base.attention].problem(kind, cc):
+    if engines.ATTENTION_RUNS[base.attention or "sdpa"].problem(kind, cc):
         fixed = fixed.with_changes(attention="sdpa")
     if (base.zero is not None or base.fsdp is not None) and engines.SHARDING_RUNS.problem(kind, cc):
         fixed = fixed.with_changes(zero=None, fsdp=None, offload="none", gpus=None)

@@ -24,6 +24,11 @@ def fitcheck_command(model_args: tuple[str, ...], request: Request, *, profile: 
     return shlex.join(args)
 
 
+def attention_typed(plan: Plan) -> bool:
+    """Whether the plan's attention came from --attention (a release's default reproduces itself)."""
+    return any(a.name == "attention" and a.why == "from --attention" for a in plan.assumptions)
+
+
 def engine_command(model_id: str, plan: AnyPlan, quantized_repos: dict[str, str] | None = None, *,
                    local: bool = False) -> str:
     """The command that runs ``plan`` with its engine (``local``: model_id is a path on this machine)."""
@@ -116,8 +121,11 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
                  "bnb_4bit_use_double_quant=True)")
     elif plan.precision == "int8":
         extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
+    bnb = ", BitsAndBytesConfig" if "BitsAndBytes" in extra else ""
+    if attention_typed(plan):
+        extra += f", attn_implementation='{HF_ATTENTION.get(plan.attention, plan.attention)}'"
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
-    return (f"python -c \"from transformers import AutoModelForCausalLM{', BitsAndBytesConfig' if extra else ''}; "
+    return (f"python -c \"from transformers import AutoModelForCausalLM{bnb}; "
             f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
             f"device_map={device_map}{extra})\"" + comment)
 

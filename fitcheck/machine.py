@@ -142,6 +142,15 @@ class Price:
 
 
 @dataclass(frozen=True)
+class Purchase:
+    """An indicative purchase price of a machine you would own (whole system, USD)."""
+
+    usd: float
+    read_on: str  # ISO date the price was read (or announced)
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Machine:
     """A whole machine: this one (probed) or one described by a hardware profile."""
 
@@ -156,10 +165,14 @@ class Machine:
     cuda_version: Fact[str] = Unknown("no GPU driver")
     disk: Disk | None = None
     price: Price | None = None
+    purchase: Purchase | None = None  # owned machines: what buying it costs
     power_watts: Fact[int] = Unknown("not in profile")
     description: str = ""
     source: str = "probe"  # 'probe' or the profile's path
     notes: tuple[str, ...] = field(default=())
+    # the --gpu/--vram/--ram arguments that changed this machine (fitcheck.profiles.overrides), so
+    # tables name them and printed commands repeat them; not part of the profile schema
+    overrides: tuple[str, ...] = field(default=(), compare=False, metadata={"profile": False})
 
     @property
     def has_gpu(self) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 
 INFERENCE = "inference"
@@ -67,6 +68,7 @@ class Option:
     check: Callable[[Any], None] | None = None   # extra validation of a value (raises FitcheckError)
     prompt: str | None = None         # the interactive question, where it asks this one
     nullable: bool = False            # "auto"/"none" typed means None
+    envvar: str | None = None         # FITCHECK_* variable a user keeps the setting in (the command line wins)
 
     @property
     def flag(self) -> str:
@@ -101,22 +103,23 @@ class Option:
             for c in self.choices:
                 if str(c).lower() == str(value).strip().lower():
                     return c
-            raise FitcheckError(f"{self.flag}: {value!r} is not one of: " + ", ".join(str(c) for c in self.choices))
+            raise FitcheckError(f"{self.flag}: {short_number(value)} is not one of: "
+                                + ", ".join(str(c) for c in self.choices))
         if self.kind == "int":
             number = _int(value)
             if number is None:
-                raise FitcheckError(f"{self.flag} must be a whole number, got {value!r}")
+                raise FitcheckError(f"{self.flag} must be a whole number, got {short_number(value)}")
             self._bounds(number)
             return number
         if self.kind == "float":
             if isinstance(value, bool):
                 raise FitcheckError(f"{self.flag} must be a number, got {value!r}")
             try:
-                real = float(value)
-            except (TypeError, ValueError):
-                raise FitcheckError(f"{self.flag} must be a number, got {value!r}") from None
-            if real != real:  # NaN
-                raise FitcheckError(f"{self.flag} must be a number, got {value!r}")
+                real = float(str(value)[:64]) if not isinstance(value, (int, float)) else float(value)
+            except (TypeError, ValueError, OverflowError):
+                raise FitcheckError(f"{self.flag} must be a number, got {short_number(value)}") from None
+            if real != real or real in (float("inf"), float("-inf")):  # NaN, infinity
+                raise FitcheckError(f"{self.flag} must be a finite number, got {short_number(value)}")
             self._bounds(real)
             return real
         text = str(value).strip()
@@ -128,7 +131,8 @@ class Option:
 
     def _bounds(self, number: float) -> None:
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
-            raise FitcheckError(f"{self.flag} must be between {_num(self.low)} and {_num(self.high)}, got {number:.6g}")
+            raise FitcheckError(f"{self.flag} must be between {_num(self.low)} and {_num(self.high)}, "
+                                f"got {short_number(number if isinstance(number, int) else f'{number:.6g}')}")
 
     def text(self, value: Any) -> str:
         """The value as typed on a command line."""
@@ -143,15 +147,23 @@ def _num(x: float | None) -> str:
     return f"{x:,.0f}" if float(x).is_integer() and abs(x) >= 10_000 else f"{x:g}"
 
 
+MAX_DIGITS = 12  # a typed whole number has at most this many digits: bounded before int()
+
+
 def _int(value: Any) -> int | None:
+    """A whole number typed as 4096, 4,096, 4_096 or 32k; None when it is not one.  ASCII digits only
+    ('²' is a digit to str.isdigit), at most MAX_DIGITS of them."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     raw = str(value).strip().replace(",", "").replace("_", "")
-    if raw.lower().endswith("k") and raw[:-1].isdigit():
-        return int(raw[:-1]) * 1024
-    return int(raw) if raw.isdigit() else None
+    scale = 1
+    if raw.lower().endswith("k"):
+        raw, scale = raw[:-1], 1024
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_DIGITS:
+        return None
+    return int(raw) * scale
 
 
 def _check_transformers_version(text: str) -> None:
@@ -171,6 +183,7 @@ OPTIONS: tuple[Option, ...] = (
            help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
                 "micro-batch per GPU)."),
     Option("precision", ("--precision", "-p"), "choice", None, choices=PRECISIONS, nullable=True,
+           envvar="FITCHECK_PRECISION",
            prompt="Precision (auto, bf16, fp16, int8, awq, gptq-int4, nf4, q8_0, q4_k_m, ...)",
            help="Weights format. Default: the best this machine runs — bf16 on GPUs with compute capability "
                 ">= 8.0 and Apple, fp16 on older GPUs, q4_k_m on CPU-only machines; a checkpoint read from "
@@ -178,13 +191,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("context", ("--context", "-c"), "int", 4096, modes=ONLY_INFERENCE, low=1, high=MAX_CONTEXT,
            prompt="Context length, tokens (prompt + generated)",
            help="Tokens per sequence, prompt plus generated (not the model's maximum)."),
+    Option("prompt_tokens", ("--prompt",), "int", None, modes=ONLY_INFERENCE, low=1, high=MAX_CONTEXT, nullable=True,
+           metavar="N",
+           help="Tokens prefilled in one call (the prompt); the rest of --context is generated. Prefill-sized "
+                "memory (logits, activations, attention scores) follows the prompt, the KV cache the context. "
+                "Default: the whole context."),
     Option("seq_len", ("--seq-len",), "int", 2048, modes=TRAINING, low=1, high=MAX_CONTEXT,
            prompt="Sequence length, tokens", help="Training: tokens per sequence."),
     Option("batch", ("--batch", "-b"), "int", 1, low=1, high=MAX_BATCH, prompt="Batch (concurrent sequences)",
            help="Concurrent sequences (training: the micro-batch per GPU)."),
     Option("kv_dtype", ("--kv-dtype",), "choice", "auto", modes=ONLY_INFERENCE, choices=KV_DTYPES,
+           envvar="FITCHECK_KV_DTYPE",
            help="KV-cache element type (auto: the engine's default; fp8 with vLLM, q8_0/q4_0 with llama.cpp)."),
     Option("engine", ("--engine",), "choice", None, modes=ONLY_INFERENCE, choices=ENGINES, nullable=True,
+           envvar="FITCHECK_ENGINE",
            help="Default: the engine that runs the precision on this machine — llama.cpp for GGUF types and "
                 "CPU-only machines, transformers otherwise."),
     Option("gpu_memory_utilization", ("--gpu-memory-utilization",), "float", 0.9, modes=ONLY_INFERENCE,
@@ -197,9 +217,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("gpu_layers", ("--gpu-layers", "-ngl"), "int", None, modes=ONLY_INFERENCE, low=0, high=MAX_GPU_LAYERS,
            nullable=True, help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM."),
     Option("transformers_version", ("--transformers-version",), "str", None, modes=ONLY_INFERENCE,
-           metavar="X.Y", check=_check_transformers_version, nullable=True,
+           metavar="X.Y", check=_check_transformers_version, nullable=True, envvar="FITCHECK_TRANSFORMERS_VERSION",
            help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
-                "logits are fp32 for every position, not just the last. Default: 4.45 or later."),
+                "logits are fp32 for every position, not just the last. Default: the installed transformers "
+                "on this machine, else 4.45 or later."),
     Option("grad_accum", ("--grad-accum",), "int", 1, modes=TRAINING, low=1, high=MAX_GRAD_ACCUM,
            help="Training: gradient accumulation steps (> 1 keeps gradients allocated between micro-batches)."),
     Option("optimizer", ("--optimizer",), "choice", "adamw", modes=TRAINING, choices=OPTIMIZERS,
@@ -208,9 +229,10 @@ OPTIONS: tuple[Option, ...] = (
            nullable=True, help="Training: fp32 master copy of the trainable weights (default fp32)."),
     Option("grad_checkpointing", ("--grad-checkpointing/--no-grad-checkpointing",), "flag", False, modes=TRAINING,
            help="Training: recompute activations in backward (keeps only layer inputs)."),
-    Option("attention", ("--attention",), "choice", "sdpa", modes=TRAINING, choices=ATTENTIONS,
-           help="Training: attention kernel (flash: flash-attention 2 on CUDA >= 8.0 or ROCm; eager keeps "
-                "seq² probabilities)."),
+    Option("attention", ("--attention",), "choice", None, choices=ATTENTIONS, nullable=True,
+           help="Attention kernel (eager holds prompt² scores and an fp32 softmax per layer; flash: "
+                "flash-attention 2 on CUDA >= 8.0 or ROCm). Default: sdpa for training; for inference with "
+                "transformers the release's default (eager before 4.36, see --transformers-version)."),
     Option("lora_rank", ("--lora-rank",), "int", 16, modes=LORA, low=1, high=MAX_LORA_RANK, help="LoRA/QLoRA rank r."),
     Option("lora_targets", ("--lora-targets",), "str", "all-linear", modes=LORA,
            metavar="all-linear|attention|q_proj,v_proj,...", check=_check_lora_targets,
@@ -223,13 +245,15 @@ OPTIONS: tuple[Option, ...] = (
            help="Training: PyTorch FSDP sharding across --gpus (default: all of the machine's GPUs)."),
     Option("offload", ("--offload",), "choice", "none", modes=TRAINING, choices=OFFLOADS,
            help="Training: ZeRO-Offload to RAM (RAM need is checked too)."),
-    Option("headroom", ("--headroom",), "float", 10.0, low=0, high=99,
+    Option("headroom", ("--headroom",), "float", 10.0, low=0, high=99, envvar="FITCHECK_HEADROOM",
            help="Safety margin, percent of free memory kept unused."),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}
 # Plan-file case fields: every request option, plus what a case names besides the request.
-PLAN_FIELDS: tuple[str, ...] = ("model", "name", *BY_NAME, "params", "profile", "strict")
+# A plan field may also take an option's flag name where it reads better ("prompt" for --prompt).
+PLAN_ALIASES = {"prompt": "prompt_tokens"}
+PLAN_FIELDS: tuple[str, ...] = ("model", "name", *BY_NAME, *PLAN_ALIASES, "params", "profile", "strict")
 
 
 def validate_values(values: dict[str, Any]) -> None:
@@ -313,6 +337,8 @@ def click_options(names: Iterable[str] | None = None, *, help_overrides: dict[st
     def decorator(func: Any) -> Any:
         for opt in reversed(chosen):
             attrs: dict[str, Any] = {"help": helps.get(opt.name, opt.help)}
+            if opt.envvar:
+                attrs.update(envvar=opt.envvar, show_envvar=True)
             if opt.kind == "flag":
                 attrs.update(default=opt.default, show_default="/" in opt.flag)
                 if "/" not in opt.flag:

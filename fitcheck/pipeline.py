@@ -1,6 +1,7 @@
 """One request, one pipeline, every mode: request → plan → estimate → verdict → alternatives →
-largest context/batch → speed.  `fitcheck check`, `where`, plan files, interactive mode and the
-CI formats all run through :func:`check`.
+largest context/batch → speed.  `fitcheck check`, `where` (fitcheck.render.where and where_training
+judge each machine with :func:`check`), plan files, interactive mode and the CI formats all run
+through :func:`check`.
 
     from fitcheck.pipeline import check
     from fitcheck.request import Request
@@ -14,14 +15,14 @@ result; the commands that reproduce each alternative come with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fitcheck.alternatives import Alternative, Outcome, find_alternatives
+from fitcheck.alternatives import Alternative, Outcome, find_alternatives, with_context
 from fitcheck.commands import engine_command, fitcheck_command
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
 from fitcheck.estimate.speed import (
@@ -31,13 +32,15 @@ from fitcheck.estimate.speed import (
     advise_device,
     estimate_speed,
     estimate_training_speed,
-    usd_per_million_tokens,
 )
-from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, UNKNOWN, Verdict, judge
+from fitcheck.estimate.verdict import CANNOT_RUN, FITS, UNKNOWN, Verdict, judge, with_software
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, TrainingPlan, resolve
 from fitcheck.request import Request
+
+if TYPE_CHECKING:
+    from fitcheck.estimate.compat import StackCheck
 
 MAX_BATCH_SEARCHED = 4096
 MAX_MICRO_BATCH_SEARCHED = 1024
@@ -62,6 +65,9 @@ class CheckResult:
     training_speed: TrainingSpeed | None = None   # training tokens/s and step time
     model_args: tuple[str, ...] = ()              # what to type for the same model (MODEL [--params N])
     profile: str | None = None                    # what to pass to --profile for the same machine
+    cost: CostSettings | None = None              # electricity price and amortisation (fitcheck.estimate.cost)
+    tokens: int | None = None                     # training: tokens to train on (--tokens), for time and cost
+    software: StackCheck | None = None            # the installed stack checked for this request (this machine)
 
     @property
     def spec(self) -> ModelSpec:
@@ -81,7 +87,8 @@ class CheckResult:
 
     def command(self, request: Request | None = None) -> str:
         """The `fitcheck` command that asks ``request`` (default: this one) again."""
-        return fitcheck_command(self.model_args, request or self.request, profile=self.profile)
+        return fitcheck_command(self.model_args, request or self.request, profile=self.profile,
+                                extra=machine_args(self.machine))
 
 
 class Evaluator:
@@ -133,7 +140,8 @@ def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int
     """The largest value of ``field`` (context, seq_len, batch) that fits with the rest of ``request``
     as asked: the request with that one field replaced, checked as if typed."""
     def fits(value: int) -> bool:
-        out = evaluate(request.with_changes(**{field: value}))
+        asked = with_context(request, value) if field == "context" else request.with_changes(**{field: value})
+        out = evaluate(asked)
         return out is not None and out.verdict.status == FITS
 
     return largest_fitting(fits, 1, high)
@@ -149,29 +157,41 @@ def profile_arg(machine: Machine) -> str | None:
         else machine.source
 
 
-def resolve_model_arg(model: Any, params: str | None = None) -> tuple[Any, str, tuple[str, ...]]:
+def machine_args(machine: Machine) -> tuple[str, ...]:
+    """The --gpu/--vram/--ram overrides that made this machine (repeated in every printed command)."""
+    return tuple(getattr(machine, "overrides", ()))
+
+
+def resolve_model_arg(model: Any, params: str | None = None,
+                      revision: str | None = None) -> tuple[Any, str, tuple[str, ...]]:
     """(ResolvedModel, query, model_args) for a name/path (or a model already resolved)."""
     if isinstance(model, str):
         from fitcheck.model.resolve import resolve_model
 
-        resolved = resolve_model(model, params=params) if params else resolve_model(model)
+        resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
         # The canonical id for catalog and Hub models (a short name may pick another model one day);
         # a local path or a generic name as typed, with its --params.
         name = resolved.hf_id if resolved.source in ("catalog", "hub") and resolved.hf_id else model.strip()
-        args = (name,) + (("--params", params) if params else ())
+        args = (name,) + (("--params", params) if params else ()) + (("--revision", revision) if revision else ())
         return resolved, model.strip(), args
     query = model.hf_id or model.spec.name
     return model, query, (query,)
 
 
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
-          alternatives: bool = True, search: bool = True, profile: str | None = None) -> CheckResult:
+          revision: str | None = None, alternatives: bool = True, search: bool = True,
+          profile: str | None = None, as_typed: tuple[str, ...] | None = None) -> CheckResult:
     """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
 
     Malformed input raises FitcheckError (exit 2); anything else is a verdict: fits, tight, does
     not fit, cannot run here (kernels, compute capability, GPUs missing) or unknown.
     """
-    resolved, query, model_args = resolve_model_arg(model, params)
+    resolved, query, model_args = resolve_model_arg(model, params, revision)
+    if as_typed is not None and resolved.source in ("local", "generic"):
+        # A model resolved (and perhaps altered) by the caller: its commands name it as the user typed it.
+        query, model_args = as_typed[0], as_typed
+    elif as_typed is not None:
+        model_args = model_args[:1] + as_typed[1:]  # the canonical id, with the flags typed (--revision)
     spec = resolved.spec
     evaluate = Evaluator(spec, machine)
     outcome = evaluate.outcome(request)
@@ -179,11 +199,14 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     profile = profile if profile is not None else profile_arg(machine)
     local = resolved.source == "local"
     model_ref = model_args[0] if local else (resolved.hf_id or spec.name)
+    if resolved.entry is not None and ":" in model_ref:  # an Ollama name or repo:QUANT: engines load the base repo
+        model_ref = resolved.entry.hf_id
     repos = dict(getattr(resolved.entry, "quantized_repos", None) or {}) if resolved.entry else {}
 
     alts: tuple[Alternative, ...] = ()
     if alternatives and verdict.status != FITS:
-        alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile),
+        extra = machine_args(machine)
+        alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile, extra=extra),
                              engine_command=engine_command(model_ref, a.plan, repos, local=local))
                      for a in find_alternatives(spec, request, plan, machine, evaluate))
 
@@ -211,106 +234,14 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     )
 
 
-# ---- where: the same check on every machine ---------------------------------------------------------
-@dataclass(frozen=True)
-class WhereRow:
-    machine: Machine
-    result: CheckResult | None
-    reason: str = ""                # why it does not run (or was not evaluated)
+# ---- the installed software stack (this machine only) ---------------------------------------------
+def with_stack(result: CheckResult, stack: Any) -> CheckResult:
+    """`result` with the installed stack (a fitcheck.probe.software.SoftwareStack) checked against its plan:
+    a blocking issue makes the verdict CANNOT_RUN (exit 1), and alternatives the stack cannot run are
+    dropped.  Only for the machine the stack was read on: never with a --profile."""
+    from fitcheck.estimate.compat import check_stack
 
-    @property
-    def plan(self) -> AnyPlan | None:
-        return self.result.plan if self.result else None
-
-    @property
-    def verdict(self) -> Verdict | None:
-        return self.result.verdict if self.result else None
-
-    @property
-    def speed(self) -> SpeedEstimate | None:
-        return self.result.speed if self.result else None
-
-    @property
-    def training_speed(self) -> TrainingSpeed | None:
-        return self.result.training_speed if self.result else None
-
-    @property
-    def runs(self) -> bool:
-        """Fits, at least tightly (what `check` exits 0 for)."""
-        return self.verdict is not None and self.verdict.status in (FITS, TIGHT)
-
-    @property
-    def usd_per_hour(self) -> float | None:
-        return self.machine.price.usd_per_hour if self.machine.price else None
-
-    @property
-    def usd_per_million_tokens(self) -> tuple[float, float] | None:
-        if self.usd_per_hour is None or self.speed is None or self.speed.decode is None:
-            return None
-        return usd_per_million_tokens(self.usd_per_hour, self.speed.decode)
-
-    @property
-    def tokens_per_s(self) -> float:
-        if self.speed is not None and self.speed.decode is not None:
-            return self.speed.decode.mid
-        if self.training_speed is not None and self.training_speed.rate is not None:
-            return self.training_speed.rate.mid
-        return 0.0
-
-    @property
-    def tightest(self):
-        """The device verdict with the least room: (need, free)."""
-        devs = [d for d in (self.verdict.devices if self.verdict else ()) if d.free_bytes]
-        return min(devs, key=lambda d: d.free_bytes - d.need_bytes, default=None)
-
-
-@dataclass(frozen=True)
-class WhereResult:
-    query: str
-    model: Any                      # ResolvedModel
-    request: Request
-    kind: str | None
-    max_price: float | None
-    rows: tuple[WhereRow, ...]      # every machine of the kind, evaluated
-
-    @property
-    def headroom(self) -> float:
-        return self.request.headroom / 100
-
-    @property
-    def fitting(self) -> list[WhereRow]:
-        """Machines that run it (fit, or fit tightly) within --max-price: cheapest first, then the
-        ones without a price, fastest first."""
-        ok = [r for r in self.rows if r.runs and (self.max_price is None or
-                                                 (r.usd_per_hour is not None and r.usd_per_hour <= self.max_price))]
-        priced = sorted((r for r in ok if r.usd_per_hour is not None),
-                        key=lambda r: (r.usd_per_hour, -r.tokens_per_s, r.machine.name))
-        unpriced = sorted((r for r in ok if r.usd_per_hour is None), key=lambda r: (-r.tokens_per_s, r.machine.name))
-        return priced + unpriced
-
-    @property
-    def not_fitting(self) -> list[WhereRow]:
-        chosen = {id(r) for r in self.fitting}
-        return [r for r in self.rows if id(r) not in chosen]
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.fitting else 1
-
-
-def where(model: Any, request: Request, machines: Iterable[Machine], *, kind: str | None = None,
-          max_price: float | None = None, params: str | None = None) -> WhereResult:
-    """``request`` judged on every machine of ``kind``: the same check as `fitcheck MODEL --profile NAME`."""
-    from fitcheck.profiles import machines_of_kind
-
-    resolved, query, _ = resolve_model_arg(model, params)
-    request.validate()
-    rows = []
-    for m in machines_of_kind(list(machines), kind):
-        try:
-            result = check(resolved, request, m, alternatives=False, search=False)
-        except FitcheckError as exc:
-            rows.append(WhereRow(m, None, exc.one_line()))
-            continue
-        rows.append(WhereRow(m, result, "" if result.verdict.status == FITS else result.verdict.summary()))
-    return WhereResult(query, resolved, request, kind, max_price, tuple(rows))
+    checked = check_stack(stack, result.machine, result.plan)
+    alts = tuple(a for a in result.alternatives if not check_stack(stack, result.machine, a.plan).blocking)
+    return replace(result, verdict=with_software(result.verdict, tuple(i.text for i in checked.blocking)),
+                   alternatives=alts, software=checked)

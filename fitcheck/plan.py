@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fitcheck import engines
+from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.lora import parse_targets
@@ -55,6 +56,12 @@ class Plan:
     # position upcast in the model's forward (transformers < 4.45: `logits = logits.float()`).
     logits: str = "last"
     transformers_version: str | None = None  # as typed (--transformers-version); None: a current one
+    # transformers' attention: 'sdpa'/'flash' never materialise the prompt × prompt scores; 'eager'
+    # holds them in the compute dtype plus an fp32 softmax, per layer (see inference._eager_scores).
+    attention: str = "sdpa"
+    # generate() with the legacy tuple cache: the previous step's cache is still referenced while
+    # the new one is concatenated, so two caches are alive at the last decode step.
+    legacy_cache: bool = False
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
 
@@ -156,6 +163,28 @@ LAST_LOGITS_SINCE = (4, 45)
 # Remote-code architectures whose forward has no logits_to_keep and keeps the compute dtype
 # (Qwen(1) modeling_qwen.py: `lm_logits = self.lm_head(hidden_states)`).
 _ALL_LOGITS_ARCHITECTURES = frozenset({"qwen"})
+INFERENCE_ATTENTIONS = ("eager", "sdpa", "flash")
+# transformers 4.36 made SDPA the default attn_implementation (`_autoset_attn_implementation`,
+# torch >= 2.1.1); before it Llama-family models ran LlamaAttention (eager): `attn_weights =
+# torch.matmul(query_states, key_states.transpose(2, 3))`, then `softmax(attn_weights, dim=-1,
+# dtype=torch.float32).to(query_states.dtype)`.  https://github.com/huggingface/transformers/blob/
+# v4.35.2/src/transformers/models/llama/modeling_llama.py (LlamaAttention.forward); measured:
+# benchmarks/results/cpu-inference-peaks-2026-12-01.csv (4.35.2 runs eager only).
+SDPA_DEFAULT_SINCE = (4, 36)
+# Releases whose generate() passed the legacy tuple cache between steps: the model's
+# DynamicCache.from_legacy_cache wraps the old tensors, torch.cat builds new ones, and the old tuple
+# stays referenced by generate's model_kwargs until the step returns (v4.38.2 generation/utils.py,
+# `model_kwargs["past_key_values"] = outputs.past_key_values`; models/llama/modeling_llama.py
+# `next_cache = next_decoder_cache.to_legacy_cache() if use_legacy_cache`).  Measured across releases:
+# benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
+DYNAMIC_CACHE_SINCE = (4, 42)
+# transformers 4.38 expands a max_position_embeddings² causal mask per forward for these
+# (activations.static_causal_mask_bytes); 4.39 sizes the mask to the sequence again.
+STATIC_MASK_RELEASES = frozenset({(4, 38)})
+STATIC_MASK_ARCHITECTURES = frozenset({"llama", "gemma"})
+# Remote-code architectures that keep tuple caches whatever the release (Qwen(1) modeling_qwen.py:
+# `present = (key, value)` after `torch.cat((past_key, key), dim=1)`; ChatGLM likewise).
+_LEGACY_CACHE_ARCHITECTURES = frozenset({"qwen", "chatglm"})
 
 
 def parse_transformers_version(text: str) -> tuple[int, int]:
@@ -166,7 +195,7 @@ def parse_transformers_version(text: str) -> tuple[int, int]:
     except ValueError:
         major = minor = -1
     if not 2 <= major <= 99 or not 0 <= minor <= 999:
-        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {text!r}")
+        raise FitcheckError(f"--transformers-version must look like 4.46 or 4.38.2, got {short_number(str(text))}")
     return major, minor
 
 
@@ -179,6 +208,29 @@ def logits_mode(architecture: str, transformers_version: str | None) -> tuple[st
     if parse_transformers_version(transformers_version) < LAST_LOGITS_SINCE:
         return "all-fp32", f"transformers {transformers_version}: fp32 logits for every prompt position"
     return "last", f"transformers {transformers_version}: logits for the last prompt position"
+
+
+def attention_mode(architecture: str, transformers_version: str | None, typed: str | None) -> tuple[str, str]:
+    """(Plan.attention, why) for transformers inference."""
+    if typed:
+        return typed, "from --attention"
+    if transformers_version is not None and architecture not in _ALL_LOGITS_ARCHITECTURES \
+            and parse_transformers_version(transformers_version) < SDPA_DEFAULT_SINCE:
+        return "eager", f"transformers {transformers_version}: eager attention is the default before 4.36"
+    return "sdpa", "transformers' default attn_implementation (sdpa)"
+
+
+def static_mask_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether the release expands a full max_positions² causal mask in every forward (4.38, Llama/Gemma)."""
+    return (transformers_version is not None and architecture in STATIC_MASK_ARCHITECTURES
+            and parse_transformers_version(transformers_version) in STATIC_MASK_RELEASES)
+
+
+def legacy_cache_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether generate() keeps two KV caches alive at a decode step (the legacy tuple cache)."""
+    if architecture in _LEGACY_CACHE_ARCHITECTURES:
+        return True
+    return transformers_version is not None and parse_transformers_version(transformers_version) < DYNAMIC_CACHE_SINCE
 
 
 # ---- inference ---------------------------------------------------------------------------------
@@ -318,9 +370,18 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         gpu_total = g.memory_total_bytes if known(g.memory_total_bytes) else None
         unified = g.unified_memory
     logits = "last"
+    attention, legacy = "sdpa", False
     if engine == "transformers":
         logits, why = logits_mode(spec.architecture, req.transformers_version)
         notes.append(Assumption("logits", logits, why, "--transformers-version"))
+        attention, why = attention_mode(spec.architecture, req.transformers_version, req.attention)
+        notes.append(Assumption("attention", attention, why, "--attention"))
+        legacy = legacy_cache_mode(spec.architecture, req.transformers_version)
+        kernel = engines.ATTENTION_RUNS[attention].problem(kind, cc)
+        if kernel and not problems:
+            problems.append(f"--attention {attention}: {kernel}; here: {engines.KIND_NAMES[kind]}")
+    elif req.attention is not None and req.engine is not None:
+        raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
     if engine == "vllm":
         notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
                                 "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
@@ -331,7 +392,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
         compute_capability=cc if device != "cpu" else None, unified_memory=unified, assumptions=tuple(notes),
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
-        problems=tuple(problems),
+        attention=attention, legacy_cache=legacy, problems=tuple(problems),
     )
 
 
@@ -363,7 +424,7 @@ def _training_problems(req: Request, plan_precision: str, device: str, gpus: int
     optimizer = engines.OPTIMIZER_RUNS[req.optimizer].problem(kind, cc)
     if optimizer:
         out.append(f"--optimizer {req.optimizer}: {optimizer}, but {where}")
-    attention = engines.ATTENTION_RUNS[req.attention].problem(kind, cc)
+    attention = engines.ATTENTION_RUNS[req.attention or "sdpa"].problem(kind, cc)
     if attention:
         out.append(f"--attention {req.attention}: {attention}, but {where}")
     return out
@@ -415,7 +476,8 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
     notes.append(Assumption("grad_checkpointing", "on" if req.grad_checkpointing else "off",
                             "from the option" if req.grad_checkpointing else "Trainer default (off)",
                             "--grad-checkpointing"))
-    notes.append(Assumption("attention", req.attention, "transformers default (sdpa)" if req.attention == "sdpa"
+    attention = req.attention or "sdpa"
+    notes.append(Assumption("attention", attention, "transformers default (sdpa)" if req.attention is None
                             else "from --attention", "--attention"))
     if req.mode != "full":
         targets = parse_targets(req.lora_targets)
@@ -450,7 +512,7 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
     return TrainingPlan(
         mode=req.mode, precision=precision, compute_dtype=compute, seq_len=req.seq_len, batch=req.batch,
         grad_accum=req.grad_accum, optimizer=req.optimizer, master_weights=master,
-        grad_checkpointing=req.grad_checkpointing, attention=req.attention, lora_rank=req.lora_rank,
+        grad_checkpointing=req.grad_checkpointing, attention=attention, lora_rank=req.lora_rank,
         lora_targets=parse_targets(req.lora_targets).text if req.mode != "full" else req.lora_targets,
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,

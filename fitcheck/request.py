@@ -45,7 +45,7 @@ class Request:
     optimizer: str = DEFAULTS["optimizer"]
     master_weights: str | None = DEFAULTS["master_weights"]
     grad_checkpointing: bool = DEFAULTS["grad_checkpointing"]
-    attention: str = DEFAULTS["attention"]
+    attention: str | None = DEFAULTS["attention"]     # None: sdpa for training, the release's default for inference
     lora_rank: int = DEFAULTS["lora_rank"]
     lora_targets: str = DEFAULTS["lora_targets"]
     lora_train_embeddings: bool = DEFAULTS["lora_train_embeddings"]
@@ -53,8 +53,8 @@ class Request:
     fsdp: str | None = DEFAULTS["fsdp"]
     offload: str = DEFAULTS["offload"]
     headroom: float = DEFAULTS["headroom"]             # percent of free memory kept unused
-    # Not options: the Python API may set them (the prefill length; training internals).
-    prompt_tokens: int | None = None                   # inference prefill (default: the whole context)
+    prompt_tokens: int | None = DEFAULTS["prompt_tokens"]  # inference prefill (default: the whole context)
+    # Not options: the Python API may set them (training internals).
     lora_dropout: float = 0.0                          # peft LoraConfig default
     ds_bucket_elements: int | None = None              # DeepSpeed reduce_bucket_size (None: HF "auto" = hidden²)
 

@@ -25,6 +25,11 @@ _SIZE_UNITS = {
 }
 
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+# The largest size and count fitcheck parses: far beyond any machine or model, small enough that the
+# arithmetic stays exact in a float (a 400-digit value is bad input, not an OverflowError).
+MAX_SIZE_BYTES = 2**60        # 1 EiB
+MAX_COUNT = 10**15            # a quadrillion parameters
+_MAX_NUMBER_CHARS = 32
 
 
 def parse_size(text: str) -> int:
@@ -34,8 +39,11 @@ def parse_size(text: str) -> int:
     """
     m = _SIZE_RE.match(str(text))
     if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise ValueError(f"not a size: {text!r} (try 24GiB, 40GB or 512MiB)")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+        raise ValueError(f"not a size: {_short(text)} (try 24GiB, 40GB or 512MiB)")
+    value = _bounded_float(m.group(1), text) * _SIZE_UNITS[m.group(2).lower()]
+    if value > MAX_SIZE_BYTES:
+        raise ValueError(f"size out of range: {_short(text)} (at most 1 EiB)")
+    return int(value)
 
 
 _COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
@@ -46,8 +54,23 @@ def parse_count(text: str) -> int:
     """Parse a parameter count such as '7b', '0.5B', '135m' or '7000000000'."""
     m = _COUNT_RE.match(str(text))
     if not m:
-        raise ValueError(f"not a count: {text!r} (try 7b, 1.5b or 135m)")
-    return int(round(float(m.group(1)) * _COUNT_UNITS[m.group(2).lower()]))
+        raise ValueError(f"not a count: {_short(text)} (try 7b, 1.5b or 135m)")
+    value = _bounded_float(m.group(1), text) * _COUNT_UNITS[m.group(2).lower()]
+    if value > MAX_COUNT:
+        raise ValueError(f"count out of range: {_short(text)} (at most 1,000,000b)")
+    return int(round(value))
+
+
+def _short(text: object) -> str:
+    shown = repr(str(text))
+    return shown if len(shown) <= 40 else shown[:36] + "…'"
+
+
+def _bounded_float(number: str, text: object) -> float:
+    """The number part of a size or count, refused when too long to be a real value (before float())."""
+    if len(number.lstrip("0")) > _MAX_NUMBER_CHARS:
+        raise ValueError(f"number out of range: {_short(text)}")
+    return float(number)
 
 
 def gib(n_bytes: int | float, digits: int = 2) -> str:

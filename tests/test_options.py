@@ -15,7 +15,7 @@ from fitcheck.cli.options import request_from
 from fitcheck.cli.where_cmd import where
 from fitcheck.commands import fitcheck_command
 from fitcheck.errors import FitcheckError
-from fitcheck.options import BY_NAME, DEFAULTS, OPTIONS, PLAN_FIELDS
+from fitcheck.options import BY_NAME, DEFAULTS, OPTIONS, PLAN_ALIASES, PLAN_FIELDS
 from fitcheck.pipeline import check as check_api
 from fitcheck.profiles import list_profiles
 from fitcheck.request import Request
@@ -39,7 +39,7 @@ def test_click_options_come_from_the_vocabulary(command):
 
 
 def test_plan_fields_are_the_request_options_plus_the_case_fields():
-    assert set(PLAN_FIELDS) == set(BY_NAME) | {"model", "name", "params", "profile", "strict"}
+    assert set(PLAN_FIELDS) == set(BY_NAME) | set(PLAN_ALIASES) | {"model", "name", "params", "profile", "strict"}
 
 
 def _values(opt):

@@ -7,7 +7,7 @@ the catalog exists, and they are the cross-check when it does: :func:`spec_for` 
 spec only when it agrees with the hand spec on every field that shapes memory.
 
 Sources:
-* /work/shared/reference/calibration/model-configs.json (config.json transcriptions) for the
+* benchmarks/data/calibration/model-configs.json (config.json transcriptions) for the
   Qwen2.5, Qwen3, Llama 3.x, Mistral, Mixtral and Gemma-2 shape numbers.
 * SmolLM2-135M: huggingface.co/HuggingFaceTB/SmolLM2-135M/blob/main/config.json (576 hidden,
   30 layers, 9/3 heads, 1536 MLP, vocab 49152, tied) -> 134,515,008 params as counted here.

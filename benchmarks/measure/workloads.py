@@ -10,56 +10,17 @@ from __future__ import annotations
 
 import torch
 import transformers
-from packaging.version import Version
 from transformers import AutoConfig, AutoModelForCausalLM
+
+# The helpers `fitcheck measure` uses too live in fitcheck.measure.workload (one copy).
+from fitcheck.measure.workload import DTYPE_KWARG as _DTYPE_KWARG
+from fitcheck.measure.workload import TORCH_DTYPES, tensor_bytes
+from fitcheck.measure.workload import cache_of as _cache_of
+from fitcheck.measure.workload import parameter_counts as _parameter_counts
 
 from .cases import LORA_TARGETS, Case
 from .hf_config import scaled_spec, spec_to_hf_config
 from .models import spec_for
-
-TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-# transformers renamed from_config's ``torch_dtype`` to ``dtype`` in 4.56.
-_DTYPE_KWARG = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
-
-
-def tensor_bytes(obj, _seen: set[int] | None = None) -> int:
-    """Bytes of the distinct tensor storages reachable from ``obj``.
-
-    Walks tensors, lists/tuples/dicts and plain objects' attributes (a transformers Cache keeps
-    its tensors in per-layer objects whose layout changes between versions).  Storages are
-    counted once, so views and shared (tied) tensors are not double counted.
-    """
-    seen = set() if _seen is None else _seen
-    if isinstance(obj, torch.Tensor):
-        storage = obj.untyped_storage()
-        key = storage.data_ptr()
-        if key in seen or storage.nbytes() == 0:
-            return 0
-        seen.add(key)
-        return storage.nbytes()
-    if id(obj) in seen:
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v, seen) for v in obj.values())
-    if isinstance(obj, (list, tuple, set)):
-        return sum(tensor_bytes(v, seen) for v in obj)
-    if hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.nn.Module)):
-        return sum(tensor_bytes(v, seen) for v in vars(obj).values())
-    return 0
-
-
-def _parameter_counts(model: torch.nn.Module) -> dict[str, int]:
-    params = list(model.parameters())  # .parameters() yields tied weights once
-    trainable = [p for p in params if p.requires_grad]
-    return {
-        "param_bytes": sum(p.numel() * p.element_size() for p in params),
-        "buffer_bytes": sum(b.numel() * b.element_size() for b in model.buffers()),
-        "trainable_bytes": sum(p.numel() * p.element_size() for p in trainable),
-        "params_built": sum(p.numel() for p in params),
-        "trainable_params": sum(p.numel() for p in trainable),
-    }
 
 
 def prepare(case: Case) -> dict:
@@ -115,14 +76,6 @@ def random_ids(case: Case, model, device: str) -> torch.Tensor:
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (case.batch, case.seq_len), generator=generator)
     return ids.to(device)
-
-
-def _cache_of(output):
-    """The KV cache of a model output (``cache`` in transformers 5, ``past_key_values`` before)."""
-    for name in ("cache", "past_key_values"):
-        if output.get(name) is not None:
-            return output[name]
-    return None
 
 
 def prefill(case: Case, model, ids: torch.Tensor):

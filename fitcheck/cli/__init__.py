@@ -8,12 +8,13 @@ Commands live in their own modules and are imported only when used, so ``fitchec
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
 from fitcheck import __version__
-from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
+from fitcheck.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, FitcheckError, redact_credentials
 
 # name -> (module, attribute, one-line help shown by `fitcheck --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -24,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "where": ("fitcheck.cli.where_cmd", "where", "Which hardware profiles run MODEL, how fast, at what cost."),
     "interactive": ("fitcheck.cli.interactive_cmd", "interactive",
                     "Ask model, precision, context, batch and machine; explore the alternatives."),
+    "measure": ("fitcheck.cli.measure_cmd", "measure",
+                "Run MODEL here with random weights and set the measured peak beside the estimate."),
 }
 DEFAULT_COMMAND = "check"
 
@@ -52,7 +55,7 @@ class LazyDefaultGroup(click.Group):
         try:
             return super().invoke(ctx)
         except FitcheckError as exc:
-            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
             ctx.exit(exc.exit_code)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -60,6 +63,7 @@ class LazyDefaultGroup(click.Group):
         # anything but a command name or the group's own options starts a `check`.
         own = {"--help", "-h", "--version"}
         if args and args[0] not in COMMANDS and args[0] not in own:
+            _refuse_mistyped_command(args[0])
             args = [DEFAULT_COMMAND, *args]
         return super().parse_args(ctx, args)
 
@@ -71,10 +75,12 @@ class LazyDefaultGroup(click.Group):
         """
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        args = list(sys.argv[1:] if args is None else args)
+        debug = _take_debug_flag(args) or os.environ.get("FITCHECK_DEBUG", "") not in ("", "0")
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except FitcheckError as exc:
-            click.echo(f"fitcheck: {exc.one_line()}", err=True)
+            click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("fitcheck: aborted", err=True)
@@ -88,7 +94,52 @@ class LazyDefaultGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:
             sys.exit(0)
+        except Exception as exc:  # a bug: its own exit code, never 1 ("does not fit") or 2
+            _report_internal_error(exc, _command_of(args), debug)
+            sys.exit(EXIT_INTERNAL_ERROR)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _refuse_mistyped_command(word: str) -> None:
+    """`fitcheck chek qwen-7b`: a plain word close to a command name, and no model, is a typo."""
+    import difflib
+
+    if not word.isalpha() or len(word) < 3:
+        return
+    close = difflib.get_close_matches(word.lower(), list(COMMANDS), n=1, cutoff=0.75)
+    if not close:
+        return
+    from fitcheck.model.resolve import _known
+
+    if _known(word) is None:
+        raise click.UsageError(f"no command {word!r} (did you mean: {close[0]})")
+
+
+def _take_debug_flag(args: list[str]) -> bool:
+    """Remove ``--debug`` (before any ``--``) from ``args``; whether it was there."""
+    end = args.index("--") if "--" in args else len(args)
+    found = "--debug" in args[:end]
+    if found:
+        args[:] = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return found
+
+
+def _command_of(args: list[str]) -> str:
+    return args[0] if args and args[0] in COMMANDS else DEFAULT_COMMAND
+
+
+def _report_internal_error(exc: BaseException, command: str, debug: bool) -> None:
+    """One line naming the command and asking for a report; the traceback only when debugging."""
+    if debug:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    from fitcheck.errors import redact_credentials
+
+    detail = redact_credentials(" ".join(str(exc).split()))[:200]
+    click.echo(f"fitcheck {command}: internal error ({type(exc).__name__}{': ' + detail if detail else ''}); "
+               f"this is a bug in fitcheck: please report it with the command line"
+               f"{'' if debug else ' and the output of --debug (or FITCHECK_DEBUG=1)'}", err=True)
 
 
 def _module_exists(module: str) -> bool:
@@ -111,7 +162,8 @@ def cli(ctx: click.Context) -> None:
       fitcheck probe                        # what this machine has
       fitcheck models qwen                  # what the catalog knows
 
-    Exit codes: 0 fits, 1 does not fit (or tight with --strict), 2 bad input, 3 unknown.
+    Exit codes: 0 fits, 1 does not fit (or tight with --strict), 2 bad input, 3 unknown, 70 internal error
+    (--debug or FITCHECK_DEBUG=1 prints its traceback).
     """
     if ctx.invoked_subcommand is None:
         if "interactive" in COMMANDS and sys.stdin.isatty() and _module_exists(COMMANDS["interactive"][0]):

@@ -5,22 +5,31 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import (
+    complete_model,
+    cost_options,
+    cost_settings,
     json_option,
     load_machine,
+    machine_override_options,
     params_option,
     profile_option,
+    python_env_option,
     request_from,
+    revision_option,
+    tokens_option,
     typed_for_other_mode,
 )
 from fitcheck.options import click_options
 
 
 @click.command("check")
-@click.argument("model", required=False)
+@click.argument("model", required=False, shell_complete=complete_model)
 @click_options()
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
 @params_option
+@revision_option
 @profile_option
+@machine_override_options
 @json_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default=None,
               help="Output: table (default), json (same as --json), github (tables, then GitHub Actions "
@@ -29,15 +38,21 @@ from fitcheck.options import click_options
               help="Also write the JSON document to FILE (a CI artifact), whatever the --format.")
 @click.option("--require", "require", multiple=True, metavar="FACT>=VALUE",
               help="Machine assertion, repeatable: vram>=24GiB, vram_free>=20GiB, gpus>=2, cc>=8.0, "
-                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1. Exit 1 when one fails (whatever "
-                   "else happens), 3 when its fact is unknown here.")
+                   "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1, driver>=550, torch>=2.4, "
+                   "torch_cuda<=driver. Exit 1 when one fails (whatever else happens), 3 when its fact is "
+                   "unknown here.")
 @click.option("--plan", "plan_file", metavar="PLAN.toml", default=None,
               help="Check every [[case]] of a plan file (model, mode, precision, context, batch, engine, gpus, "
                    "profile, and every other option): one verdict line each; exit 1 if any fails.")
+@tokens_option
+@cost_options
+@python_env_option
 @click.pass_context
-def check(ctx: click.Context, model: str | None, strict: bool, params: str | None, profile: str | None,
-          as_json: bool, fmt: str | None, output: str | None, require: tuple[str, ...], plan_file: str | None,
-          **options) -> None:
+def check(ctx: click.Context, model: str | None, strict: bool, params: str | None, revision: str | None,
+          profile: str | None, as_json: bool, fmt: str | None, output: str | None, require: tuple[str, ...],
+          plan_file: str | None, tokens: int | None, kwh_price: float | None, amortize_years: float,
+          hours_per_day: float, python_envs: tuple[str, ...] = (), gpu: str | None = None, vram: str | None = None,
+          ram: str | None = None, **options) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
 
     MODEL is a catalog name (qwen-7b, llama3-8b), a Hugging Face id, or a local folder,
@@ -54,25 +69,88 @@ def check(ctx: click.Context, model: str | None, strict: bool, params: str | Non
 
     Exit codes: 0 fits, 1 does not fit or cannot run here (or tight with --strict), 2 bad input, 3 unknown.
     """
+    from dataclasses import replace
+
     from fitcheck.preflight import emit
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
     fmt = "json" if as_json else (fmt or "table")
+    if output:
+        from fitcheck.bounded import check_output_target
+
+        check_output_target(output, "--output")  # a FIFO or folder: exit 2 before any work
     requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
+    overrides = {"gpu": gpu, "vram": vram, "ram": ram}
     if plan_file:
         if model:
             raise click.UsageError("give MODEL or --plan, not both")
         ctx.exit(emit.run_plan_file(plan_file, profile=profile, strict=strict, requirements=requirements,
-                                    fmt=fmt, output=output))
+                                    fmt=fmt, output=output, overrides=overrides))
     if not model:
         if not requirements:
             raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
-        machine = load_machine(profile)
-        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine), fmt=fmt, output=output))
+        machine = load_machine(profile, **overrides)
+        stack = _stack(profile, python_envs, overrides)
+        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine, stack), fmt=fmt, output=output))
 
     typed_for_other_mode(ctx, options["mode"])
     request = request_from(options)
-    machine = load_machine(profile)
-    outcomes = evaluate(requirements, machine)
-    ctx.exit(emit.run_check(model, request, machine, params=params, fmt=fmt, output=output, strict=strict,
-                            outcomes=outcomes))
+    costs = cost_settings(kwh_price, amortize_years, hours_per_day)
+    versions: dict[str, str] = {}
+    from_env = False
+    if profile is None and not request.training:
+        # This machine: its installed transformers is the default (package metadata only).
+        from fitcheck.model.installed import default_transformers_version, installed_versions
+
+        versions = installed_versions()
+        installed = default_transformers_version(versions)
+        if request.transformers_version is None and installed:
+            request, from_env = request.with_changes(transformers_version=installed), True
+    machine = load_machine(profile, **overrides)
+    stack = _stack(profile, python_envs, overrides)
+    outcomes = evaluate(requirements, machine, stack)
+
+    def finish(result):
+        result = replace(result, cost=costs, tokens=tokens if request.training else None)
+        if stack is not None:
+            from fitcheck.pipeline import with_stack
+
+            result = with_stack(result, stack)
+        if versions:
+            from fitcheck.model.installed import name_in_assumptions
+
+            result = name_in_assumptions(result, versions, from_env)
+        return result
+
+    ctx.exit(emit.run_check(model, request, machine, params=params, revision=revision, fmt=fmt, output=output,
+                            strict=strict, outcomes=outcomes, finish=finish,
+                            after=lambda result: _mention_receipt(result, fmt)))
+
+
+def _stack(profile: str | None, python_envs: tuple[str, ...], overrides: dict[str, str | None]):
+    """The installed stack when answering for this machine (never for a --profile or a --gpu/--vram/--ram
+    what-if: those describe another machine)."""
+    if profile or any(overrides.values()):
+        if python_envs:
+            raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile, "
+                                   "--gpu, --vram or --ram")
+        return None
+    from fitcheck.probe.software import read_stack
+
+    return read_stack(extra=tuple(python_envs))
+
+
+def _mention_receipt(result, fmt: str) -> None:
+    """'Measured on this machine on DATE: X GiB peak' when `fitcheck measure` ran this request here."""
+    if result.machine.source != "probe":
+        return  # a profile is not this machine
+    from fitcheck.measure import receipts
+
+    if not receipts.receipts_path().is_file():
+        return
+    from fitcheck.render.check import check_document
+
+    doc = check_document(result)
+    found = receipts.matching(doc["model"]["id"], doc["request"], result.machine)
+    if found:
+        click.echo(f"Measured {receipts.receipt_line(found)}", err=fmt == "json")

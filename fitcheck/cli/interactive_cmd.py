@@ -32,7 +32,7 @@ OWN_FIELDS = ("model", "machine")
 _SHORT = {"p": "precision", "ctx": "context", "c": "context", "b": "batch", "profile": "machine",
           "kv": "kv_dtype", "ngl": "gpu_layers", "transformers": "transformers_version",
           "checkpointing": "grad_checkpointing", "rank": "lora_rank"}
-SHOWN_FIELDS = ("model", "mode", "precision", "context", "batch", "machine", "engine", "kv", "gpus", "device",
+SHOWN_FIELDS = ("model", "mode", "precision", "context", "prompt", "batch", "machine", "engine", "kv", "gpus", "device",
                 "transformers", "optimizer", "checkpointing", "lora-rank", "zero")
 
 
@@ -75,7 +75,10 @@ class Answers:
             # Options of the other mode go back to their defaults; the length carries over.
             keep = {n: v for n, v in self.request.option_values().items() if BY_NAME[n].applies(value)}
             return replace(self, request=Request(**{**keep, "mode": value}))
-        return replace(self, request=self.request.with_changes(**{field: value}))
+        request = self.request.with_changes(**{field: value})
+        if request.prompt_tokens is not None and request.prompt_tokens > request.context:
+            request = request.with_changes(prompt_tokens=request.context)  # the prompt fits in the context
+        return replace(self, request=request)
 
     def changes_from(self, before: Answers) -> list[str]:
         out = [f"{f} {before.get(f)} → {self.get(f)}" for f in OWN_FIELDS if before.get(f) != self.get(f)]

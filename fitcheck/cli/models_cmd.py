@@ -3,20 +3,47 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import click
 
-from fitcheck.cli.options import json_option
+from fitcheck.cli.options import complete_model, json_option, profile_option
+from fitcheck.options import click_options
+
+_FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headroom", "show_all")
+
+MODELS_SCHEMA = "fitcheck.models/1"   # `fitcheck models --json`: the catalog search
+MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one model
 
 
 @click.command("models")
 @click.argument("query", required=False)
 @click.option("--family", metavar="FAMILY", default=None, help="Only this family (qwen, llama, mistral, gemma ...).")
-@click.option("--show", "show", metavar="ID", default=None,
+@click.option("--show", "show", metavar="ID", default=None, shell_complete=complete_model,
               help="Print one model's full spec, parameter breakdown and sources.")
+@click.option("--fits", "fits", is_flag=True,
+              help="Which models run (or train, with --mode) on this machine or --profile: each at the best "
+                   "precision that fits, most capable first.")
+@profile_option
+@click_options(["mode", "context", "batch", "engine", "seq_len", "headroom"], help_overrides={
+    "mode": "--fits: inference, or fine-tuning (full, lora, qlora).",
+    "context": "--fits: tokens per sequence (inference).",
+    "batch": "--fits: concurrent sequences (inference) or micro-batch (training).",
+    "engine": "--fits: only this engine. Default: each model's own default, else its best alternative.",
+    "seq_len": "--fits with --mode full|lora|qlora: tokens per training sequence.",
+})
+@click.option("--kind", type=click.Choice(["instruct", "base", "dense", "moe"]), default=None,
+              help="--fits (and the list): only instruct/chat or base models, dense or mixture-of-experts.")
+@click.option("--all", "show_all", is_flag=True, help="--fits: list the models that do not fit too.")
+@click.option("--local", "local", is_flag=True,
+              help="The models already on this machine (Hugging Face cache, Ollama store, LM Studio and "
+                   "llama.cpp folders), each judged as --fits judges the catalog.")
 @json_option
-def models(query: str | None, family: str | None, show: str | None, as_json: bool) -> None:
-    """Search the model catalog, or show one model's spec.
+@click.pass_context
+def models(ctx: click.Context, query: str | None, family: str | None, show: str | None, fits: bool,
+           profile: str | None, mode: str, context: int, batch: int, engine: str | None, seq_len: int,
+           headroom: float, kind: str | None, show_all: bool, local: bool, as_json: bool) -> None:
+    """Search the model catalog, show one model's spec, or list what runs here (--fits).
 
     \b
     Examples:
@@ -24,7 +51,17 @@ def models(query: str | None, family: str | None, show: str | None, as_json: boo
       fitcheck models qwen            # ids, aliases or family containing 'qwen'
       fitcheck models --family llama
       fitcheck models --show qwen-7b  # every number, and where it came from
+      fitcheck models --fits --profile rtx-4090 --context 8192
+      fitcheck models --fits --mode qlora --seq-len 4096 --profile rtx-4090 --json
+      fitcheck models --local         # what is downloaded here, and what of it fits
     """
+    if fits or local:
+        if show:
+            raise click.UsageError(f"give {'--local' if local else '--fits'} or --show, not both")
+        _fits(ctx, query, family, profile, mode, context, batch, engine, seq_len, headroom, kind, show_all, as_json,
+              local)
+        return
+    _refuse_fits_options(ctx)
     if show:
         from fitcheck.model.resolve import resolve_model
 
@@ -40,15 +77,90 @@ def models(query: str | None, family: str | None, show: str | None, as_json: boo
     if family and family.strip().lower() not in catalog.families():
         raise FitcheckError(f"unknown family {family!r}", "families: " + ", ".join(catalog.families()))
     found = catalog.search(query, family)
+    if kind:
+        from fitcheck.fits import select_entries
+
+        found = select_entries(query, family, kind)
     if not found:
         from fitcheck.model.resolve import suggestions
 
-        raise FitcheckError(f"no catalog model matches {query!r}", "did you mean: " + ", ".join(suggestions(query or "")))
+        raise FitcheckError(f"no catalog model matches {query!r}",
+                            "did you mean: " + ", ".join(suggestions(query or "")))
     rows = [list_row(e) for e in found]
     if as_json:
-        click.echo(json.dumps({"models": rows}, indent=2))
+        click.echo(json.dumps(models_document(rows), indent=2))
     else:
         click.echo(render_list(rows))
+
+
+def models_document(rows: list[dict]) -> dict:
+    """The versioned JSON document of ``fitcheck models --json``."""
+    from fitcheck import __version__
+
+    return {"schema": MODELS_SCHEMA, "fitcheck_version": __version__, "models": rows}
+
+
+def _refuse_fits_options(ctx: click.Context) -> None:
+    from click.core import ParameterSource
+
+    typed = [n for n in _FITS_ONLY if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
+    if typed:
+        flags = ", ".join("--" + n.replace("_", "-").replace("show-all", "all") for n in typed)
+        raise click.UsageError(f"{flags} applies to --fits: add --fits")
+
+
+def _fits(ctx: click.Context, query: str | None, family: str | None, profile: str | None, mode: str, context: int,
+          batch: int, engine: str | None, seq_len: int, headroom: float, kind: str | None, show_all: bool,
+          as_json: bool, local: bool = False) -> None:
+    from click.core import ParameterSource
+
+    from fitcheck.cli.options import load_machine
+    from fitcheck.errors import FitcheckError
+    from fitcheck.fits import fits_document, local_models, models_that_fit, render_fits_table, select_entries
+
+    def typed(name: str) -> bool:
+        return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+    if mode == "inference":
+        if typed("seq_len"):
+            raise click.UsageError("--seq-len applies to training: add --mode full, lora or qlora")
+        from fitcheck.request import Request
+
+        request = Request(context=context, batch=batch, engine=engine)
+    else:
+        if typed("context") or typed("engine"):
+            raise click.UsageError(f"--context and --engine apply to inference, not --mode {mode} "
+                                   "(training uses --seq-len)")
+        from fitcheck.request import Request
+
+        request = Request(mode=mode, seq_len=seq_len, batch=batch)
+    if local:
+        if query or family or kind:
+            raise click.UsageError("--local lists every local model: QUERY, --family and --kind filter the catalog")
+        refs, unreadable = local_models()
+        machine = load_machine(profile)
+        result = models_that_fit(machine, request, models=refs, headroom=headroom / 100, profile=profile,
+                                 unreadable=unreadable)
+        result = replace(result, local=True)
+        show_all = True     # every local model is listed, fitting or not
+    else:
+        entries = select_entries(query, family, kind)
+        if not entries:
+            within = f" (family {family}, kind {kind})" if family or kind else ""
+            raise FitcheckError(f"no catalog model matches {query!r}{within}")
+        machine = load_machine(profile)
+        result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile)
+    if as_json:
+        click.echo(json.dumps(fits_document(result), indent=2))
+    elif local and not result.rows and not result.unreadable:
+        from fitcheck.model import hf_cache
+        from fitcheck.model.local_stores import llama_cpp_dir, lm_studio_dirs
+        from fitcheck.model.ollama import store_dir
+
+        places = [hf_cache.hub_cache_dir(), store_dir(), *lm_studio_dirs(), llama_cpp_dir()]
+        click.echo("No local models found in: " + ", ".join(str(p) for p in places))
+    else:
+        click.echo(render_fits_table(result, show_all=show_all))
 
 
 def list_row(entry) -> dict:
@@ -58,7 +170,7 @@ def list_row(entry) -> dict:
         "family": entry.family,
         "released": entry.released,
         "params": spec.total_params,
-        "active_params": spec.active_params,
+        "active_params": entry.active_params,
         "layers": spec.num_layers,
         "max_context": spec.max_context,
         "aliases": list(entry.aliases),
@@ -84,10 +196,16 @@ def show_document(resolved) -> dict:
     """Everything about one resolved model, as plain data (the JSON form and the text form's source)."""
     from dataclasses import fields
 
+    from fitcheck.model.catalog import published_active_params
+
     spec = resolved.spec
     spec_fields = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "sources"}
     entry = resolved.entry
+    from fitcheck import __version__
+
     return {
+        "schema": MODEL_SCHEMA,
+        "fitcheck_version": __version__,
         "id": resolved.hf_id or spec.name,
         "source": resolved.source,
         "note": resolved.note,
@@ -96,7 +214,7 @@ def show_document(resolved) -> dict:
             "total": spec.total_params,
             "embedding": spec.embedding_params,
             "non_embedding": spec.non_embedding_params,
-            "active": spec.active_params,
+            "active": published_active_params(spec, entry),
             "largest_layer": spec.layer_params(),
             "groups": [{"kind": g.kind, "params": g.params, "layers": g.layers} for g in spec.tensor_groups()],
         },

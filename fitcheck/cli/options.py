@@ -1,5 +1,10 @@
-"""Options shared by several commands that are not request options (machine selection, output);
-the request options come from the vocabulary (fitcheck.options.click_options)."""
+"""Options shared by several commands, defined once (machine selection, output format).
+
+Settings a user keeps for every run can come from the environment instead of the command line
+(the command line wins): FITCHECK_PROFILE, FITCHECK_GPU, FITCHECK_VRAM, FITCHECK_RAM,
+FITCHECK_PRECISION, FITCHECK_ENGINE, FITCHECK_KV_DTYPE, FITCHECK_HEADROOM and
+FITCHECK_TRANSFORMERS_VERSION (click's ``envvar``; ``--help`` names each one).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,26 @@ def profile_option(func):
         "profile",
         metavar="NAME|PATH",
         default=None,
-        help="Answer for a hardware profile (a name from `fitcheck profiles` or a TOML file) "
-        "instead of this machine.",
+        envvar="FITCHECK_PROFILE",
+        show_envvar=True,
+        shell_complete=complete_profile,
+        help="Answer for a hardware profile (a name from `fitcheck profiles`, yours from `probe --save NAME`, "
+        "or a TOML file) instead of this machine.",
     )(func)
+
+
+def complete_profile(ctx, param, incomplete: str):
+    """Shell completion of --profile: the saved and shipped profile names."""
+    from fitcheck.cli.completion import profile_completions
+
+    return profile_completions(incomplete)
+
+
+def complete_model(ctx, param, incomplete: str):
+    """Shell completion of MODEL: catalog ids and aliases, and the user's extra models."""
+    from fitcheck.cli.completion import model_completions
+
+    return model_completions(incomplete)
 
 
 def json_option(func):
@@ -23,22 +45,166 @@ def json_option(func):
     return click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of tables.")(func)
 
 
-def load_machine(profile: str | None):
-    """The machine to answer for: the named/pathed profile, else this machine probed."""
+def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
+    """The machine to answer for: the named/pathed profile, else this machine probed; then the
+    --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied."""
     if profile:
         from fitcheck.profiles import load_profile
 
-        return load_profile(profile)
-    from fitcheck.probe import probe
+        machine = load_profile(profile)
+    else:
+        from fitcheck.probe import probe
 
-    return probe()
+        machine = probe()
+    if gpu or vram or ram:
+        from fitcheck.profiles import list_profiles
+        from fitcheck.profiles.overrides import MachineOverrides, apply_overrides
+
+        machine = apply_overrides(machine, MachineOverrides(gpu=gpu, vram=vram, ram=ram),
+                                  list_profiles() if gpu else ())
+    return machine
 
 
-params_option = click.option(
+def machine_override_options(func):
+    """``--gpu [Nx]NAME``, ``--vram [Nx]SIZE``, ``--ram SIZE``: "what if I had ..." without a TOML file
+    (passed to :func:`load_machine` as ``gpu``, ``vram``, ``ram``)."""
+    opts = [
+        click.option("--gpu", "gpu", metavar="[Nx]NAME", default=None, envvar="FITCHECK_GPU", show_envvar=True,
+                     shell_complete=complete_profile,
+                     help="Answer as if the GPUs were N of this one from the profile catalogue (a profile such "
+                          "as rtx-4090, or a GPU model such as \"H100\").", ),
+        click.option("--vram", "vram", metavar="[Nx]SIZE", default=None, envvar="FITCHECK_VRAM", show_envvar=True,
+                     help="Answer as if every GPU had SIZE of memory, all free (24GiB; 2x24GiB for two GPUs)."),
+        click.option("--ram", "ram", metavar="SIZE", default=None, envvar="FITCHECK_RAM", show_envvar=True,
+                     help="Answer as if the machine had SIZE of RAM installed (available: minus the OS allowance)."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+# ---- inference options shared by `check` and `where` -----------------------------------------------
+# Each decorator works bare (``@kv_dtype_option``) or called with overrides of click.option's settings
+# (``@engine_option(help="...")``), so a command keeps its own help text where its default differs.
+
+PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
+                     "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
+KV_DTYPE_CHOICES = ("auto", "fp16", "bf16", "fp8", "q8_0", "q4_0")
+ENGINE_CHOICES = ("transformers", "vllm", "llama.cpp")
+
+
+def _shared_option(*decls, **attrs):
+    def decorator(func=None, **overrides):
+        def apply(f):
+            return click.option(*decls, **{**attrs, **overrides})(f)
+
+        return apply if func is None else apply(func)
+
+    return decorator
+
+
+precision_option = _shared_option(
+    "--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
+    envvar="FITCHECK_PRECISION", show_envvar=True,
+    help="Weights format. Default: bf16 on GPUs with compute capability >= 8.0 and Apple, fp16 on "
+    "older GPUs, q4_k_m on CPU-only machines; a checkpoint read from files keeps its format.")
+context_option = _shared_option(
+    "--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
+    help="Tokens per sequence, prompt plus generated (not the model's maximum).")
+prompt_option = _shared_option(
+    "--prompt", "prompt_tokens", type=click.IntRange(min=1), default=None, metavar="N",
+    help="Tokens prefilled in one call (the prompt); the rest of --context is generated. Prefill-sized "
+    "memory (logits, activations, attention scores) follows the prompt, the KV cache the context. "
+    "Default: the whole context.")
+batch_option = _shared_option(
+    "--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
+kv_dtype_option = _shared_option(
+    "--kv-dtype", type=click.Choice(KV_DTYPE_CHOICES), default="auto", show_default=True,
+    envvar="FITCHECK_KV_DTYPE", show_envvar=True,
+    help="KV-cache element type.")
+engine_option = _shared_option(
+    "--engine", type=click.Choice(ENGINE_CHOICES), default=None, envvar="FITCHECK_ENGINE", show_envvar=True,
+    help="Default: llama.cpp for GGUF types and CPU-only machines, transformers otherwise.")
+gpus_option = _shared_option(
+    "--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use (tensor parallel with vLLM).")
+headroom_option = _shared_option(
+    "--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True, envvar="FITCHECK_HEADROOM",
+    show_envvar=True,
+    help="Safety margin, percent of free memory kept unused.")
+transformers_version_option = _shared_option(
+    "--transformers-version", default=None, metavar="X.Y", envvar="FITCHECK_TRANSFORMERS_VERSION",
+    show_envvar=True,
+    help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
+    "logits are fp32 for every position, not just the last. Default: 4.45 or later.")
+params_option = _shared_option(
     "--params", default=None, metavar="COUNT",
     help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
 
 
+# ---- what it costs (fitcheck.estimate.cost), shared by `check` and `where` -------------------------
+def _count(ctx, param, value):
+    """--tokens 100M -> 100000000 (k, M, B, T suffixes)."""
+    if value is None:
+        return None
+    from fitcheck.units import parse_count
+
+    try:
+        n = parse_count(value)
+    except ValueError:
+        raise click.BadParameter(f"expected a token count like 100M, 2.5B or 500000, got {value!r}") from None
+    if n < 1:
+        raise click.BadParameter(f"expected at least 1 token, got {value!r}")
+    return n
+
+
+kwh_price_option = _shared_option(
+    "--kwh-price", type=click.FloatRange(0, 100), default=None, metavar="USD",
+    help="Electricity price per kWh for owned machines. Default: $FITCHECK_KWH_PRICE, else 0.1648, the U.S. "
+    "average residential price in 2024 (EIA Electric Power Monthly, table 5.3).")
+amortize_years_option = _shared_option(
+    "--amortize-years", type=click.FloatRange(min=0.1, max=50), default=3.0, show_default=True,
+    help="Owned machines: years the purchase price is spread over.")
+hours_per_day_option = _shared_option(
+    "--hours-per-day", type=click.FloatRange(min=0.1, max=24), default=8.0, show_default=True,
+    help="Owned machines: hours of use a day the purchase price is spread over.")
+tokens_option = _shared_option(
+    "--tokens", default=None, metavar="N", callback=_count,
+    help="Training: tokens to train on (dataset tokens × epochs, e.g. 100M): the run's wall time and cost.")
+mode_option = _shared_option(
+    "--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
+    help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
+    "micro-batch per GPU).")
+python_env_option = _shared_option(
+    "--python-env", "python_envs", multiple=True, metavar="PATH", type=click.Path(exists=True, file_okay=False),
+    help="Also read the installed packages (torch and its CUDA build, vLLM, bitsandbytes, flash-attn) of this "
+    "Python environment (a venv or conda prefix, or a site-packages folder); repeatable. $VIRTUAL_ENV, "
+    "$CONDA_PREFIX and fitcheck's own environment are always read.")
+
+
+def cost_options(func):
+    """--kwh-price, --amortize-years, --hours-per-day."""
+    return kwh_price_option(amortize_years_option(hours_per_day_option(func)))
+
+
+def cost_settings(kwh_price: float | None, amortize_years: float, hours_per_day: float):
+    """The CostSettings of these options ($FITCHECK_KWH_PRICE when --kwh-price is not given)."""
+    import os
+
+    from fitcheck.errors import FitcheckError
+    from fitcheck.estimate.cost import CostSettings, kwh_price_from
+
+    try:
+        price, source = kwh_price_from(kwh_price, os.environ)
+    except ValueError as exc:
+        raise FitcheckError(str(exc), "unset it or give --kwh-price") from None
+    return CostSettings(price, amortize_years, hours_per_day, source)
+revision_option = _shared_option(
+    "--revision", default=None, metavar="REV",
+    help="Hugging Face model: the branch, tag or commit to read (the local cache's refs/REV or "
+    "snapshots/REV first). Default: main.")
+
+
+# ---- the request options come from the vocabulary (fitcheck.options) -------------------------------
 def request_from(values: dict):
     """The Request of a command's parsed options (those that are request options)."""
     from fitcheck.options import BY_NAME
@@ -55,6 +221,8 @@ def typed_for_other_mode(ctx: click.Context, mode: str) -> None:
 
     typed = [p.name for p in ctx.command.params
              if p.name and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+    if mode == "inference" and "tokens" in typed:
+        raise click.UsageError("--tokens applies to training: add --mode full, lora or qlora")
     wrong = not_applying(mode, typed)
     if wrong:
         raise click.UsageError(mode_error(mode, wrong).message)

@@ -4,37 +4,52 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import json_option, load_machine, profile_option
+from fitcheck.cli.options import json_option, load_machine, machine_override_options, profile_option, python_env_option
 
 
 @click.command("probe")
 @profile_option
+@machine_override_options
 @json_option
-@click.option("--save", "save_path", metavar="FILE", default=None,
-              help="Also write the machine as a TOML hardware profile to FILE (load it later with --profile FILE).")
+@click.option("--save", "save_path", metavar="NAME|FILE", default=None,
+              help="Also write the machine as a TOML hardware profile: a bare NAME goes to your config folder "
+                   "(profiles/NAME.toml; then --profile NAME), FILE anywhere (then --profile FILE).")
 @click.option("--bench", is_flag=True,
               help="Also measure RAM bandwidth (a 256 MiB memory copy, under a second) for CPU speed estimates.")
-def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False) -> None:
+@python_env_option
+def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False,
+          python_envs: tuple[str, ...] = (), gpu: str | None = None, vram: str | None = None,
+          ram: str | None = None) -> None:
     """Show what this machine has: RAM, CPU, GPUs, driver, disk.
 
     \b
     Examples:
       fitcheck probe                         # this machine
       fitcheck probe --json | python -m json.tool
-      fitcheck probe --save my-box.toml      # then: fitcheck qwen-7b --profile my-box.toml
+      fitcheck probe --save my-box           # then: fitcheck qwen-7b --profile my-box
+      fitcheck probe --save my-box.toml      # a file here: --profile my-box.toml
       fitcheck probe --bench --save my-box.toml  # with measured RAM bandwidth (CPU speeds)
       fitcheck probe --profile h100-sxm      # what a profile describes
 
-    --json prints {"schema": "fitcheck.probe/1", "machine": {...}}: facts that could not be
-    read are null, with the reason in the sibling "unknown" map of the same object.
+    --json prints {"schema": "fitcheck.probe/1", "fitcheck_version": ..., "machine": {...},
+    "software": {...}} (schemas/probe.schema.json): facts that could not be read are null, with
+    the reason in the sibling "unknown" map of the same object.
     """
-    machine = load_machine(profile)
+    machine = load_machine(profile, gpu=gpu, vram=vram, ram=ram)
     if bench:
         if profile:
             raise click.UsageError("--bench measures this machine; it cannot be combined with --profile")
         from fitcheck.probe.bench import measure_bandwidth, with_measured_bandwidth
 
         machine = with_measured_bandwidth(machine, measure_bandwidth())
+    software = None
+    if profile and python_envs:
+        raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
+    if not (profile or gpu or vram or ram):  # the installed stack describes this machine, never a profile or a what-if
+        from fitcheck.estimate.compat import check_stack
+        from fitcheck.probe.software import read_stack
+
+        software = check_stack(read_stack(extra=tuple(python_envs)), machine)
     if save_path:
         from fitcheck.profiles import save_profile
 
@@ -44,10 +59,13 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
 
         from fitcheck.render.machine import probe_document
 
-        click.echo(json.dumps(probe_document(machine), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(probe_document(machine, software), indent=2, ensure_ascii=False))
     else:
         from fitcheck.render.machine import render_machine
 
-        click.echo(render_machine(machine))
+        click.echo(render_machine(machine, software))
     if save_path:
-        click.echo(f"Saved profile to {written} (use it with --profile {written})", err=True)
+        from fitcheck.user_config import is_bare_name
+
+        use = save_path.strip() if is_bare_name(save_path) else str(written)
+        click.echo(f"Saved profile to {written} (use it with --profile {use})", err=True)

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import json_option, params_option, request_from, typed_for_other_mode
+from fitcheck.cli.options import (
+    complete_model,
+    cost_options,
+    cost_settings,
+    json_option,
+    params_option,
+    request_from,
+    tokens_option,
+    typed_for_other_mode,
+)
 from fitcheck.machine import PROFILE_KINDS as KINDS
 from fitcheck.options import click_options
 
 
 @click.command("where")
-@click.argument("model")
+@click.argument("model", shell_complete=complete_model)
 @click_options(help_overrides={
     "precision": "Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).",
     "engine": "Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).",
@@ -21,9 +30,12 @@ from fitcheck.options import click_options
               help="Only machines with a price of at most USD per hour.")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="Only profiles of this kind.")
 @params_option
+@tokens_option
+@cost_options
 @json_option
 @click.pass_context
 def where(ctx: click.Context, model: str, max_price: float | None, kind: str | None, params: str | None,
+          tokens: int | None, kwh_price: float | None, amortize_years: float, hours_per_day: float,
           as_json: bool, **options) -> None:
     """Which hardware profiles run MODEL (or fine-tune it), how fast, and at what cost (cheapest first).
 
@@ -37,18 +49,39 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
       fitcheck where qwen-7b
       fitcheck where llama3-70b --context 8192 --kind cloud --max-price 5
       fitcheck where mistral-7b -p q4_k_m --json
-      fitcheck where llama-3.1-8b --mode qlora --seq-len 4096
+      fitcheck where qwen-7b --mode lora --tokens 100M   # which machine to fine-tune on
 
     Exit codes: 0 some profile runs it, 1 none does, 2 bad input.
     """
     import json
 
-    from fitcheck.pipeline import where as where_api
+    from fitcheck.model.resolve import resolve_model
     from fitcheck.profiles import list_profiles
-    from fitcheck.render.where import render_where_table, where_document
 
+    if max_price is not None:
+        from fitcheck.bounded import finite_float
+
+        finite_float(max_price, "--max-price", 0)
     typed_for_other_mode(ctx, options["mode"])
-    result = where_api(model, request_from(options), list_profiles(), kind=kind, max_price=max_price, params=params)
+    request = request_from(options)
+    request.validate()
+    costs = cost_settings(kwh_price, amortize_years, hours_per_day)
+    resolved = resolve_model(model, params=params) if params else resolve_model(model)
+    headroom = request.headroom / 100
+    if request.training:
+        from fitcheck.render import where_training as wt
+
+        tresult = wt.where_training_result(resolved, request, list_profiles(), headroom=headroom, kind=kind,
+                                           max_price=max_price, query=model, tokens=tokens, cost=costs)
+        if as_json:
+            click.echo(json.dumps(wt.where_training_document(tresult), indent=2, sort_keys=True))
+        else:
+            click.echo(wt.render_where_training_table(tresult))
+        ctx.exit(tresult.exit_code)
+    from fitcheck.render.where import render_where_table, where_document, where_result
+
+    result = where_result(resolved, request, list_profiles(), headroom=headroom, kind=kind, max_price=max_price,
+                          query=model, cost=costs)
     if as_json:
         click.echo(json.dumps(where_document(result), indent=2, sort_keys=True))
     else:

@@ -49,16 +49,36 @@ def _attn_dims(spec: ModelSpec) -> tuple[int, int]:
     return spec.num_attention_heads * d, spec.num_kv_heads * d
 
 
-def transformers_prefill_bytes(spec: ModelSpec, tokens: int, act_bytes: int) -> int:
-    """Peak transient bytes of a transformers forward over `tokens` tokens (all sequences)."""
+def transformers_prefill_bytes(spec: ModelSpec, tokens: int, act_bytes: int, *, score_bytes: int = 0) -> int:
+    """Peak transient bytes of a transformers forward over `tokens` tokens (all sequences).
+
+    `score_bytes`: what eager attention adds to the attention phase (`eager_score_bytes`)."""
     h = spec.hidden_size
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
     q, kv = _attn_dims(spec)
     mlp_phase = 3 * ffn + 4 * h
     attn_phase = 4 * h + 3 * q + 3 * kv
-    per_token = max(mlp_phase, attn_phase) * act_bytes
+    peak = max(tokens * mlp_phase * act_bytes, tokens * attn_phase * act_bytes + score_bytes)
     router = tokens * spec.num_experts * 4 if spec.is_moe else 0  # fp32 router logits
-    return int(tokens * per_token + router)
+    return int(peak + router)
+
+
+def eager_score_bytes(spec: ModelSpec, *, batch: int, prompt: int, act_bytes: int) -> int:
+    """Bytes eager attention holds at its softmax, one layer at a time (the prefill's peak layer).
+
+    transformers' eager_attention_forward (and LlamaAttention before 4.36):
+    `attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling` (batch × heads ×
+    prompt × prompt, compute dtype), then `softmax(attn_weights, dim=-1, dtype=torch.float32)
+    .to(query.dtype)`: while the cast runs the scores, their fp32 softmax and the cast copy are
+    alive (2 + 4 + 2 B per element in 16 bits; 4 + 4 B in fp32, where `.to` is a no-op).  The
+    4-D additive causal mask (batch × 1 × prompt × prompt, compute dtype) lives through every layer.
+    https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/llama/modeling_llama.py
+    (LlamaAttention.forward); measured on the CPU, benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
+    """
+    per_element = act_bytes + 4 + (act_bytes if act_bytes < 4 else 0)
+    scores = batch * spec.num_attention_heads * prompt * prompt * per_element
+    mask = batch * prompt * prompt * act_bytes
+    return int(scores + mask)
 
 
 def logits_bytes(spec: ModelSpec, positions: int) -> int:
@@ -67,12 +87,21 @@ def logits_bytes(spec: ModelSpec, positions: int) -> int:
 
 
 def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) -> int:
-    """vLLM's profiled activation peak on one GPU: fused gate_up (2I/tp), act output (I/tp),
-    qkv and residual streams for the profile batch, plus sampler logits for max_num_seqs."""
+    """vLLM's profiled activation peak on one GPU: fused gate_up (2I), act output (I), qkv and
+    residual streams for the profile batch, plus sampler logits for max_num_seqs.
+
+    The peak does not shrink with tensor parallelism: vLLM's own startup logs for
+    meta-llama/Meta-Llama-3-8B on an 80 GB H100 read "PyTorch activation peak memory 1.26GiB" at
+    -tp 1 and at -tp 2 (https://github.com/vllm-project/vllm/pull/10511, sanity-check comment of
+    2024-12-14), although the sharded gate_up/qkv outputs halve: the profiled peak sits in the
+    unsharded parts (the all-reduced hidden states, the gathered logits, the sampler), so the
+    per-GPU figure is the unsharded one.  `tensor_parallel` is kept for the call sites.
+    """
+    del tensor_parallel
     h = spec.hidden_size
-    ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0) / tensor_parallel
+    ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
     q, kv = _attn_dims(spec)
-    per_token = max(3 * ffn + 3 * h, (q + 2 * kv) / tensor_parallel + 3 * h) * act_bytes
+    per_token = max(3 * ffn + 3 * h, (q + 2 * kv) + 3 * h) * act_bytes
     sampler = 2 * VLLM_MAX_NUM_SEQS * spec.vocab_size * 4
     return int(VLLM_PROFILE_TOKENS * per_token + sampler)
 
@@ -104,3 +133,20 @@ def llama_cpp_host_compute_bytes(spec: ModelSpec) -> int:
 def llama_cpp_output_bytes(spec: ModelSpec, sequences: int) -> int:
     """Host output buffer: logits for one output per sequence (llama-context.cpp output_reserve)."""
     return sequences * spec.vocab_size * 4
+
+
+def static_causal_mask_bytes(spec: ModelSpec, *, batch: int, act_bytes: int) -> tuple[int, int]:
+    """(held, peak) bytes of transformers 4.38's full-size causal mask for Llama-family models.
+
+    v4.38 LlamaModel keeps a `causal_mask` buffer of max_position_embeddings² bools and, in each
+    forward, `_update_causal_mask` expands it: `self.causal_mask[None, None, :, :].repeat(batch_size,
+    1, 1, 1).to(dtype) * min_dtype` -- batch × max_positions² in the compute dtype, held through the
+    forward (the layers get a slice of it), with a second one alive while the product is made.
+    https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/models/llama/modeling_llama.py
+    (LlamaModel.__init__ and _update_causal_mask); measured on the CPU with 4.38.2
+    (benchmarks/results/cpu-inference-peaks-2026-12-01.csv: a 1,024-token SmolLM2 prefill peaks at
+    514 MiB above the weights, 2 × 256 MiB of it the expanded 8,192² fp32 mask).
+    """
+    n = spec.max_context or 0
+    held = batch * n * n * act_bytes
+    return held, 2 * held

@@ -17,7 +17,7 @@ import functools
 
 from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
-from fitcheck.estimate.allocator import load_waste
+from fitcheck.estimate.allocator import load_waste_runs
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.result import (
@@ -33,12 +33,13 @@ from fitcheck.estimate.weights import (
     WeightBytes,
     largest_matrix_params,
     linear_matrices,
+    remote_code_buffer_bytes,
     weight_bytes,
-    weight_tensor_sizes,
+    weight_tensor_runs,
 )
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import Plan
-from fitcheck.units import MiB
+from fitcheck.plan import Plan, static_mask_mode
+from fitcheck.units import GiB, MiB
 
 # CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by
 # torch.cuda.max_memory_allocated (≈0.3–0.6 GiB as usually reported; more on newer GPUs).
@@ -53,6 +54,13 @@ ALLOCATOR_SLACK = 0.05
 ALLOCATOR_SLACK_MIN = 64 * MiB
 # vLLM: non-torch memory (NCCL, CUDA context) and CUDA graphs, inside the reservation.
 VLLM_NON_TORCH = 1024 * MiB
+# vLLM with tensor parallelism: NCCL communicators and the custom all-reduce buffers are non-torch
+# memory on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads "non_torch_memory
+# 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
+# comment of 2024-12-14): 1.79 GiB more once ranks talk.  No published log for -tp 4/8 was found,
+# so it is counted once for any tp > 1 (NCCL's buffers are per channel and peer; with NVLink P2P
+# they grow with the ranks, which this may under-count).
+VLLM_NCCL_TP = int(1.79 * 1024) * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
 TORCH_CPU_RUNTIME = 600 * MiB
 # On the CPU, PyTorch allocates through glibc malloc.  Tensors freed inside a forward pass go back
@@ -65,6 +73,8 @@ TORCH_CPU_RUNTIME = 600 * MiB
 # smaller cache cannot hold the larger one: the heap keeps about one more KV cache as well.
 CPU_HEAP_RETENTION = 1.0
 LLAMA_CPP_CPU_RUNTIME = 100 * MiB
+# Vocabulary-sized fp32 tensors per sequence alive at a decode step of generate() (see _prefill_logits).
+DECODE_LOGITS_COPIES = 3
 # ExLlama v2 kernels (AutoGPTQ 4-bit) keep a temp buffer for inputs up to max_input_length=2048.
 EXLLAMA_MAX_INPUT = 2048
 
@@ -72,7 +82,7 @@ EXLLAMA_MAX_INPUT = 2048
 @functools.lru_cache(maxsize=256)
 def weight_load_waste(spec: ModelSpec, precision: str) -> int:
     """Bytes the caching allocator's segments hold beyond a model's weights once loaded."""
-    return load_waste(weight_tensor_sizes(spec, weight_format(precision)))
+    return load_waste_runs(weight_tensor_runs(spec, weight_format(precision)))
 
 
 def _act_bytes(precision: str) -> int:
@@ -80,7 +90,19 @@ def _act_bytes(precision: str) -> int:
 
 
 def _weights(spec: ModelSpec, precision: str) -> WeightBytes:
-    return weight_bytes(spec, weight_format(precision))
+    return weight_bytes(spec, weight_format(precision), untie_lm_head=_separate_fp8_head(spec, precision))
+
+
+def _separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
+    """A pre-quantized FP8 checkpoint of a tied-embedding model stores lm_head.weight on its own.
+
+    Its quantizer leaves lm_head unquantized (`ignore: ["lm_head"]` in llm-compressor's FP8 recipes;
+    `modules_to_not_convert` in fbgemm/finegrained FP8 configs) and saves it as a bf16 tensor next to
+    the bf16 embedding, so the model holds two vocabulary × hidden matrices (Qwen3-0.6B/1.7B/4B-FP8
+    carry `lm_head.weight` in their safetensors index although their config ties it).  An FP8
+    quantization done at load time (vLLM `--quantization fp8` of a 16-bit checkpoint) keeps the tie.
+    """
+    return precision == "fp8" and spec.tie_word_embeddings and spec.stored_format == "fp8"
 
 
 def _stored_weight_total(spec: ModelSpec, precision: str, computed: int) -> tuple[int, str]:
@@ -151,6 +173,14 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
 def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int) -> tuple[int, str]:
     """Bytes of the prefill's logits, and how they were counted (Plan.logits)."""
     if plan.logits == "last":
+        if plan.decodes:
+            # Each decode step holds the model's last-position logits, generate()'s fp32 copy
+            # (`next_token_logits = outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)`) and
+            # a logits processor's output (`torch.where(...)`, temperature, top-k/p) at once:
+            # https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/generation/utils.py
+            # (_sample); measured: benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
+            return (DECODE_LOGITS_COPIES * A.logits_bytes(spec, plan.batch),
+                    f"fp32 logits for the last position ({DECODE_LOGITS_COPIES} copies while sampling)")
         return A.logits_bytes(spec, plan.batch), "fp32 logits for the last position"
     if plan.logits == "all-fp32":
         # transformers < 4.45: the model's forward returns fp32 logits for every position; the
@@ -160,6 +190,34 @@ def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int
     return prefill_tokens * spec.vocab_size * act_b, f"logits for all {prefill_tokens:,} positions (logits_to_keep=0)"
 
 
+def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0, 0)) -> int:
+    """The prefill's transient peak: the layers' and the lm_head's do not overlap.
+
+    The decoder layers' transients are freed before lm_head runs, so when logits are made for
+    every prompt position (Plan.logits 'all'/'all-fp32') the peak is the larger of the two
+    (measured: a 1,024-token SmolLM2 prefill under transformers 4.44 peaks at the lm_head's
+    output, 203 MiB above the weights, where the sum of both phases is 228 MiB;
+    benchmarks/results/cpu-inference-peaks-2026-12-01.csv).  The last position's logits are
+    counted on top (small, and alive at each decode step with the cache).  `mask`: (held, made)
+    bytes of transformers 4.38's expanded causal mask (activations.static_causal_mask_bytes).
+    """
+    peak = max(act, logits) if plan.logits != "last" else act + logits
+    held, made = mask
+    return max(peak + held, made) if held else peak
+
+
+# glibc's dynamic mmap threshold rises to at most 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit):
+# larger blocks are mmapped and given back when freed, smaller ones stay in the heap.
+GLIBC_MMAP_THRESHOLD_MAX = 32 * MiB
+
+
+def _heap_kept_scores(spec: ModelSpec, plan: Plan, act_b: int) -> int:
+    """The part of eager attention's score tensors small enough for glibc's heap to keep (CPU)."""
+    n = plan.batch * spec.num_attention_heads * plan.prompt_tokens ** 2
+    sizes = [n * act_b, n * 4] + ([n * act_b] if act_b < 4 else []) + [plan.batch * plan.prompt_tokens ** 2 * act_b]
+    return sum(s for s in sizes if s <= GLIBC_MMAP_THRESHOLD_MAX)
+
+
 def _transformers(spec: ModelSpec, plan: Plan):
     wb = _weights(spec, plan.precision)
     on_gpu = plan.device == "gpu"
@@ -167,8 +225,23 @@ def _transformers(spec: ModelSpec, plan: Plan):
     act_b = _act_bytes(plan.precision)
     prefill_tokens = plan.prompt_tokens * plan.batch
     kv = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="transformers")
-    act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b)
+    scores = A.eager_score_bytes(spec, batch=plan.batch, prompt=plan.prompt_tokens, act_bytes=act_b) \
+        if plan.attention == "eager" else 0
+    act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b, score_bytes=scores)
     logits, logits_why = _prefill_logits(spec, plan, prefill_tokens, act_b)
+    mask_why, mask = "", (0, 0)
+    if plan.transformers_version and static_mask_mode(spec.architecture, plan.transformers_version):
+        # the mask is made before the layers run (its peak) and held while they and the logits run
+        mask = A.static_causal_mask_bytes(spec, batch=plan.batch, act_bytes=act_b)
+        held = mask[0]
+        mask_why = (f"; transformers 4.38's {spec.max_context:,}² causal mask expanded per sequence "
+                    f"({held / MiB:,.0f} MiB held through the forward)")
+    # Legacy tuple cache (Plan.legacy_cache): the last decode step builds a new cache while the old
+    # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
+    # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
+    generates = plan.decodes and plan.context > plan.prompt_tokens
+    kv_copy = max(kv - _prefill_peak(act, logits, plan, mask), 0) if plan.legacy_cache and generates else 0
+    mask_buf, buf_why = remote_code_buffer_bytes(spec, plan.attention)
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
     devices = []
@@ -178,10 +251,19 @@ def _transformers(spec: ModelSpec, plan: Plan):
         comps = [
             _weights_component(spec, plan, wb, share),
             Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
-            Component(ACTIVATIONS, act + dev_logits,
+            Component(ACTIVATIONS, _prefill_peak(act, dev_logits, plan, mask),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
-                      f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")),
+                      f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
+                      + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
+                         if scores else "") + mask_why),
         ]
+        if mask_buf and i == 0:  # a QWenModel buffer: on the device of the model's first modules
+            comps.append(Component(WEIGHTS, mask_buf, buf_why))
+        if kv_copy:
+            comps.append(Component(KV_CACHE, int(kv_copy * share),
+                                   "the previous step's cache, still referenced while the legacy tuple cache "
+                                   "is rebuilt at each decode step (two caches at the last token, beyond the "
+                                   "prefill's peak)"))
         if scratch:
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
         load_extra = _load_transient(spec, plan) - sum(c.bytes for c in comps[1:])
@@ -203,7 +285,11 @@ def _transformers(spec: ModelSpec, plan: Plan):
             # Full-vocabulary logits for every position are one allocation far above glibc's
             # mmap threshold (32 MiB at most): unmapped when freed, not kept in the heap.
             retained_logits = logits if plan.logits == "last" else 0
-            transient = act + retained_logits + (kv if plan.decodes else 0)
+            # So are eager attention's score tensors once one is larger than that threshold.
+            retained_act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b,
+                                                        score_bytes=_heap_kept_scores(spec, plan, act_b)) \
+                if scores else act
+            transient = retained_act + retained_logits + (kv if plan.decodes else 0)
             comps.append(Component(OVERHEAD, int(transient * CPU_HEAP_RETENTION),
                                    "glibc heap keeps freed transient tensors resident (one prefill working set"
                                    + (" and one KV cache re-allocated while generating)" if plan.decodes else ")"),
@@ -233,7 +319,10 @@ def _vllm(spec: ModelSpec, plan: Plan):
     kv_c = Component(KV_CACHE, int(kv_total * kv_share), _kv_detail(spec, plan, "vllm", kv_share))
     act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
                                          f"{A.VLLM_MAX_NUM_SEQS} sampled sequences")
-    over_c = Component(OVERHEAD, VLLM_NON_TORCH, "CUDA context, NCCL and CUDA graphs", counted_in="runtime")
+    nccl = VLLM_NCCL_TP if tp > 1 else 0
+    over_c = Component(OVERHEAD, VLLM_NON_TORCH + nccl, "CUDA context and CUDA graphs"
+                       + (f", NCCL communicators and all-reduce buffers ({nccl / GiB:.2f} GiB with tp {tp})" if nccl else ""),
+                       counted_in="runtime")
     need = weights_c.bytes + kv_c.bytes + act_c.bytes + over_c.bytes
     comps = [weights_c, kv_c, act_c, over_c]
     facts: list[tuple[str, float | int | str]] = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from fitcheck.engines import ENGINES
 from fitcheck.errors import FitcheckError
@@ -92,6 +93,24 @@ HOST_OVERHEAD_PER_LAYER_S = {
                             "(geerlingguy/ai-benchmarks #43): ~60 µs per layer"),
 }
 _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
+# transformers runs a MoE layer's experts in a Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
+# .forward: `for expert_idx in expert_hit:` -> torch.where on the routing mask (a device-to-host
+# sync), index the tokens, gate/up/act/mul/down, scale by the routing weight, index_add_): about 9
+# kernels and a sync per expert that receives tokens, against ~30 kernels of a decoder layer, so each
+# such expert costs about 0.3 of a layer's host time.  Only transformers has this: vLLM and llama.cpp
+# run fused MoE kernels (one grouped GEMM per layer).  Source:
+# https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/mixtral/modeling_mixtral.py
+HOST_PER_EXPERT_OF_LAYER = 0.3
+
+
+def host_layers(spec: ModelSpec, engine: str, batch: int) -> float:
+    """Decode-step host work in units of one decoder layer: the layers, plus transformers' Python
+    loop over the experts each MoE layer routes tokens to (HOST_PER_EXPERT_OF_LAYER)."""
+    layers = float(spec.num_layers)
+    if engine == "transformers" and spec.is_moe:
+        hit = min(spec.num_experts, batch * spec.experts_per_token)
+        layers += spec.num_moe_layers * hit * HOST_PER_EXPERT_OF_LAYER
+    return layers
 
 
 def host_overhead(engine: str, precision: str) -> Efficiency:
@@ -137,7 +156,7 @@ class SpeedEstimate:
     prefill: Rate | None           # prompt tokens/s (one sequence)
     weight_bytes_per_step: int     # weights read per decode step
     kv_bytes_per_step: int         # KV-cache traffic per decode step, whole batch
-    bandwidth_bytes_per_s: int | None
+    bandwidth_bytes_per_s: float | None
     bound: str                     # what limits decode: 'memory bandwidth', 'host overhead', 'compute'
     assumptions: tuple[Efficiency, ...] = ()
     unknown: str = ""              # why decode/prefill could not be estimated ('' when they were)
@@ -220,7 +239,7 @@ def prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> float:
 # ---- devices -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Device:
-    bandwidth: int | None        # bytes/s the device's share of the model is read at
+    bandwidth: float | None      # bytes/s the device's share of the model is read at
     peak_flops: float | None     # FLOP/s
     kind: str                    # 'gpu' or 'cpu'
     why_unknown: str = ""
@@ -233,20 +252,27 @@ def _gpu_device(machine: Machine, plan: Plan) -> _Device:
     # vLLM tensor parallel reads each GPU's shard at the same time; transformers (device_map) and
     # llama.cpp (layer split) run the GPUs one after another, so one GPU's bandwidth applies.
     n = max(plan.gpus, 1) if ENGINES[plan.engine].splits == "tensor" else 1
-    bw = g.bandwidth_bytes_per_s * n if known(g.bandwidth_bytes_per_s) else None
-    peak = g.bf16_tflops * 1e12 * n if known(g.bf16_tflops) else None
-    why = "" if bw else f"GPU memory bandwidth {g.bandwidth_bytes_per_s}"
+    bw = g.bandwidth_bytes_per_s * n if _positive(g.bandwidth_bytes_per_s) else None
+    peak = g.bf16_tflops * 1e12 * n if _positive(g.bf16_tflops) else None
+    why = "" if bw else (f"GPU memory bandwidth {g.bandwidth_bytes_per_s}" if not known(g.bandwidth_bytes_per_s)
+                         else "GPU memory bandwidth is 0 (not a usable figure)")
     return _Device(bw, peak, "gpu", why)
+
+
+def _positive(value: object) -> TypeGuard[float]:
+    """A known, positive, finite rate (a profile's 0 bandwidth or TFLOPS makes speed unknown, not a division by 0)."""
+    return known(value) and isinstance(value, (int, float)) and 0 < value < float("inf")
 
 
 def _cpu_device(machine: Machine) -> _Device:
     bw = machine.memory.bandwidth_bytes_per_s
     peak = machine.cpu.bf16_tflops
-    return _Device(bw if known(bw) else None, peak * 1e12 if known(peak) else None, "cpu",
-                   "" if known(bw) else "RAM bandwidth not known; measure it with `fitcheck probe --bench`")
+    why = "" if _positive(bw) else ("RAM bandwidth is 0 (not a usable figure)" if known(bw)
+                                    else "RAM bandwidth not known; measure it with `fitcheck probe --bench`")
+    return _Device(bw if _positive(bw) else None, peak * 1e12 if _positive(peak) else None, "cpu", why)
 
 
-def _step_time(weight_b: float, kv_b: float, flops: float, layers: int, dev: _Device, host: Efficiency,
+def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
                end: str) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
@@ -289,10 +315,11 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
                              assumptions, "; ".join(dict.fromkeys(missing)))
     times, bounds = {}, []
+    host_units = host_layers(spec, plan.engine, B)
     for end in ("low", "high"):
         total = 0.0
         for share, dev in parts:
-            t, bound = _step_time(weights * share, kv * share, step_flops * share, round(L * share), dev,
+            t, bound = _step_time(weights * share, kv * share, step_flops * share, host_units * share, dev,
                                   host_overhead(plan.engine, plan.precision), end)
             total += t
             bounds.append(bound)
@@ -468,6 +495,8 @@ def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
         return "gpu", f"{_where(g_plan)}: {_tok(g.decode)}; it does not fit in RAM for the CPU"
     if not g_fits:
         return "cpu", f"CPU: {c_plan.precision} at {_tok(c.decode)}; it does not fit on the GPU"
+    if c.decode is None and g.decode is None:
+        return None, f"both speeds are unknown ({g.unknown}; {c.unknown})"
     if c.decode is None or g.decode is None:
         known_one = f"{_where(g_plan)} {_tok(g.decode)}" if g.decode else f"CPU {_tok(c.decode)}"
         return ("gpu" if g.decode else "cpu"), f"{known_one}; the other speed is unknown ({c.unknown or g.unknown})"

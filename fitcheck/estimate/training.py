@@ -45,7 +45,7 @@ from fitcheck.estimate.result import (
     Estimate,
 )
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, input_sites, training_activations
-from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, weight_bytes
+from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, remote_code_buffer_bytes, weight_bytes
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import TrainingPlan
 from fitcheck.units import GiB
@@ -283,6 +283,9 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                   + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
     ]
     comps += buffers
+    mask_buf, mask_why = remote_code_buffer_bytes(spec, plan.attention)
+    if mask_buf:
+        comps.append(Component(TEMP_BUFFERS, mask_buf, mask_why))
     logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
         "(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")
     if peak_at_step:

@@ -4,8 +4,10 @@ fits          need <= free × (1 − headroom) on every device
 tight         need <= free on every device, but inside the headroom on one
 does not fit  need > free on some device (or more GPUs asked than there are)
 unknown       a device's free memory could not be read (and nothing already fails)
-cannot run    this machine cannot run the request at all (kernels missing, compute capability too
-              low, no GPU or fewer GPUs than asked): the plan's problems, from fitcheck.engines
+cannot run    this machine cannot run the request at all: kernels missing, compute capability too
+              low, no GPU or fewer GPUs than asked (the plan's problems, from fitcheck.engines), or the
+              installed software stack cannot run it (driver older than the CUDA build, no kernels for
+              this GPU, a package the request needs: with_software())
 """
 
 from __future__ import annotations
@@ -141,3 +143,12 @@ def _judge_device(device: str, kind: str, need: int, free: int | None, what: str
     else:
         status, reason = DOES_NOT_FIT, f"{label} needs {format_gib(need)} but only {format_gib(free)} {what}"
     return DeviceVerdict(device, kind, need, free, usable, status, reason)
+
+
+def with_software(verdict: Verdict, blocking: tuple[str, ...]) -> Verdict:
+    """The verdict once the installed stack is checked: any blocking reason makes it CANNOT_RUN, the
+    memory verdict kept as the last reason (it is what holds once the stack is fixed)."""
+    if not blocking:
+        return verdict
+    return Verdict(CANNOT_RUN, verdict.devices, verdict.headroom,
+                   (*blocking, f"once that is fixed: {verdict.summary()}"))

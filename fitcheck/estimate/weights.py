@@ -8,6 +8,7 @@ llama.cpp's per-tensor type rules, which give some tensors more bits (`q4_k_m` i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fitcheck.estimate.formats import (
     GGML_K_FALLBACK,
@@ -95,6 +96,26 @@ def weight_tensor_sizes(spec: ModelSpec, fmt: WeightFormat) -> list[int]:
     return sizes
 
 
+def weight_tensor_runs(spec: ModelSpec, fmt: WeightFormat) -> list[tuple[list[int], int]]:
+    """:func:`weight_tensor_sizes` as runs: (one layer's sizes, how many consecutive layers have them),
+    so a 100,000-layer config costs as much as its distinct layer shapes."""
+    keep = fmt.keep_bits / 8
+    embedding = int(spec.vocab_size * spec.hidden_size * keep)
+    matrices = linear_matrices(spec)
+    runs: list[tuple[list[int], int]] = [([embedding], 1)]
+    bounds = sorted({0, spec.num_layers, *(min(m.layers, spec.num_layers) for m in matrices)})
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        sizes: list[int] = []
+        for m in matrices:
+            if start < m.layers:
+                sizes += [int(m.rows_in * m.cols_out * fmt.linear_bits / 8)] * m.per_layer
+        if end > start:
+            runs.append((sizes, end - start))
+    if not spec.tie_word_embeddings:
+        runs.append(([embedding], 1))
+    return runs
+
+
 def largest_matrix_params(spec: ModelSpec) -> int:
     """Parameters of the largest single linear matrix (one expert for MoE)."""
     return max(m.rows_in * m.cols_out for m in linear_matrices(spec))
@@ -114,6 +135,7 @@ class WeightBytes:
         return sum(b for _, b in self.by_group)
 
 
+@lru_cache(maxsize=1024)  # pure, and searches ask for the same (spec, format) many times
 def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = False) -> WeightBytes:
     """Bytes of every tensor group of `spec` stored as `fmt`.
 
@@ -143,6 +165,21 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = Fa
     embed = dict(out).get(S.EMBED, 0)
     head = sum(b for k, b in out if k == S.LM_HEAD)
     return WeightBytes(tuple(out), total_layers // max(spec.num_layers, 1), embed, head)
+
+
+def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]:
+    """Persistent buffers remote modeling code allocates at start, beyond the weights.
+
+    Qwen(1) modeling_qwen.py (QWenModel.__init__): unless flash-attention runs (installed, 16-bit),
+    `self.register_buffer("registered_causal_mask", torch.tril(torch.ones((max_positions,
+    max_positions), dtype=torch.bool)).view(1, 1, max_positions, max_positions), persistent=False)`
+    with max_positions = config.max_position_embeddings: max_positions² bytes, on the GPU with the
+    model (Qwen-7B v1.1, 32,768 positions: 1 GiB).  https://huggingface.co/Qwen/Qwen-7B/blob/main/modeling_qwen.py
+    """
+    if spec.architecture == "qwen" and attention != "flash" and spec.max_context:
+        n = spec.max_context
+        return n * n, f"Qwen(1) remote code's registered_causal_mask buffer ({n:,}² bool, without flash-attention)"
+    return 0, ""
 
 
 # ---- GGUF mixtures -------------------------------------------------------------------------
@@ -197,6 +234,48 @@ def _gguf_tensor_type(ftype: str, role: str, layer: int, n_layers: int, spec: Mo
     return t
 
 
+def _overlap(a: int, b: int, lo: int, hi: int) -> int:
+    return max(0, min(b, hi) - max(a, lo))
+
+
+def _count_more_bits(a: int, b: int, n: int) -> int:
+    """How many layers i in [a, b) have _use_more_bits(i, n), by arithmetic (no loop over layers)."""
+    lo, hi = n // 8, 7 * n // 8
+    count = _overlap(a, b, 0, lo) + _overlap(a, b, max(hi, lo), n)
+    mid_a, mid_b = max(a, lo), min(b, hi)
+    if mid_b > mid_a:  # (i - lo) % 3 == 2 for j = i - lo in [mid_a - lo, mid_b - lo): j//3 counts them from 0
+        count += (mid_b - lo) // 3 - (mid_a - lo) // 3
+    # layers at or past n (never asked) and layers both < lo and >= hi (n < 8) are counted once above
+    return count
+
+
+def _gguf_layer_types(ftype: str, role: str, first: int, count: int, n_layers: int,
+                      spec: ModelSpec) -> list[tuple[str, int]]:
+    """(ggml type, layers) for layers first .. first+count-1 of one role: the rules depend on the layer only
+    through one predicate per (file type, role), so two evaluations and a count replace a loop."""
+    last = first + count
+    if role == "attn_v" and ftype in ("q4_k_m", "q5_k_m") or role.startswith("ffn_down") and ftype in (
+            "q4_k_m", "q5_k_m"):
+        hits = _count_more_bits(first, last, n_layers)
+        # a layer of each kind (n >= 8: layer 0 takes more bits, layer n // 8 does not; fewer: search them all)
+        candidates = [*range(min(n_layers, 16)), n_layers // 8]
+        yes = next((i for i in candidates if _use_more_bits(i, n_layers)), None)
+        no = next((i for i in candidates if not _use_more_bits(i, n_layers)), None)
+    elif role == "attn_v" and ftype == "q3_k_m":
+        hits, yes, no = _overlap(first, last, 0, 2), 0, 2
+    elif role.startswith("ffn_down") and ftype == "q3_k_m":
+        edge = n_layers // 16
+        hits, yes, no = _overlap(first, last, 0, edge), 0, edge
+    else:
+        return [(_gguf_tensor_type(ftype, role, first, n_layers, spec), count)]
+    out = []
+    if hits:
+        out.append((_gguf_tensor_type(ftype, role, yes if yes is not None else first, n_layers, spec), hits))
+    if count - hits:
+        out.append((_gguf_tensor_type(ftype, role, no if no is not None else last - 1, n_layers, spec), count - hits))
+    return out
+
+
 def _gguf_bits(ggml_type: str, rows_in: int) -> float:
     if ggml_type in GGML_K_FALLBACK and rows_in % 256:
         ggml_type = GGML_K_FALLBACK[ggml_type]
@@ -210,10 +289,10 @@ def _gguf_weight_bytes(spec: ModelSpec, ftype: str) -> WeightBytes:
     for m in linear_matrices(spec):
         first = L - m.layers  # dense layers come first, MoE layers after (DeepSeek, Llama 4 differ only in order)
         kind = _group_of_role(m.role)
-        for i in range(m.layers):
-            layer = first + i if m.layers != L else i
-            bits = _gguf_bits(_gguf_tensor_type(ftype, m.role, layer, L, spec), m.rows_in)
-            groups[kind] = groups.get(kind, 0.0) + m.rows_in * m.cols_out * m.per_layer * bits / 8
+        start = first if m.layers != L else 0
+        for ggml_type, layers in _gguf_layer_types(ftype, m.role, start, m.layers, L, spec):
+            bits = _gguf_bits(ggml_type, m.rows_in)
+            groups[kind] = groups.get(kind, 0.0) + m.rows_in * m.cols_out * m.per_layer * bits / 8 * layers
     head_type = "q8_0" if ftype == "q8_0" else "q6_k"
     head = spec.vocab_size * h * _gguf_bits(head_type, h) / 8
     # With tied embeddings there is no output.weight and token_embd takes the output's type.

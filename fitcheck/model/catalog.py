@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
 from fitcheck.model.spec import ModelSpec
+from fitcheck.model.user_models import USER_KEY_PREFIX
 
 CATALOG_PATH = Path(__file__).with_name("catalog.json")
 
@@ -48,6 +49,9 @@ class CatalogEntry:
     quantized_repos: Mapping[str, str] = field(compare=False, hash=False)  # format -> official repo
     variant: str = "instruct"         # 'instruct' (chat/instruct/it) or 'base'
     config_key: str = ""              # which catalog config holds its numbers
+    # The publisher counts active parameters without the input embedding table (a decode reads one
+    # row of it): OpenAI's gpt-oss model card, 5.13B of 116.83B and 3.61B of 20.91B.
+    active_excludes_embedding: bool = False
 
     @property
     def name(self) -> str:
@@ -57,11 +61,25 @@ class CatalogEntry:
     @property
     def config(self) -> dict:
         """The entry's config-like dict (a copy)."""
+        if self.config_key.startswith(USER_KEY_PREFIX):
+            return _user_config(self.config_key, self.user_path)
         return json.loads(json.dumps(_raw()["configs"][self.config_key]))
 
     @property
     def spec(self) -> ModelSpec:
+        if self.config_key.startswith(USER_KEY_PREFIX):
+            return _user_spec(self.hf_id, self.family, self.user_path)
         return _spec_for(self.hf_id)
+
+    @property
+    def user_path(self) -> str:
+        """The config.json in the user's models folder this entry reads ('' for a shipped entry)."""
+        return self.config_key[len(USER_KEY_PREFIX):].split("|", 1)[-1] if "|" in self.config_key else ""
+
+    @property
+    def active_params(self) -> int:
+        """Active parameters per token as the publisher counts them (see active_excludes_embedding)."""
+        return published_active_params(self.spec, self)
 
 
 @dataclass(frozen=True)
@@ -105,9 +123,63 @@ def _aliases(item: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a.lower() for a in [*names, *item.get("aliases", ())]))
 
 
-@lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
-    """The shipped catalog (read once per process)."""
+    """The shipped catalog with the user's models folder (fitcheck.model.user_models) laid over it."""
+    from fitcheck.model.user_models import find_user_models
+
+    return _load_catalog(find_user_models())  # a listing of the folder: microseconds when it is absent
+
+
+@lru_cache(maxsize=4)
+def _load_catalog(user: tuple) -> Catalog:
+    shipped = _shipped_entries()
+    if not user:
+        return Catalog(shipped, MappingProxyType({e.hf_id.lower(): e for e in shipped}))
+    by_id = {e.hf_id.lower(): e for e in shipped}
+    added = []
+    for model in user:
+        key = f"{model.config_key}|{model.path}"
+        known = by_id.get(model.hf_id.lower())
+        if known is not None:  # the user's numbers, the catalog's names
+            by_id[model.hf_id.lower()] = replace(known, config_key=key)
+        else:
+            family = _family_of(model.path)
+            entry = CatalogEntry(hf_id=model.hf_id, aliases=(), family=family, released="",
+                                 official_params=None, official_params_source=None,
+                                 quantized_repos=MappingProxyType({}), variant="instruct", config_key=key)
+            by_id[model.hf_id.lower()] = entry
+            added.append(entry)
+    entries = tuple(by_id[e.hf_id.lower()] for e in shipped) + tuple(added)
+    return Catalog(entries, MappingProxyType({e.hf_id.lower(): e for e in entries}))
+
+
+def _family_of(path: Path) -> str:
+    """The family of a user model: its config's model_type ('llama', 'qwen2' -> 'qwen'), else 'user'."""
+    try:
+        from fitcheck.model.user_models import read_user_config
+
+        model_type = str(read_user_config(path).get("model_type") or "user")
+    except Exception:  # noqa: BLE001 - a bad file is reported when the model is used, not when listing
+        return "user"
+    return re.sub(r"[0-9_].*$", "", model_type.lower()) or "user"
+
+
+def _user_config(config_key: str, path: str) -> dict:
+    from fitcheck.model.user_models import read_user_config
+
+    return read_user_config(Path(path))
+
+
+def _user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
+    from fitcheck.model.hf_config import spec_from_config
+
+    config = _user_config("", path)
+    return _with_family(spec_from_config(config, hf_id, source=f"user catalog ({path})"), family)
+
+
+@lru_cache(maxsize=1)
+def _shipped_entries() -> tuple[CatalogEntry, ...]:
+    """The shipped catalog's entries (read once per process)."""
     raw = _raw()
     entries = tuple(
         CatalogEntry(
@@ -120,17 +192,18 @@ def load_catalog() -> Catalog:
             quantized_repos=MappingProxyType(dict(item.get("quantized_repos") or {})),
             variant=item.get("variant", "instruct"),
             config_key=item["config"],
+            active_excludes_embedding=bool(item.get("active_excludes_embedding", False)),
         )
         for item in raw["models"]
     )
-    return Catalog(entries, MappingProxyType({e.hf_id.lower(): e for e in entries}))
+    return entries
 
 
 @cache
 def _spec_for(hf_id: str) -> ModelSpec:
     from fitcheck.model.hf_config import spec_from_config
 
-    entry = load_catalog().get(hf_id)
+    entry = next((e for e in _shipped_entries() if e.hf_id == hf_id), None)
     assert entry is not None, hf_id
     spec = spec_from_config(_raw()["configs"][entry.config_key], entry.hf_id,
                             source=f"catalog ({entry.hf_id} config.json)")
@@ -142,6 +215,13 @@ def _with_family(spec: ModelSpec, family: str) -> ModelSpec:
     from dataclasses import replace
 
     return replace(spec, family=family)
+
+
+def published_active_params(spec: ModelSpec, entry: CatalogEntry | None) -> int:
+    """spec.active_params, less the input embedding table where the publisher counts that way."""
+    if entry is not None and entry.active_excludes_embedding and spec.is_moe:
+        return spec.active_params - spec.vocab_size * spec.hidden_size
+    return spec.active_params
 
 
 def entries() -> tuple[CatalogEntry, ...]:

@@ -20,6 +20,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from fitcheck.bounded import open_regular_file
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import GGML_TYPES, GGMLType  # noqa: F401  (GGMLType: part of this module's API)
 
@@ -27,6 +28,9 @@ GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT, gguf-py constants.py
 
 MAX_TENSORS = 1_000_000
+# Strings held in arrays, summed over the header: each must be read to find the next (its length comes
+# first), so this bounds the parse's time.  Real files: tokens + merges stay under ~1 Mi (Gemma 3: 262k + 514k).
+MAX_TOTAL_ARRAY_STRINGS = 1 << 22   # 4 Mi
 MAX_KV = 100_000
 MAX_STRING_BYTES = 16 * 1024**2
 MAX_ARRAY_LEN = 100_000_000
@@ -145,6 +149,7 @@ class _Cursor:
         self.size = len(buf)
         self.pos = 0
         self.source = source
+        self.strings_left = MAX_TOTAL_ARRAY_STRINGS
 
     def fail(self, what: str) -> FitcheckError:
         return FitcheckError(f"{self.source}: not a valid GGUF file ({what})",
@@ -214,15 +219,39 @@ def _read_array(cur: _Cursor, key: str) -> ArrayInfo:
     if item_type == _STRING:
         if length > MAX_STRING_ARRAY_LEN:
             raise cur.fail(f"string array {key[:80]!r} claims {length} items")
+        if length > cur.strings_left:
+            raise cur.fail(f"string arrays hold more than {MAX_TOTAL_ARRAY_STRINGS:,} strings in all")
+        cur.strings_left -= length
         cur.need(length * 8, f"array {key[:80]!r}")  # each string is at least its length
         if length <= KEEP_ARRAY_LEN:
             values = tuple(cur.string(f"an item of {key[:80]!r}") for _ in range(length))
             return ArrayInfo(item_type, length, values)
-        for _ in range(length):
-            cur.skip_string(f"an item of {key[:80]!r}")
+        _skip_strings(cur, length, f"an item of {key[:80]!r}")
         return ArrayInfo(item_type, length, None)
     # Nested arrays are legal in the format but no llama.cpp key uses them.
     raise cur.fail(f"array {key[:80]!r} has unsupported item type {item_type}")
+
+
+_U64 = struct.Struct("<Q")
+
+
+def _skip_strings(cur: _Cursor, count: int, what: str) -> None:
+    """Step over ``count`` strings without decoding them (a tight loop: only their lengths are read)."""
+    buf, pos, end = cur.buf, cur.pos, min(cur.size, MAX_HEADER_BYTES)
+    unpack = _U64.unpack_from
+    for _ in range(count):
+        if pos + 8 > end:
+            cur.pos = pos
+            cur.need(8, what)
+        (n,) = unpack(buf, pos)
+        if n > MAX_STRING_BYTES:
+            cur.pos = pos
+            raise cur.fail(f"{what} claims {n} bytes (limit 16 MiB)")
+        pos += 8 + n
+        if pos > end:
+            cur.pos = pos - n
+            cur.need(n, what)
+    cur.pos = pos
 
 
 def parse_header(buf, *, source: str = "GGUF file") -> GGUFHeader:
@@ -290,7 +319,7 @@ def read_header(path: str | os.PathLike, *, check_extents: bool = True) -> GGUFH
     """Read and validate the header of the GGUF file at ``path`` via a read-only memory map."""
     source = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path, "GGUF file") as f:
             size = os.fstat(f.fileno()).st_size
             if size < 24:
                 raise FitcheckError(f"{source}: not a valid GGUF file (only {size} bytes)",
@@ -364,6 +393,9 @@ def spec_from_gguf(headers, name: str):
     if not arch:
         raise FitcheckError(f"{first.source}: GGUF metadata lacks general.architecture",
                             "fitcheck reads llama.cpp GGUF files of decoder LLMs")
+    if f"{arch}.attention.head_count" not in first.metadata:
+        raise FitcheckError(f"{first.source}: unsupported architecture {arch} (no {arch}.attention.head_count)",
+                            "fitcheck estimates attention decoders (llama, qwen2, gemma, mistral, ...)")
     tensors = {t.name: t for h in headers for t in h.tensors}
     src = f"GGUF {arch}."
 
@@ -451,12 +483,15 @@ def spec_from_gguf(headers, name: str):
             sliding_layers = layers
         sources.append(("num_sliding_layers", f"llama.cpp sliding-window pattern for {arch}"))
 
+    _check_gguf_shape(first.source, arch, heads=heads, kv_heads=kv_heads, hidden=hidden, head_dim=head_dim,
+                      mla=bool(kv_lora), experts=experts, used=used, vocab=vocab)
+
     norm_names = ("attn_norm.weight", "ffn_norm.weight", "post_attention_norm.weight",
                   "post_ffw_norm.weight")
     norms = sum(1 for n in norm_names if has(n, 0)) or 2
     moe_block = dense_layers if experts and dense_layers < layers else 0
     gated = (has("ffn_gate.weight") or has("ffn_gate_exps.weight") or has("ffn_gate_up_exps.weight")
-             or (has("ffn_up.weight", 0) and tensors["blk.0.ffn_up.weight"].dims[-1] == 2 * ff))
+             or (has("ffn_up.weight", 0) and tensors["blk.0.ffn_up.weight"].dims[-1:] == (2 * ff,)))
     file_type = first.file_type or _dominant_type(tensors)
     stored_dtype = UNQUANTIZED_FILE_TYPES.get(file_type, "bfloat16")
     sources.append(("stored_format", "GGUF general.file_type" if first.file_type
@@ -501,3 +536,22 @@ def spec_from_gguf(headers, name: str):
         sources=tuple(sources),
         **mla,
     )
+
+
+def _check_gguf_shape(source: str, arch: str, *, heads: int, kv_heads: int, hidden: int, head_dim: int | None,
+                      mla: bool, experts: int, used: int, vocab: int) -> None:
+    """The same consistency checks config.json gets (hf_config._validate), on GGUF metadata."""
+    def bad(what: str) -> FitcheckError:
+        return FitcheckError(f"{source}: GGUF metadata: {what}", "re-download it, or point at another file")
+
+    if kv_heads > heads or heads % kv_heads:
+        raise bad(f"{arch}.attention.head_count_kv {kv_heads} does not divide head_count {heads}")
+    if not head_dim and not mla and hidden % heads:
+        raise bad(f"{arch}.embedding_length {hidden} is not divisible by head_count {heads} "
+                  "(and there is no attention.key_length)")
+    if experts and not 1 <= used <= experts:
+        raise bad(f"{arch}.expert_used_count {used} must be 1..{experts} (expert_count)")
+    if not experts and used:
+        raise bad(f"{arch}.expert_used_count {used} without expert_count")
+    if not vocab:
+        raise bad("vocabulary size 0")

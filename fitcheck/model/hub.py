@@ -15,13 +15,16 @@ transport with a fake; real huggingface_hub exceptions are translated by class n
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
-from fitcheck.errors import FitcheckError
+from fitcheck.errors import FitcheckError, redact_credentials
 from fitcheck.model import safetensors_header
 from fitcheck.model.spec import ModelSpec
 
@@ -29,6 +32,11 @@ INSTALL_HINT = "pip install 'fitcheck[hub]'"
 # huggingface_hub's validate_repo_id: optional owner, names of [\w.-] up to 96 characters.
 _REPO_ID_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 _TRUE = {"1", "on", "yes", "true"}  # huggingface_hub.constants._is_true
+# The whole Hub lookup (config.json, then the safetensors headers) gets this many seconds: an endpoint
+# that accepts and never answers, or huggingface_hub's own retries (1+2+4+8+8 s), cannot hold a run longer.
+HUB_DEADLINE_S = 6.0
+# Each HTTP request's own timeout, within that deadline.
+HUB_REQUEST_TIMEOUT_S = 4.0
 
 
 def hub_offline() -> bool:
@@ -50,7 +58,7 @@ class HubClient(Protocol):
 class HuggingFaceHubClient:
     """:class:`HubClient` over huggingface_hub (imported on first use)."""
 
-    def __init__(self, timeout_s: float = 10.0):
+    def __init__(self, timeout_s: float = HUB_REQUEST_TIMEOUT_S):
         self.timeout_s = timeout_s
 
     @staticmethod
@@ -65,8 +73,22 @@ class HuggingFaceHubClient:
     def config(self, repo_id: str, revision: str | None) -> dict:
         from fitcheck.model.local import read_json_file
 
-        path = self._hub().hf_hub_download(repo_id, "config.json", revision=revision,
-                                           etag_timeout=self.timeout_s)
+        hub = self._hub()
+        _silence_hub_logs()  # again: importing huggingface_hub configures its logger
+        if not hub_offline():
+            # One HEAD request, without the library's retries (hf_hub_download retries a refused or
+            # silent endpoint five times, 23 s): a network failure is answered from the cache or fails now.
+            try:
+                hub.get_hf_file_metadata(hub.hf_hub_url(repo_id, "config.json", revision=revision),
+                                         timeout=self.timeout_s)
+            except Exception as exc:
+                if not {cls.__name__ for cls in type(exc).__mro__} & (_TIMEOUTS | _NETWORK):
+                    raise
+                cached = hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
+                if isinstance(cached, str):
+                    return read_json_file(Path(cached), "config.json")
+                raise
+        path = hub.hf_hub_download(repo_id, "config.json", revision=revision, etag_timeout=self.timeout_s)
         return read_json_file(Path(path), "config.json")
 
     def safetensors_headers(self, repo_id: str, revision: str | None) -> dict[str, dict]:
@@ -145,7 +167,7 @@ def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None 
     if status == 429:
         return FitcheckError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
                              "wait a minute, or set HF_TOKEN")
-    detail = " ".join(str(exc).split())[:160]
+    detail = redact_credentials(" ".join(str(exc).split()))[:160]
     return FitcheckError(f"Hugging Face Hub request for {repo_id} failed: {type(exc).__name__}: {detail}",
                          "try again, or point at a local model folder")
 
@@ -158,8 +180,42 @@ _METADATA_SOFT = {"NotASafetensorsRepoError", "OfflineModeIsEnabled", "Safetenso
 
 # ---- entry point ------------------------------------------------------------------------------
 
+class _DeadlineExceeded(Exception):
+    pass
+
+
+def _within(deadline: float, call, *args):
+    """``call(*args)`` in a worker thread, given until ``deadline`` (time.monotonic()); its result, or
+    its exception re-raised here, or _DeadlineExceeded (the thread is left behind as a daemon)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="fitcheck-hub", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive():
+        raise _DeadlineExceeded()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _silence_hub_logs() -> None:
+    """huggingface_hub logs each retry ("Retrying in 1s [Retry 1/5]", with the URL): fitcheck's one line
+    says what happened instead."""
+    for name in ("huggingface_hub", "httpx", "httpcore", "urllib3"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL + 1)
+        logger.propagate = False
+
+
 def spec_from_hub(repo_id: str, *, revision: str | None = None,
-                  client: HubClient | None = None) -> ModelSpec:
+                  client: HubClient | None = None, deadline_s: float = HUB_DEADLINE_S) -> ModelSpec:
     """ModelSpec of a Hub repository from its config.json and safetensors headers.
 
     Stored bytes and format are exact when the safetensors metadata can be read; offline, or for
@@ -173,8 +229,15 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
                             "use owner/name, e.g. Qwen/Qwen2.5-7B-Instruct")
     offline = hub_offline()
     client = client if client is not None else HuggingFaceHubClient()
+    _silence_hub_logs()
+    deadline = time.monotonic() + deadline_s
+    timed_out = FitcheckError(f"no answer from the Hugging Face Hub within {deadline_s:g} s for {repo_id}",
+                              "check the network (or HF_ENDPOINT), set HF_HUB_OFFLINE=1 to use the cache, "
+                              "or point at a local model folder")
     try:
-        config = client.config(repo_id, revision)
+        config = _within(deadline, client.config, repo_id, revision)
+    except _DeadlineExceeded:
+        raise timed_out from None
     except Exception as exc:  # every failure of the transport becomes one line
         raise explain_hub_error(exc, repo_id, revision=revision, offline=offline) from None
     where = f"{repo_id}/config.json (Hugging Face Hub)"
@@ -183,7 +246,9 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     if offline:
         return _note(spec, "HF_HUB_OFFLINE is set: safetensors metadata not fetched")
     try:
-        raw = client.safetensors_headers(repo_id, revision)
+        raw = _within(deadline, client.safetensors_headers, repo_id, revision)
+    except _DeadlineExceeded:
+        return _note(spec, f"safetensors metadata not read (no answer within {deadline_s:g} s)")
     except Exception as exc:
         names = {cls.__name__ for cls in type(exc).__mro__}
         if names & _METADATA_SOFT and not isinstance(exc, FitcheckError):

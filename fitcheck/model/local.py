@@ -16,19 +16,19 @@ a memory map), never the weights.  What each path means:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fitcheck.bounded import MAX_TEXT_FILE_BYTES, json_loads_bounded, read_regular_file
 from fitcheck.errors import FitcheckError
 from fitcheck.model import gguf_header, safetensors_header
 from fitcheck.model.safetensors_header import SafetensorsHeader, TensorInfo
 from fitcheck.model.spec import ModelSpec
 
-MAX_JSON_BYTES = 64 * 1024**2   # config.json and index files; real ones are under a few MiB
+MAX_JSON_BYTES = MAX_TEXT_FILE_BYTES   # config.json and index files; real ones are under a few MiB
 MAX_SHARDS = 10_000
 
 _GGUF_SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -56,8 +56,11 @@ def _format_from_tensors(tensors: Mapping[str, TensorInfo]) -> tuple[str | None,
         # GPTQ (AutoGPTQ/optimum) also saves g_idx [in]; qweight is [in * bits / 32, out].
         for base, qw in qweights.items():
             g_idx = tensors.get(base + ".g_idx")
-            if g_idx is not None and g_idx.shape and g_idx.shape[0]:
+            if g_idx is not None and g_idx.shape and g_idx.shape[0] and qw.shape:
                 bits = qw.shape[0] * 32 // g_idx.shape[0]
+                if bits not in (2, 3, 4, 8):
+                    raise FitcheckError(f"{base[:80]}.qweight: shape {list(qw.shape)[:4]} with g_idx "
+                                        f"{list(g_idx.shape)[:4]} is not a 2/3/4/8-bit GPTQ layout", "re-download it")
                 return f"gptq-int{bits}", "qweight/g_idx int32 tensors"
         return "awq", "qweight/qzeros int32 tensors without g_idx"
     names = tensors.keys()
@@ -137,6 +140,9 @@ def spec_from_tensors(tensors: Mapping[str, TensorInfo], name: str) -> ModelSpec
         raise FitcheckError(f"{name}: cannot infer the architecture (no single embed_tokens tensor)", hint)
     prefix = embeds[0][: -len("embed_tokens.weight")]
     vocab, hidden = tensors[embeds[0]].shape
+    if not vocab or not hidden:
+        raise FitcheckError(f"{name}: cannot infer the architecture (embed_tokens has shape "
+                            f"[{vocab}, {hidden}]: an empty vocabulary or hidden size)", hint)
     layer_ids = set()
     layer0: dict[str, TensorInfo] = {}
     for n, t in tensors.items():
@@ -208,13 +214,9 @@ def spec_from_tensors(tensors: Mapping[str, TensorInfo], name: str) -> ModelSpec
 # ---- files ------------------------------------------------------------------------------------
 
 def read_json_file(path: Path, what: str) -> dict:
+    data = read_regular_file(path, what, MAX_JSON_BYTES)
     try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise FitcheckError(f"{path}: {what} is larger than 64 MiB", "point at the real file")
-        text = path.read_bytes().decode("utf-8")
-        doc = json.loads(text)
-    except OSError as exc:
-        raise FitcheckError(f"cannot read {path}: {exc.strerror or exc}") from None
+        doc = json_loads_bounded(data.decode("utf-8-sig"))  # a UTF-8 BOM is valid JSON to everyone else
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise FitcheckError(f"{path}: {what} is not valid JSON", "re-download it") from None
     if not isinstance(doc, dict):
@@ -248,7 +250,13 @@ def _index_shards(index_path: Path) -> tuple[list[Path], int | None]:
 
 
 def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: str,
-                           index_total: int | None = None) -> ModelSpec:
+                           index_total: int | None = None, named: Path | None = None) -> ModelSpec:
+    root = _allowed_root(files[0].parent)
+    if config_path is not None:
+        _inside(config_path, root, name)
+    for f in files:
+        if f != named and os.path.lexists(f):  # the file named itself is the user's choice
+            _inside(f, root, name)
     present = [f for f in files if f.is_file()]
     config = read_json_file(config_path, "config.json") if config_path else None
     if len(present) < len(files):
@@ -257,6 +265,7 @@ def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: st
             # A snapshot with config and index but not (all) weights: the index's total_size is
             # the sum of tensor bytes (transformers writes it when sharding).
             spec = _spec_from_config(config, name, config_path)
+            _check_index_total(index_total, spec, name)
             return with_stored(spec, StoredWeights(index_total, None, None),
                                "index metadata.total_size (shards not on disk)")
         raise FitcheckError(f"{name}: shard {missing[0]} is missing ({len(missing)} of {len(files)})",
@@ -273,6 +282,42 @@ def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: st
     return with_stored(spec, stored_weights(headers), where)
 
 
+# Bytes per parameter a checkpoint can plausibly store: 2-bit GGUF/GPTQ with scales (~0.25) up to fp32
+# with some untracked buffers (4, plus slack).  Outside this range the index's total_size is not believed.
+_MIN_BYTES_PER_PARAM = 0.2
+_MAX_BYTES_PER_PARAM = 4.5
+
+
+def _check_index_total(total: int, spec: ModelSpec, name: str) -> None:
+    """The index's metadata.total_size must agree with the config's parameter count (it is taken as exact)."""
+    params = spec.total_params
+    if params > 0 and not _MIN_BYTES_PER_PARAM * params <= total <= _MAX_BYTES_PER_PARAM * params:
+        raise FitcheckError(f"{name}: the index's metadata.total_size ({total:,} bytes) does not match the "
+                            f"config's {params:,} parameters ({total / params:.3g} bytes each)",
+                            "download the shards, or point at config.json alone")
+
+
+def _allowed_root(folder: Path) -> Path:
+    """Where a model folder's files may live: the folder itself, or for a Hugging Face cache snapshot
+    (``models--org--name/snapshots/REV``) the repo folder, whose ``blobs/`` its symlinks point into."""
+    real = folder.resolve()
+    if real.parent.name == "snapshots" and (real.parent.parent / "blobs").is_dir():
+        return real.parent.parent
+    return real
+
+
+def _inside(path: Path, root: Path, name: str) -> Path:
+    """``path`` when it resolves inside ``root``; a symlink out of the model folder is refused (it could
+    point at a token or any private file, and fitcheck would read it)."""
+    real = path.resolve()
+    # huggingface_hub's older --local-dir downloads symlink big files into the cache's blobs: allowed
+    in_hub_blobs = real.parent.name == "blobs" and real.parent.parent.name.startswith("models--")
+    if real != root and root not in real.parents and not in_hub_blobs:
+        raise FitcheckError(f"{name}: {path.name} resolves outside the model folder ({real}); refused",
+                            "copy the file into the folder, or point at the file itself")
+    return path
+
+
 def _gguf_shards(path: Path) -> list[Path]:
     m = _GGUF_SPLIT_RE.match(path.name)
     if not m:
@@ -281,6 +326,10 @@ def _gguf_shards(path: Path) -> list[Path]:
     if not 1 <= count <= MAX_SHARDS:
         return [path]
     shards = [path.with_name(f"{m.group('stem')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    root = _allowed_root(path.parent)
+    for shard in shards:
+        if shard != path and os.path.lexists(shard):  # the file named itself is the user's choice
+            _inside(shard, root, path.name)
     missing = [s.name for s in shards if not s.is_file()]
     if missing:
         raise FitcheckError(f"{path.name}: split GGUF shard {missing[0]} is missing",
@@ -304,11 +353,15 @@ def _spec_from_dir(folder: Path) -> ModelSpec:
     st_files = sorted(folder.glob("*.safetensors"))
     ggufs = sorted(p for p in folder.glob("*.gguf") if not p.name.startswith("mmproj"))
     if indexes:
+        _inside(indexes[0], _allowed_root(folder), name)
         files, total = _index_shards(indexes[0])
         return _spec_from_safetensors(files, config_path, name, total)
     if st_files and (config_path or not ggufs):
         return _spec_from_safetensors(st_files, config_path, name)
     if ggufs:
+        root = _allowed_root(folder)
+        for g in ggufs:
+            _inside(g, root, name)
         models = sorted({_GGUF_SPLIT_RE.sub(r"\g<stem>", p.name) if _GGUF_SPLIT_RE.match(p.name)
                          else p.name for p in ggufs})
         if len(models) > 1:
@@ -317,6 +370,7 @@ def _spec_from_dir(folder: Path) -> ModelSpec:
                                 "point at one .gguf file")
         return _spec_from_gguf(ggufs[0])
     if config_path:
+        _inside(config_path, _allowed_root(folder), name)
         return _spec_from_config(read_json_file(config_path, "config.json"), name, config_path)
     raise FitcheckError(f"{folder}: no config.json, *.safetensors or *.gguf here",
                         "point at a model folder or file")
@@ -324,11 +378,30 @@ def _spec_from_dir(folder: Path) -> ModelSpec:
 
 def spec_from_path(path: str | os.PathLike) -> ModelSpec:
     """ModelSpec for the model at ``path`` (a folder or a config/index/safetensors/gguf file)."""
-    p = Path(path).expanduser()
+    try:
+        return _spec_from_path(Path(path).expanduser())
+    except OSError as exc:  # an unreadable folder: Path.is_file/is_dir/glob raise PermissionError
+        where = exc.filename or path
+        raise FitcheckError(f"cannot read {where}: {exc.strerror or exc}", "check the permissions") from None
+    except RecursionError:
+        raise FitcheckError(f"{path}: symlinks or folders nested too deeply") from None
+
+
+def has_model_files(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds anything fitcheck reads (config.json, safetensors, GGUF); False when unreadable."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name == "config.json" or e.name.endswith((".safetensors", ".gguf", ".safetensors.index.json"))
+                       for e in entries)
+    except OSError:
+        return True  # let the reader say why it cannot read it
+
+
+def _spec_from_path(p: Path) -> ModelSpec:
     if p.is_dir():
         return _spec_from_dir(p)
     if not p.is_file():
-        raise FitcheckError(f"no such file or folder: {path}", "check the path")
+        raise FitcheckError(f"no such file or folder: {p}", "check the path")
     lower = p.name.lower()
     if lower.endswith(".gguf"):
         return _spec_from_gguf(p)
@@ -346,6 +419,6 @@ def spec_from_path(path: str | os.PathLike) -> ModelSpec:
                                 "point at its folder or at model.safetensors.index.json")
         config = p.parent / "config.json"
         return _spec_from_safetensors([p], config if config.is_file() else None, p.stem
-                                      if not config.is_file() else p.parent.resolve().name)
+                                      if not config.is_file() else p.parent.resolve().name, named=p)
     raise FitcheckError(f"{p.name}: not a model file fitcheck reads",
                         "point at a folder with config.json, a .safetensors or a .gguf file")

@@ -3,14 +3,19 @@
 Order, first match wins:
 
 1. ``--params`` given: a generic Llama-like shape (:mod:`fitcheck.model.generic`); nothing is looked up.
-2. An existing local path: :func:`fitcheck.model.local.spec_from_path`; something that is
-   clearly a path (``./x``, ``/x``, ``~/x``, ``x.gguf``) but does not exist: ``no such file or folder``.
-3. A full catalog id ``org/name`` (case-insensitive).
+2. An existing local path: :func:`fitcheck.model.local.spec_from_path` (a Hugging Face cache folder
+   ``models--org--name`` reads its snapshot, named by the repo id); something that is clearly a
+   path (``./x``, ``/x``, ``~/x``, ``x.gguf``) but does not exist: ``no such file or folder``.
+2a. ``org/repo-GGUF:QUANT`` (llama.cpp's ``-hf`` form): :mod:`fitcheck.model.gguf_repo`.
+2b. ``model:tag`` (an Ollama name): :mod:`fitcheck.model.ollama`, the local Ollama store first.
+3. A full catalog id ``org/name`` (case-insensitive); with ``revision``, its snapshot in the local
+   Hugging Face cache when there is one.
 4. A short name: ``qwen-7b``, ``llama3-8b``, ``mixtral-8x7b`` ... (separators and case do not
    matter).  Several models can answer to one short name; the newest release wins, then the
    instruct/chat variant, and the note says what else matched.
 5. A catalog repository name without its organisation (``Qwen2.5-7B-Instruct``).
-6. Any other ``org/name``: read from the Hugging Face Hub (:func:`fitcheck.model.hub.spec_from_hub`).
+6. Any other ``org/name``: the local Hugging Face cache (:mod:`fitcheck.model.hf_cache`, offline),
+   else read from the Hugging Face Hub (:func:`fitcheck.model.hub.spec_from_hub`).
 7. Otherwise: ``unknown model`` with the three closest catalog names.
 """
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from fitcheck.errors import FitcheckError
@@ -30,6 +35,7 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _MAX_OTHERS = 4
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\", "\\")
 _FILE_SUFFIXES = (".json", ".gguf", ".safetensors")
+_SIZE_WORD = re.compile(r"^(\d+x|\d+(\.\d+)?[bm]|mini|small|medium|large|nano|tiny|plus)$")
 
 
 @dataclass(frozen=True)
@@ -46,12 +52,16 @@ def _rank(entry: CatalogEntry) -> tuple:
     return (entry.released, entry.variant == "instruct", -len(entry.hf_id))
 
 
-@lru_cache(maxsize=1)
 def _indexes() -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
-    """(normalized alias -> entries, normalized repository name -> entries), built once."""
+    """(normalized alias -> entries, normalized repository name -> entries) of the catalog in use."""
+    return _indexes_for(load_catalog())
+
+
+@lru_cache(maxsize=4)
+def _indexes_for(catalog) -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
     by_alias: dict[str, list[CatalogEntry]] = {}
     by_name: dict[str, list[CatalogEntry]] = {}
-    for e in load_catalog().entries:
+    for e in catalog.entries:
         for alias in {normalize_name(a) for a in e.aliases}:
             by_alias.setdefault(alias, []).append(e)
         by_name.setdefault(normalize_name(e.name), []).append(e)
@@ -78,13 +88,45 @@ def _choose(text: str, candidates: list[CatalogEntry]) -> ResolvedModel:
 
 
 def suggestions(text: str, n: int = 3) -> list[str]:
-    """The ``n`` catalog names/aliases closest to ``text`` (difflib)."""
+    """The ``n`` catalog names closest to ``text``: names that continue it first (``llama-3.3`` →
+    llama3.3-70b, ``qwen3-235b`` → the 235B-A22B), with ``moe`` the family's mixture-of-experts
+    models (smallest first), then difflib's closest."""
     names: dict[str, str] = {}
     for e in load_catalog().entries:
-        for label in (e.name, *e.aliases):
+        for label in (*e.aliases, e.name):
             names.setdefault(normalize_name(label), label)
-    close = difflib.get_close_matches(normalize_name(text), list(names), n=n, cutoff=0.0)
-    return [names[c] for c in close]
+    key = normalize_name(text)
+    out: list[str] = []
+    if key.endswith("-moe") or key.startswith("moe-") or "-moe-" in key:
+        family = key.replace("-moe", "").replace("moe-", "")
+        moe = sorted((e for e in load_catalog().search(family) if e.spec.is_moe), key=lambda e: e.spec.total_params)
+        out += [e.aliases[0] if e.aliases else e.name for e in moe]
+    longer = sorted((k for k in names if k.startswith(key + "-")), key=lambda k: (len(k), k))
+    out += [names[k] for k in longer]
+    out += [names[c] for c in difflib.get_close_matches(key, list(names), n=n, cutoff=0.0)]
+    return list(dict.fromkeys(out))[:n]
+
+
+def family_sizes(text: str, limit: int = 20) -> list[str]:
+    """When ``text`` names a family or a generation (``qwen3``, ``llama3``, ``gpt-oss``), the short
+    names of its sizes, smallest first; else []."""
+    key = normalize_name(text)
+    if not key or any(ch.isdigit() for ch in key.rsplit("-", 1)[-1]) and key.rsplit("-", 1)[-1][-1:] in "bm":
+        return []       # it has a size already ('qwen3-8b'): not a family name
+    sizes: dict[str, int] = {}
+    for by_family in (False, True):     # its own short names first; else the family's models
+        for e in load_catalog().entries:
+            if by_family:
+                labels = list(e.aliases[:1]) if e.family.lower() == text.strip().lower() else []
+            else:
+                labels = [a for a in e.aliases if normalize_name(a).startswith(key + "-")
+                          and _SIZE_WORD.match(normalize_name(a)[len(key) + 1:].split("-")[0])]
+            if labels:
+                label = min(labels, key=len)
+                sizes[label] = min(sizes.get(label, e.spec.total_params), e.spec.total_params)
+        if sizes:
+            break
+    return sorted(sizes, key=lambda a: (sizes[a], a))[:limit]
 
 
 def looks_like_path(text: str) -> bool:
@@ -98,51 +140,207 @@ def looks_like_path(text: str) -> bool:
     return text.lower().endswith(_FILE_SUFFIXES)
 
 
-def _local(path: str) -> ResolvedModel:
-    try:
-        from fitcheck.model.local import spec_from_path
-    except ImportError as exc:  # pragma: no cover - the module ships with fitcheck
-        raise FitcheckError(f"cannot read local model {path!r}: {exc}") from exc
+def _local(path: str, revision: str | None = None) -> ResolvedModel:
+    from pathlib import Path
+
+    from fitcheck.model import hf_cache
+    from fitcheck.model.local import spec_from_path
+
+    p = Path(path)
+    repo_id = hf_cache.repo_id_from_folder(p)
+    if repo_id and p.is_dir() and (p / "snapshots").is_dir():
+        cached = hf_cache.find_snapshot(p, repo_id, revision)
+        if cached is None:
+            raise FitcheckError(f"{path}: no snapshot" + (f" for revision {revision}" if revision else ""),
+                                "download the model again, or point at a snapshot folder")
+        return _cached(cached)
+    if p.parent.name == "snapshots" and hf_cache.repo_id_from_folder(p.parent.parent):
+        repo_id = hf_cache.repo_id_from_folder(p.parent.parent)
+        return _cached(hf_cache.CachedRepo(repo_id, p.parent.parent, p, p.name, None))
     spec = spec_from_path(path)
     return ResolvedModel(spec, None, "local", f"{path} → read from local files")
 
 
-def _hub(repo_id: str) -> ResolvedModel:
+def _cached(cached) -> ResolvedModel:
+    from dataclasses import replace
+
+    from fitcheck.model import hf_cache
+
+    spec = hf_cache.spec_from_cached(cached)
+    entry = load_catalog().get(cached.repo_id)
+    if entry is not None:
+        spec = replace(spec, family=entry.family)
+    return ResolvedModel(spec, cached.repo_id, "hf-cache", hf_cache.describe(cached), entry)
+
+
+def _hub(repo_id: str, revision: str | None = None) -> ResolvedModel:
+    from fitcheck.model import hf_cache
+
+    cached = hf_cache.cached_repo(repo_id, revision)
+    if cached is not None:
+        return _cached(cached)
     try:
         from fitcheck.model.hub import spec_from_hub
     except ImportError as exc:
         raise FitcheckError(f"unknown model {repo_id!r}: not in the catalog, and Hub lookup is unavailable ({exc})",
                             "pass a local path, or --params for a generic estimate") from exc
-    spec = spec_from_hub(repo_id)
+    spec = spec_from_hub(repo_id, revision=revision) if revision else spec_from_hub(repo_id)
     return ResolvedModel(spec, repo_id, "hub", f"{repo_id} → read from the Hugging Face Hub")
 
 
+def _gguf_repo(name, revision: str | None) -> ResolvedModel:
+    from fitcheck.model import gguf_repo
+    from fitcheck.model.hub import hub_offline
+
+    spec, entry = gguf_repo.offline_spec(name) if gguf_repo.base_entry(name.repo) else (None, None)
+    why = "offline"
+    if not hub_offline():
+        try:
+            client = gguf_repo.HfFileSystemClient()
+        except ImportError:
+            why = "the hub extra is not installed"
+        else:
+            try:
+                remote = gguf_repo.spec_from_repo(name, client, revision)
+            except Exception as exc:  # any transport failure: the offline answer, said so
+                if spec is None:
+                    from fitcheck.model.hub import explain_hub_error
+
+                    raise explain_hub_error(exc, name.repo, revision=revision) from None
+                why = f"its header could not be read ({type(exc).__name__})"
+            else:
+                if entry is not None:
+                    from dataclasses import replace
+
+                    remote = replace(remote, family=entry.family)
+                return ResolvedModel(remote, name.text, "hub", f"{name.text} → GGUF header read from the Hugging "
+                                     "Face Hub (range requests)", entry)
+    if spec is None:
+        spec, entry = gguf_repo.offline_spec(name)   # raises: unknown repository
+    note = (f"{name.text} → {entry.hf_id} as {name.quant.upper()} (the repository's file not read: {why}; "
+            "its bytes are computed from the architecture)")
+    return ResolvedModel(spec, name.text, "catalog", note, entry)
+
+
+def _ollama(name) -> ResolvedModel:
+    from dataclasses import replace
+
+    from fitcheck.model import ollama
+
+    entry = ollama.catalog_entry(name)
+    manifest = ollama.manifest_path(name)
+    blob = ollama.model_blob(manifest) if manifest.is_file() else None
+    if blob is not None:
+        spec = ollama.spec_from_blob(blob, name.text)
+        if entry is not None:
+            spec = replace(spec, family=entry.family)
+        return ResolvedModel(spec, name.text, "ollama",
+                             f"{name.text} → read from the local Ollama store ({blob}); Ollama runs llama.cpp", entry)
+    if entry is None:
+        size = name.size or "no size"
+        raise FitcheckError(f"unknown Ollama model {name.text!r} ({size}; not pulled in {ollama.store_dir()})",
+                            "did you mean: " + ", ".join(suggestions(name.model + "-" + (name.size or ""))))
+    precision = ollama.precision_of(name)
+    spec = replace(entry.spec, stored_format=precision)
+    default = "" if name.quant else ", Ollama's default quantization"
+    engine = ("llama.cpp, Ollama's runtime" if weight_format_ok(precision)
+              else "add --engine llama.cpp: Ollama's runtime")
+    note = (f"{name.text} → {entry.hf_id}{ollama.size_note(name)} as {precision.upper()}{default} "
+            f"(engine {engine}); not pulled here, so bytes are computed")
+    return ResolvedModel(spec, name.text, "ollama", note, entry)
+
+
+def weight_format_ok(precision: str) -> bool:
+    """True when a precision is a GGUF type (the default engine is then llama.cpp)."""
+    from fitcheck.estimate.formats import weight_format
+
+    return weight_format(precision).gguf
+
+
 def resolve_model(text: str, *, params: str | None = None, layers: int | None = None,
-                  hidden: int | None = None, kv_heads: int | None = None) -> ResolvedModel:
+                  hidden: int | None = None, kv_heads: int | None = None,
+                  revision: str | None = None) -> ResolvedModel:
     """The :class:`ResolvedModel` for what the user typed; :class:`FitcheckError` when unknown."""
     if not isinstance(text, str) or not text.strip():
         raise FitcheckError("no model given", "try: fitcheck qwen-7b, or fitcheck models to list them")
     text = text.strip()
 
     if params is not None:
+        known_model = _known(text)
+        if known_model is not None:
+            raise FitcheckError(f"--params is for a model fitcheck does not know, and {text!r} is "
+                                f"{known_model.hf_id} ({known_model.spec.total_params / 1e9:.2f}B parameters)",
+                                "drop --params (or give the generic model another name)")
         return _generic(text, params, layers, hidden, kv_heads)
     if layers is not None or hidden is not None or kv_heads is not None:
         raise FitcheckError("--layers, --hidden and --kv-heads describe a generic model and need --params",
                             "add --params, e.g. --params 7b")
 
+    folder_note = None
     if os.path.exists(os.path.expanduser(text)):
-        return _local(os.path.expanduser(text))
-    if looks_like_path(text):
+        path = os.path.expanduser(text)
+        if looks_like_path(text) or not os.path.isdir(path) or _has_model_files(path) or _is_hf_cache_folder(path):
+            return _local(path, revision)
+        # A folder named like the model (./qwen-7b, empty or unrelated) does not hide the name.
+        folder_note = f"./{text} is a folder without config.json or weights: {text!r} read as a model name"
+    elif looks_like_path(text):
         raise FitcheckError(f"no such file or folder: {text}",
                             "check the path, or give a model name: `fitcheck models` lists them")
+    if ":" in text:
+        from fitcheck.model import gguf_repo, ollama
 
+        gguf = gguf_repo.parse_name(text)
+        if gguf is not None:
+            return _gguf_repo(gguf, revision)
+        named = ollama.parse_name(text)
+        if named is not None:
+            return _ollama(named)
+
+    if folder_note is None:
+        return _resolve_name(text, revision)
+    try:
+        resolved = _resolve_name(text, revision)
+    except FitcheckError as exc:
+        raise FitcheckError(f"{exc.message}; ./{text} is a folder without config.json or weights",
+                            exc.hint) from None
+    return replace(resolved, note="; ".join(n for n in (resolved.note, folder_note) if n))
+
+
+def _is_hf_cache_folder(path: str) -> bool:
+    """A Hugging Face cache repo folder (models--org--name, holding snapshots/) or one of its snapshots."""
+    from pathlib import Path
+
+    from fitcheck.model import hf_cache
+
+    p = Path(path)
+    return bool(hf_cache.repo_id_from_folder(p) and (p / "snapshots").is_dir()) or (
+        p.parent.name == "snapshots" and bool(hf_cache.repo_id_from_folder(p.parent.parent)))
+
+
+def _has_model_files(path: str) -> bool:
+    from fitcheck.model.local import has_model_files
+
+    return has_model_files(path)
+
+
+def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
+    """A catalog name, short name or Hub id (not a local path)."""
     catalog = load_catalog()
     exact = catalog.get(text)
     if exact is not None:
+        if revision is not None:
+            from fitcheck.model import hf_cache
+
+            cached = hf_cache.cached_repo(exact.hf_id, revision)
+            if cached is not None:
+                return _cached(cached)
         return ResolvedModel(exact.spec, exact.hf_id, "catalog", None, exact)
 
     key = normalize_name(text)
     if "/" not in text:
+        exact_name = [e for e in _name_matches(key) if e.name == text]
+        if exact_name:          # 'Qwen-7B' is Qwen/Qwen-7B, not the newest model called qwen-7b
+            return _choose(text, exact_name)
         short = _short_name_matches(key)
         if short:
             return _choose(text, short)
@@ -150,9 +348,25 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
         if named:
             return _choose(text, named)
     if _REPO_ID.match(text):
-        return _hub(text)
+        return _hub(text, revision) if revision else _hub(text)
+    sizes = family_sizes(text)
+    if len(sizes) > 1:
+        raise FitcheckError(f"{text!r} is a model family: choose a size",
+                            f"{', '.join(sizes)} (e.g. fitcheck {sizes[len(sizes) // 2]})")
     hint = "did you mean: " + ", ".join(suggestions(text))
     raise FitcheckError(f"unknown model {text!r}", hint)
+
+
+def _known(text: str) -> CatalogEntry | None:
+    """The catalog entry ``text`` names (id, short name or repository name), else None."""
+    exact = load_catalog().get(text)
+    if exact is not None:
+        return exact
+    if "/" in text:
+        return None
+    key = normalize_name(text)
+    matches = _short_name_matches(key) or _name_matches(key)
+    return max(matches, key=_rank) if matches else None
 
 
 def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_heads: int | None) -> ResolvedModel:
@@ -162,7 +376,9 @@ def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_
     try:
         n_params = parse_count(params)
     except ValueError as exc:
-        raise FitcheckError(str(exc)) from exc
+        raise FitcheckError(f"--params: {exc}") from None
+    if n_params < 1:
+        raise FitcheckError(f"--params must be at least 1 parameter, got {params!r}")
     spec = generic_spec(n_params, layers=layers, hidden=hidden, kv_heads=kv_heads, name=text)
     note = (f"{text} → generic Llama-like shape for {params} parameters "
             f"({spec.num_layers} layers, hidden {spec.hidden_size}, {spec.num_kv_heads} kv heads): approximate")

@@ -18,12 +18,15 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from fitcheck.bounded import json_loads_bounded, open_regular_file
 from fitcheck.errors import FitcheckError
 
 # The safetensors reference implementation refuses headers over 100 MB (safetensors/src/tensor.rs,
 # MAX_HEADER_SIZE = 100_000_000); a real 1,000-shard index header is a few MiB.
 MAX_HEADER_BYTES = 100_000_000
-MAX_TENSORS = 1_000_000
+# Tensors per file: the largest real shards hold a few thousand (DeepSeek-V3's whole checkpoint ~92k);
+# 200,000 keeps a hostile header's parse under a second or two and ~200 MB.
+MAX_TENSORS = 200_000
 MAX_RANK = 16
 # 2^48 elements = 256 Ti elements: far above any real tensor, small enough that products of
 # bounded dims never become huge Python ints.
@@ -147,7 +150,7 @@ def header_from_json(doc: object, *, data_size: int | None = None,
     if not isinstance(doc, dict):
         raise _bad(source, "header is not a JSON object")
     if len(doc) > MAX_TENSORS + 1:
-        raise _bad(source, "more than a million tensors")
+        raise _bad(source, f"more than {MAX_TENSORS:,} tensors")
     metadata_raw = doc.get("__metadata__", {})
     if metadata_raw is None:
         metadata_raw = {}
@@ -157,7 +160,18 @@ def header_from_json(doc: object, *, data_size: int | None = None,
                 for k, v in metadata_raw.items()}
     tensors = {name: _tensor_info(name, entry, data_size, source)
                for name, entry in doc.items() if name != "__metadata__"}
+    _check_no_overlap(doc, source)
     return SafetensorsHeader(tensors=tensors, metadata=metadata, source=source)
+
+
+def _check_no_overlap(doc: dict, source: str) -> None:
+    """Tensors' data_offsets (already validated) must not overlap: each byte belongs to one tensor."""
+    spans = sorted((e["data_offsets"][0], e["data_offsets"][1], name) for name, e in doc.items()
+                   if name != "__metadata__" and isinstance(e, dict) and isinstance(e.get("data_offsets"), list)
+                   and e["data_offsets"][1] > e["data_offsets"][0])
+    for (_, end, name), (begin, _, other) in zip(spans, spans[1:], strict=False):
+        if begin < end:
+            raise _bad(source, f"tensors {name[:80]!r} and {other[:80]!r} overlap (data_offsets)")
 
 
 def parse_header_bytes(data: bytes, *, file_size: int | None = None,
@@ -171,15 +185,18 @@ def parse_header_bytes(data: bytes, *, file_size: int | None = None,
         raise _bad(source, "shorter than the 8-byte header length")
     (n,) = struct.unpack_from("<Q", data, 0)
     if n > MAX_HEADER_BYTES:
-        raise _bad(source, f"header length {n} is over the {MAX_HEADER_BYTES}-byte limit")
+        raise _bad(source, f"header length is over the {MAX_HEADER_BYTES:,}-byte limit (not a safetensors file?)")
     if 8 + n > size or 8 + n > len(data):
         raise _bad(source, "file ends inside the header (truncated?)")
     return _decode(bytes(data[8:8 + n]), size - 8 - n, source)
 
 
 def _decode(raw: bytes, data_size: int, source: str) -> SafetensorsHeader:
+    # Refuse a header with too many tensors before parsing it (each tensor has one "dtype" key).
+    if raw.count(b'"dtype"') > MAX_TENSORS:
+        raise _bad(source, f"more than {MAX_TENSORS:,} tensors")
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json_loads_bounded(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _bad(source, "header is not UTF-8 JSON") from None
     return header_from_json(doc, data_size=data_size, source=source)
@@ -189,14 +206,15 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
     """Read and validate the header of the .safetensors file at ``path`` (8 + N bytes only)."""
     source = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path, "safetensors file") as f:
             size = os.fstat(f.fileno()).st_size
             first = f.read(8)
             if len(first) < 8:
                 raise _bad(source, "shorter than the 8-byte header length")
             (n,) = struct.unpack("<Q", first)
             if n > MAX_HEADER_BYTES:
-                raise _bad(source, f"header length {n} is over the {MAX_HEADER_BYTES}-byte limit")
+                raise _bad(source, f"header length is over the {MAX_HEADER_BYTES:,}-byte limit "
+                                   "(not a safetensors file?)")
             if 8 + n > size:
                 raise _bad(source, "file ends inside the header (truncated?)")
             raw = f.read(n)

@@ -18,7 +18,7 @@ import click
 
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
-from fitcheck.preflight.requirements import combine
+from fitcheck.preflight.requirements import combine, outcome_dict
 from fitcheck.preflight.requirements import exit_code as requirements_exit_code
 
 # Each format's modules (github, lines, the plan runner) are imported where they are used, so a
@@ -36,11 +36,9 @@ def _dumps(doc: dict) -> str:
 def write_output(path: str | None, doc: dict) -> None:
     if not path:
         return
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(_dumps(doc) + "\n")
-    except OSError as exc:
-        raise FitcheckError(f"--output {path}: cannot write: {exc.strerror or exc}") from None
+    from fitcheck.bounded import write_regular_file
+
+    write_regular_file(path, _dumps(doc) + "\n", "--output")
 
 
 def append_summary(markdown: str, env=None) -> None:
@@ -50,18 +48,12 @@ def append_summary(markdown: str, env=None) -> None:
     if not path:
         return
     try:
+        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the run
+            raise OSError(0, "not a regular file")
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(markdown + "\n")
     except OSError as exc:
         click.echo(f"fitcheck: cannot write the step summary {path}: {exc.strerror or exc}", err=True)
-
-
-def outcome_dict(o) -> dict:
-    value = o.measured
-    if isinstance(value, tuple):  # a version
-        value = ".".join(str(p) for p in value)
-    return {"requirement": o.requirement.text, "fact": o.requirement.fact, "status": o.status,
-            "measured": value, "shown": o.shown, "message": o.message}
 
 
 def _requirement_lines(outcomes, err: bool) -> None:
@@ -75,28 +67,39 @@ def _requirement_lines(outcomes, err: bool) -> None:
 
 
 def run_check(model: str, request, machine, *, params: str | None, fmt: str, output: str | None, strict: bool,
-              outcomes=()) -> int:
+              outcomes=(), revision: str | None = None, finish=None, after=None) -> int:
     """Check ``model`` as ``request`` asks on ``machine`` and show it.  A malformed request is bad input
     (exit 2), except that a failed --require stays exit 1 whatever else happens."""
     from fitcheck.pipeline import check
 
     try:
-        result = check(model, request, machine, params=params)
+        from fitcheck.model.resolve import resolve_model
+
+        # Resolved here, as typed: the result names a catalog model by its id, a local one by its path.
+        resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
+        typed = ((model.strip(),) + (("--params", params) if params else ())
+                 + (("--revision", revision) if revision else ()))
+        result = check(resolved, request, machine, as_typed=typed)
+        if finish is not None:
+            result = finish(result)
     except FitcheckError as exc:
         if requirements_exit_code(outcomes) == 1:
             _requirement_lines(outcomes, err=True)
             click.echo(f"fitcheck: {exc.one_line()}", err=True)
             return 1
         raise
-    return emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
+    code = emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
+    if after is not None:
+        after(result)
+    return code
 
 
 def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=()) -> int:
     """Show one CheckResult; returns the exit code (verdict, --strict, requirements)."""
-    from fitcheck.estimate.verdict import TIGHT
-    from fitcheck.render.check import check_document
+    from fitcheck.render.check import check_document, check_exit_code
 
-    doc = check_document(result)
+    code = check_exit_code(result, strict, outcomes)
+    doc = check_document(result, outcomes=outcomes, exit_code=code)
     if fmt == "json":
         click.echo(_dumps(doc))
         _requirement_lines(outcomes, err=True)
@@ -112,12 +115,9 @@ def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(
 
             for line in github.check_annotations(result, strict) + github.requirement_annotations(outcomes):
                 click.echo(line)
-            append_summary(github.check_summary(result, outcomes, strict))
+            append_summary(github.check_summary(result, outcomes, strict, exit_code=code))
     write_output(output, doc)
-    code = result.exit_code
-    if strict and result.verdict.status == TIGHT:
-        code = 1
-    return combine([code, requirements_exit_code(outcomes)])
+    return code
 
 
 def requirements_document(machine, outcomes) -> dict:
@@ -163,7 +163,7 @@ def plan_document(path: str, case_results, outcomes=()) -> dict:
         "plan": path,
         "exit_code": combine(codes),
         "cases": [{"name": c.case.name, "exit_code": c.exit_code,
-                   "check": check_document(c.result) if c.result is not None else None,
+                   "check": check_document(c.result, exit_code=c.exit_code) if c.result is not None else None,
                    **({"error": c.error} if c.result is None else {})}
                   for c in case_results],
         "requirements": [outcome_dict(o) for o in outcomes],
@@ -202,8 +202,10 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
 
 
 def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements, fmt: str,
-                  output: str | None) -> int:
-    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code."""
+                  output: str | None, overrides: dict | None = None) -> int:
+    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code.
+
+    ``overrides`` (--gpu/--vram/--ram) apply to every case's machine."""
     from fitcheck.cli.options import load_machine
     from fitcheck.preflight.plan_file import read_plan
     from fitcheck.preflight.requirements import evaluate
@@ -214,7 +216,7 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
 
     def machine_for(name: str | None):
         if name not in machines:
-            machines[name] = load_machine(name)
+            machines[name] = load_machine(name, **(overrides or {}))
         return machines[name]
 
     case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile)

@@ -103,11 +103,41 @@ def _requirements_md(outcomes) -> list[str]:
     return lines
 
 
-def check_summary(result, outcomes=(), strict: bool = False) -> str:
-    """Markdown for one check: verdict, memory per device, requirements, what fits instead."""
+def _outcome_icon(status: str, exit_code: int) -> str:
+    """The headline's icon: the step's real outcome (exit 1 is ❌ even when the model fits)."""
+    if exit_code == 1:
+        return "❌"
+    if exit_code == 3:
+        return "❔"
+    return _ICON[status]
+
+
+def _headline(result, outcomes, strict: bool, exit_code: int) -> str:
+    """``✅ fitcheck: X fits on M``, or with the reason the step fails although the verdict alone passes."""
     status = result.verdict.status
+    title = check_title(result)
+    failed = [o for o in outcomes if o.status == FAILED]
+    unknown = [o for o in outcomes if o.status not in (OK, FAILED)]
+    if exit_code == 1 and status in (FITS, TIGHT):
+        why = [f"{len(failed)} requirement{'s' if len(failed) > 1 else ''} failed"] if failed else []
+        if status == TIGHT and strict:
+            why.insert(0, "tight with --strict")
+        title += f" — step fails: {', '.join(why)}" if why else ""
+    elif exit_code == 3 and status != UNKNOWN and unknown:
+        title += f" — step fails: {len(unknown)} requirement{'s' if len(unknown) > 1 else ''} unknown"
+    return f"### {_outcome_icon(status, exit_code)} {title}"
+
+
+def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | None = None) -> str:
+    """Markdown for one check: the step's outcome, memory per device, requirements, what fits instead.
+
+    The headline shows the step's real outcome (``exit_code``, default: the verdict's combined with
+    the requirements and ``strict``), so a fitting model whose ``--require`` failed is ❌."""
+    from fitcheck.render.check import check_exit_code
+
+    code = check_exit_code(result, strict, outcomes) if exit_code is None else exit_code
     commands = alternative_commands(result)
-    lines = [f"### {_ICON[status]} {check_title(result)}", "", check_message(result, strict), "",
+    lines = [_headline(result, outcomes, strict, code), "", check_message(result, strict), "",
              "| Device | Needs | Free | Verdict |", "|---|---|---|---|"]
     for d in result.verdict.devices:
         label = d.device.upper() if d.kind == "gpu" else "RAM"
@@ -121,15 +151,19 @@ def check_summary(result, outcomes=(), strict: bool = False) -> str:
 
 
 def requirements_summary(machine_line: str, outcomes) -> str:
-    ok = all(o.status == OK for o in outcomes)
-    lines = [f"### {'✅' if ok else '❌'} fitcheck: machine requirements", "", f"Machine: {machine_line}"]
+    statuses = {o.status for o in outcomes}
+    icon = "❌" if FAILED in statuses else "❔" if statuses - {OK} else "✅"
+    lines = [f"### {icon} fitcheck: machine requirements", "", f"Machine: {machine_line}"]
     return "\n".join(lines + _requirements_md(outcomes)) + "\n"
 
 
 def plan_summary(path: str, case_results, outcomes=()) -> str:
     """Markdown for a plan: one row per case."""
+    from fitcheck.preflight.requirements import exit_code as requirements_exit_code
+
     failed = sum(1 for c in case_results if c.exit_code != 0)
-    head = "✅" if not failed else "❌"
+    req_code = requirements_exit_code(outcomes)
+    head = "❌" if failed or req_code == 1 else "❔" if req_code == 3 else "✅"
     lines = [f"### {head} fitcheck plan {path}: {len(case_results) - failed} of {len(case_results)} cases pass", "",
              "| Case | Model | Machine | Verdict | Why |", "|---|---|---|---|---|"]
     for c in case_results:

@@ -16,8 +16,9 @@
     engine = "vllm"
 
 Case fields: model (required), name, params, profile, strict, and every request option of
-fitcheck.options under its name (mode, precision, context, seq_len, batch, kv_dtype, engine, gpus,
-device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), headroom
+fitcheck.options under its name (mode, precision, context, prompt (tokens prefilled; default the whole
+context), seq_len, batch, kv_dtype, engine, gpus,
+device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), attention, headroom
 (percent), and the training options: grad_accum, optimizer, grad_checkpointing, lora_rank, zero,
 fsdp, offload, ...), each checked as the command line checks it.
 A malformed file is one FitcheckError (exit 2) naming the file, the case and the field.
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fitcheck.errors import FitcheckError
-from fitcheck.options import BY_NAME, PLAN_FIELDS
+from fitcheck.options import BY_NAME, PLAN_ALIASES, PLAN_FIELDS
 
 FIELDS = PLAN_FIELDS
 _STR = ("model", "name", "params", "profile")
@@ -62,7 +63,7 @@ def _check_field(where: str, key: str, value) -> None:
         if not isinstance(value, bool):
             raise FitcheckError(f"{where}: field {key!r} must be true or false, got {value!r}")
         return
-    opt = BY_NAME[key]
+    opt = BY_NAME[PLAN_ALIASES.get(key, key)]
     if opt.kind in ("int", "float"):
         if opt.kind == "int":
             want = f"a whole number >= {opt.low:g}" + (f" and <= {opt.high:g}" if opt.high else "")
@@ -86,14 +87,9 @@ def _check_field(where: str, key: str, value) -> None:
 
 def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
     """The cases of a plan file's text; FitcheckError naming ``path`` and the field when malformed."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FitcheckError(f"{path}: not valid TOML: {exc}") from None
+    from fitcheck.bounded import loads_toml
+
+    doc = loads_toml(text, path, "plan file")
     unknown = sorted(set(doc) - {"defaults", "case"})
     if unknown:
         raise FitcheckError(f"{path}: unknown table or key {unknown[0]!r}", "a plan has [defaults] and [[case]] tables")
@@ -123,11 +119,7 @@ def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
 
 def read_plan(path: str) -> PlanFile:
     """Read and parse ``path`` (the only I/O here)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise FitcheckError(f"{path}: cannot read plan file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise FitcheckError(f"{path}: not a text file (expected TOML)") from None
+    from fitcheck.bounded import read_text_file
+
+    text = read_text_file(path, "plan file", "TOML")
     return parse_plan(text, path)

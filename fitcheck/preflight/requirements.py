@@ -11,6 +11,10 @@ machine being checked (this one, or the ``--profile``):
     ram_total  RAM installed (bytes)
     disk       free space where models are downloaded (the Hugging Face cache; bytes)
     cuda       the CUDA version the driver supports (12.1, 12.4)
+    driver     the NVIDIA driver version (550, 550.54.14)
+    torch      the installed torch version (2.5.1), read from package metadata (this machine only)
+    torch_cuda the CUDA version torch was built for (12.4 for 2.5.1+cu124); ``torch_cuda<=driver`` (or
+               ``<=cuda``) compares it with the CUDA version the driver supports
 
 Sizes need a unit (``24GiB``, ``40GB``, ``512MiB``; GB is 10^9 bytes, GiB 2^30), versions are
 compared part by part (12.10 > 12.9).  On a machine with no GPU the GPU facts (vram, vram_free,
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 
 from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.machine import Machine, known
-from fitcheck.units import GB, format_gib, parse_size
+from fitcheck.units import GB, GiB, format_gib, parse_size
 
 SIZE, COUNT, VERSION = "size", "count", "version"
 
@@ -39,8 +43,13 @@ FACTS: dict[str, tuple[str, str]] = {
     "ram_total": (SIZE, "RAM installed"),
     "disk": (SIZE, "free disk at the model cache"),
     "cuda": (VERSION, "driver CUDA version"),
+    "driver": (VERSION, "NVIDIA driver version"),
+    "torch": (VERSION, "installed torch version"),
+    "torch_cuda": (VERSION, "CUDA version of the installed torch build"),
 }
-_GPU_FACTS = ("vram", "vram_free", "cc", "cuda")
+_GPU_FACTS = ("vram", "vram_free", "cc", "cuda", "driver")
+_STACK_FACTS = ("torch", "torch_cuda")
+_REFERENCES = {"driver": "cuda", "cuda": "cuda"}  # torch_cuda<=driver: the CUDA version the driver supports
 OPERATORS = (">=", "<=", "==", ">", "<")  # two-character operators first for the regex
 _RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(>=|<=|==|>|<)\s*(\S(?:.*\S)?)\s*$")
 
@@ -54,6 +63,7 @@ class Requirement:
     op: str
     value: object    # int bytes, int count, or tuple[int, ...] version
     decimal: bool = False  # a size written in decimal units (GB): shown in GB too
+    ref: str | None = None  # compared with another fact of the machine (torch_cuda<=driver), not a value
 
     def holds(self, measured) -> bool:
         return _compare(measured, self.op, self.value)
@@ -82,8 +92,8 @@ def _compare(a, op: str, b) -> bool:
 def parse_version(text: str) -> tuple[int, ...]:
     """'12.1' -> (12, 1); '8' -> (8,); trailing zeros do not matter when compared (see _norm)."""
     parts = str(text).strip().split(".")
-    if not parts or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a version: {text!r} (try 8.0 or 12.1)")
+    if not parts or len(parts) > 8 or not all(p.isascii() and p.isdigit() and len(p) <= 6 for p in parts):
+        raise ValueError(f"not a version: {_shown(text)} (try 8.0 or 12.1)")
     return _norm(tuple(int(p) for p in parts))
 
 
@@ -97,27 +107,36 @@ def parse_requirement(text: str) -> Requirement:
     """``"vram>=24GiB"`` -> Requirement; FitcheckError (exit 2) naming what is wrong."""
     m = _RE.match(str(text))
     if not m:
-        raise FitcheckError(f"--require {text!r}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
+        raise FitcheckError(f"--require {_shown(text)}: expected FACT OP VALUE, e.g. \"vram>=24GiB\"",
                             "facts: " + ", ".join(FACTS) + "; operators: " + " ".join(OPERATORS))
     fact, op, raw = m.group(1).lower().replace("-", "_"), m.group(2), m.group(3)
     if fact not in FACTS:
-        raise FitcheckError(f"--require {text!r}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
+        raise FitcheckError(f"--require {_shown(text)}: unknown fact {m.group(1)!r}", "facts: " + ", ".join(FACTS))
     kind = FACTS[fact][0]
+    if fact == "torch_cuda" and raw.strip().lower() in _REFERENCES:
+        return Requirement(" ".join(str(text).split()), fact, op, None, ref=_REFERENCES[raw.strip().lower()])
     try:
         if kind == SIZE:
             if re.fullmatch(r"[0-9.]+", raw.strip()):
-                raise ValueError(f"{raw!r} has no unit (write {raw}GiB or {raw}GB)")
+                n = raw.strip() if len(raw.strip()) <= 20 else raw.strip()[:17] + "…"
+                raise ValueError(f"{n!r} has no unit (write {n}GiB or {n}GB)")
             value: object = parse_size(raw)
         elif kind == COUNT:
-            if not raw.isdigit():
-                raise ValueError(f"not a whole number: {raw!r}")
+            if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+                raise ValueError(f"not a whole number up to 999,999,999: {_shown(raw)}")
             value = int(raw)
         else:
             value = parse_version(raw)
     except ValueError as exc:
-        raise FitcheckError(f"--require {text!r}: {exc}") from None
+        raise FitcheckError(f"--require {_shown(text)}: {exc}") from None
     decimal = kind == SIZE and bool(re.search(r"[kmgt]b\s*$", raw, re.IGNORECASE))
     return Requirement(" ".join(str(text).split()), fact, op, value, decimal)
+
+
+def _shown(text: object) -> str:
+    """The requirement as typed, for a message: quoted, cut at 60 characters."""
+    t = str(text)
+    return repr(t if len(t) <= 60 else t[:57] + "…")
 
 
 def parse_requirements(texts) -> tuple[Requirement, ...]:
@@ -130,6 +149,19 @@ def _size(n: int, decimal: bool = False) -> str:
 
 def _show_version(v: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in (v if len(v) > 1 else (*v, 0)))
+
+
+# A GPU's total memory as the driver reports it is a little under the size it is sold with (an RTX 4090's
+# 24 GiB of GDDR6X reads 24,564 MiB in NVML; an H100 80GB 81,559 MiB): the firmware keeps a few MiB.
+# A total within this fraction below a whole GiB counts as that whole GiB, so "vram>=24GiB" holds on a
+# 24 GiB card as its owner means it (the exact figure is shown beside it).
+MARKETED_SLACK = 0.01
+
+
+def marketed_size(total_bytes: int) -> int:
+    """The whole-GiB size a GPU of ``total_bytes`` usable memory is sold with, when within 1 % of it."""
+    whole = -(-total_bytes // GiB) * GiB
+    return whole if whole - total_bytes <= MARKETED_SLACK * whole else total_bytes
 
 
 def measure(fact: str, machine: Machine, decimal: bool = False):
@@ -146,6 +178,11 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
         if unknown:
             return None, str(unknown[0])
         smallest = min(values)
+        if fact == "vram":
+            marketed = marketed_size(smallest)
+            if marketed != smallest:
+                return marketed, (f"{_size(smallest, decimal)} usable; sold as {marketed // GiB} GiB, "
+                                  f"compared as {_size(marketed, decimal)}")
         return smallest, _size(smallest, decimal)
     if fact == "cc":
         ccs = []
@@ -155,6 +192,14 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
             ccs.append(parse_version(g.compute_capability))
         low = min(ccs)
         return low, _show_version(low)
+    if fact == "driver":
+        v = machine.driver_version
+        if not known(v):
+            return None, str(v)
+        try:
+            return parse_version(str(v)), str(v)
+        except ValueError:
+            return None, f"unknown (unreadable driver version {v!r})"
     if fact == "cuda":
         v = machine.cuda_version
         if not known(v):
@@ -175,10 +220,44 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
     raise FitcheckError(f"unknown fact {fact!r}")  # parse_requirement already refuses these
 
 
-def evaluate(requirements, machine: Machine) -> tuple[Outcome, ...]:
-    """Each requirement judged against ``machine``."""
+def measure_stack(fact: str, stack):
+    """(value, shown, failed) for torch / torch_cuda from the installed stack (None: not read here)."""
+    if stack is None:
+        return None, "unknown (installed packages are read only for this machine, not a --profile)", False
+    t = stack.torch
+    if t is None:
+        return None, "torch is not installed (" + (", ".join(stack.environments) or "no environment read") + ")", True
+    if fact == "torch":
+        try:
+            return parse_version(t.version), t.version, False
+        except ValueError:
+            return None, f"unknown (unreadable torch version {t.version!r})", False
+    if t.backend != "cuda" or not t.backend_version:
+        return None, f"torch {t.version} is not a CUDA build ({t.backend}: {t.how})", t.backend != "unknown"
+    return parse_version(t.backend_version), f"{t.backend_version} (torch {t.version}, {t.how})", False
+
+
+def evaluate(requirements, machine: Machine, stack=None) -> tuple[Outcome, ...]:
+    """Each requirement judged against ``machine`` (and ``stack``, the installed packages, for torch facts)."""
     out = []
     for req in requirements:
+        if req.fact in _STACK_FACTS:
+            value, shown, failed = measure_stack(req.fact, stack)
+            if value is None:
+                out.append(Outcome(req, FAILED if failed else UNKNOWN, None, shown))
+                continue
+            if req.ref is not None:
+                other, other_shown = measure(req.ref, machine)
+                if other is None:
+                    out.append(Outcome(req, FAILED if not machine.gpus else UNKNOWN, value,
+                                       f"{shown}; the driver's CUDA version is {other_shown}"))
+                    continue
+                ok = _compare(value, req.op, other)
+                out.append(Outcome(req, OK if ok else FAILED, value,
+                                   f"{shown}; the driver supports CUDA {other_shown}"))
+                continue
+            out.append(Outcome(req, OK if req.holds(value) else FAILED, value, shown))
+            continue
         value, shown = measure(req.fact, machine, decimal=req.decimal)
         if value is None:
             no_gpu = req.fact in _GPU_FACTS and not machine.gpus
@@ -186,6 +265,15 @@ def evaluate(requirements, machine: Machine) -> tuple[Outcome, ...]:
         else:
             out.append(Outcome(req, OK if req.holds(value) else FAILED, value, shown))
     return tuple(out)
+
+
+def outcome_dict(o: Outcome) -> dict:
+    """One requirement's result as the JSON documents carry it (check, plan, requirements)."""
+    value = o.measured
+    if isinstance(value, tuple):  # a version
+        value = ".".join(str(p) for p in value)
+    return {"requirement": o.requirement.text, "fact": o.requirement.fact, "status": o.status,
+            "measured": value, "shown": o.shown, "message": o.message}
 
 
 def combine(codes) -> int:

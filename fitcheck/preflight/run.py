@@ -15,7 +15,7 @@ from typing import Any
 from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.estimate.verdict import TIGHT
 from fitcheck.machine import Machine
-from fitcheck.options import BY_NAME
+from fitcheck.options import BY_NAME, PLAN_ALIASES
 from fitcheck.preflight.plan_file import Case, PlanFile
 from fitcheck.request import Request
 
@@ -30,8 +30,8 @@ class CaseResult:
 
 def request_for(case: Case) -> Request:
     """The Request a case describes (unset fields: the vocabulary's defaults)."""
-    values = {n: BY_NAME[n].parse(v) for n, v in case.options.items() if n in BY_NAME}
-    return Request(**values)
+    values = {PLAN_ALIASES.get(n, n): v for n, v in case.options.items()}
+    return Request(**{n: BY_NAME[n].parse(v) for n, v in values.items() if n in BY_NAME})
 
 
 def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str = "plan") -> CaseResult:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from fitcheck.machine import GPU, Unknown
-from fitcheck.probe.files import read_int, read_text, under
+from fitcheck.probe.files import plausible_bytes, read_int, read_text, small_index, under
 
 AMD_VENDOR = 0x1002
 INTEL_VENDOR = 0x8086
@@ -42,9 +42,10 @@ def parse_visible_indices(value: str | None) -> list[int] | None:
         return None
     indices: list[int] = []
     for token in (part.strip() for part in value.split(",")):
-        if not token.isdigit() or int(token) in indices:
+        index = small_index(token)
+        if index is None or index in indices:
             break
-        indices.append(int(token))
+        indices.append(index)
     return indices
 
 
@@ -60,16 +61,27 @@ def read_drm_card(device_dir: str) -> GPU | None:
     """One /sys/class/drm/cardN/device as a GPU (index 0 for now), or None when not ours."""
     vendor = read_int(os.path.join(device_dir, "vendor"))
     if vendor == AMD_VENDOR:
-        total = read_int(os.path.join(device_dir, "mem_info_vram_total"))
-        used = read_int(os.path.join(device_dir, "mem_info_vram_used"))
-        if total is None:
+        raw_total = read_int(os.path.join(device_dir, "mem_info_vram_total"))
+        raw_used = read_int(os.path.join(device_dir, "mem_info_vram_used"))
+        if raw_total is None:
             return None
+        total = plausible_bytes(raw_total, "mem_info_vram_total")
+        used = (plausible_bytes(raw_used, "mem_info_vram_used") if raw_used is not None
+                else Unknown("mem_info_vram_used not readable"))
         device_id = read_int(os.path.join(device_dir, "device"))
-        name = (read_text(os.path.join(device_dir, "product_name")) or "").strip()
+        if device_id is not None and not 0 <= device_id <= 0xFFFF:
+            device_id = None
+        name = (read_text(os.path.join(device_dir, "product_name")) or "").strip()[:200]
         name = name or AMD_PCI_NAMES.get(device_id or -1) or f"AMD GPU (PCI id {device_id or 0:#06x})"
-        free: int | Unknown = total - used if used is not None else Unknown("mem_info_vram_used not readable")
+        free: int | Unknown
+        if isinstance(total, Unknown) or isinstance(used, Unknown):
+            free = total if isinstance(total, Unknown) else used
+        elif used > total:
+            free = Unknown(f"mem_info_vram_used ({used:,}) above mem_info_vram_total ({total:,})")
+        else:
+            free = total - used
         return GPU(index=0, vendor="amd", name=name, memory_total_bytes=total, memory_free_bytes=free,
-                   memory_used_bytes=used if used is not None else Unknown("mem_info_vram_used not readable"),
+                   memory_used_bytes=used,
                    notes=("read from sysfs (amdgpu)",))
     if vendor == INTEL_VENDOR:
         total = read_int(os.path.join(device_dir, "lmem_total_bytes"))
@@ -78,10 +90,17 @@ def read_drm_card(device_dir: str) -> GPU | None:
         if not total:
             return None  # integrated graphics: no local memory of its own
         device_id = read_int(os.path.join(device_dir, "device"))
+        if device_id is not None and not 0 <= device_id <= 0xFFFF:
+            device_id = None
         avail = read_int(os.path.join(device_dir, "lmem_avail_bytes"))
+        intel_total = plausible_bytes(total, "lmem_total_bytes")
+        intel_free = plausible_bytes(avail, "lmem_avail_bytes") if avail is not None \
+            else Unknown("free local memory not in sysfs")
+        if isinstance(intel_total, int) and isinstance(intel_free, int) and intel_free > intel_total:
+            intel_free = Unknown(f"lmem_avail_bytes ({intel_free:,}) above lmem_total_bytes ({intel_total:,})")
         return GPU(index=0, vendor="intel", name=f"Intel GPU (PCI id {device_id or 0:#06x})",
-                   memory_total_bytes=total,
-                   memory_free_bytes=avail if avail is not None else Unknown("free local memory not in sysfs"),
+                   memory_total_bytes=intel_total,
+                   memory_free_bytes=intel_free,
                    notes=("read from sysfs",))
     return None
 

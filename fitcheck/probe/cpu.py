@@ -1,8 +1,9 @@
 """The CPU: model, cores (logical, physical, usable by this process) and SIMD/matrix features.
 
 Linux reads /proc/cpuinfo (x86 'flags', ARM 'Features'), /sys topology and the cgroup CPU quota;
-macOS reads sysctl through ctypes; anything else falls back to py-cpuinfo (which starts
-processes, so it is never used on Linux or macOS).
+macOS reads sysctl through ctypes; Windows the registry and IsProcessorFeaturePresent
+(:mod:`fitcheck.probe.windows_cpu`).  Anything else falls back to py-cpuinfo when it is installed
+(it starts processes and takes 1.5 s, so it is a dependency only on those platforms).
 """
 
 from __future__ import annotations
@@ -267,8 +268,12 @@ def read_cpu(root: str = "/") -> CPU:
         from fitcheck.probe.sysctl import read_sysctl
 
         return cpu_from_sysctl(read_sysctl(MACOS_NAMES), architecture)
+    if sys.platform == "win32":
+        from fitcheck.probe.windows_cpu import read_windows_cpu
+
+        return read_windows_cpu(architecture)
     try:
-        import cpuinfo  # py-cpuinfo: starts processes and takes ~1 s, so only as a last resort
+        import cpuinfo  # py-cpuinfo: starts processes and takes ~1.5 s, so only as a last resort
 
         return cpu_from_py_cpuinfo(cpuinfo.get_cpu_info(), architecture)
     except Exception as exc:

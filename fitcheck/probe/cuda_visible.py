@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 
+from fitcheck.probe.files import small_index
+
 
 def parse_cuda_visible_devices(value: str | None, device_count: int, uuids: list[str]) -> list[int | str]:
     """The devices CUDA will see, in CUDA order: ints are NVML indices of whole GPUs, strings
@@ -39,10 +41,11 @@ def _parse(value: str | None, device_count: int, uuids: tuple[str, ...]) -> tupl
         if token in seen_tokens:
             return ()  # a duplicate invalidates the whole list
         seen_tokens.add(token)
-        if token.isdigit():
-            if use_indices is False or int(token) >= device_count:
+        if token.isdigit():  # any Unicode digit ('²') or a 5,000-digit index ends the list, as CUDA's strtol does
+            index = small_index(token)
+            if use_indices is False or index is None or index >= device_count:
                 break
-            use_indices, device = True, int(token)
+            use_indices, device = True, index
         elif token.startswith(("GPU-", "MIG-")) and use_indices is not True:
             matches = [uuid for uuid in uuids if uuid.startswith(token)]
             if len(matches) != 1:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from fitcheck.machine import SystemMemory, Unknown
 from fitcheck.probe.cgroup import read_cgroup_dirs
-from fitcheck.probe.files import read_text, under
+from fitcheck.probe.files import plausible_bytes, read_text, under
 
 # cgroup v1 reports "no limit" as PAGE_COUNTER_MAX rounded down to the page size:
 # 0x7FFFFFFFFFFFF000 on 4 KiB pages (larger pages give other near-2^63 values).  Anything at or
@@ -130,15 +130,31 @@ def system_memory_from(
     levels: list[CgroupMemoryLevel],
     source: str,
 ) -> SystemMemory:
-    """Assemble :class:`SystemMemory` from OS figures and cgroup levels (pure)."""
-    limit, effective = effective_memory(available, levels)
+    """Assemble :class:`SystemMemory` from OS figures and cgroup levels (pure).
+
+    An impossible reading (negative, beyond any machine, available above total, swap free above swap
+    total) becomes Unknown(reason) rather than a fact.
+    """
     missing = Unknown(f"not in {source}")
+    checked_total = plausible_bytes(total, "MemTotal") if total is not None else missing
+    checked_available = plausible_bytes(available, "MemAvailable") if available is not None else None
+    if isinstance(checked_total, int) and isinstance(checked_available, int) and checked_available > checked_total:
+        checked_available = Unknown(f"MemAvailable ({checked_available:,}) above MemTotal ({checked_total:,})")
+    limit, effective = effective_memory(checked_available if isinstance(checked_available, int) else None, levels)
+    if isinstance(checked_available, Unknown) and effective is None:
+        available_value: int | Unknown = checked_available
+    else:
+        available_value = effective if effective is not None else missing
+    swap_t = plausible_bytes(swap_total, "SwapTotal") if swap_total is not None else missing
+    swap_f = plausible_bytes(swap_free, "SwapFree") if swap_free is not None else missing
+    if isinstance(swap_t, int) and isinstance(swap_f, int) and swap_f > swap_t:
+        swap_f = Unknown(f"SwapFree ({swap_f:,}) above SwapTotal ({swap_t:,})")
     return SystemMemory(
-        total_bytes=total if total is not None else missing,
-        available_bytes=effective if effective is not None else missing,
+        total_bytes=checked_total,
+        available_bytes=available_value,
         cgroup_limit_bytes=limit,
-        swap_total_bytes=swap_total if swap_total is not None else missing,
-        swap_free_bytes=swap_free if swap_free is not None else missing,
+        swap_total_bytes=swap_t,
+        swap_free_bytes=swap_f,
     )
 
 

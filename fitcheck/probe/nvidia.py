@@ -19,6 +19,7 @@ from typing import Any
 
 from fitcheck.machine import GPU, MigInstance, SystemMemory, Unknown, known
 from fitcheck.probe.cuda_visible import parse_cuda_visible_devices
+from fitcheck.probe.files import plausible_bytes
 
 __all__ = ["NvidiaReading", "read_nvidia", "parse_cuda_visible_devices", "memory_bandwidth", "query"]
 
@@ -65,7 +66,25 @@ def query(nvml: ModuleType, function: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def _text(value: Any) -> Any:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    """A string NVML returned (bytes decoded); anything else becomes Unknown(reason)."""
+    if isinstance(value, Unknown):
+        return value
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return Unknown(f"NVML returned {type(value).__name__}, not text")
+    return value[:200]
+
+
+def _int(value: Any, what: str, low: int = 0, high: int = 2**40) -> Any:
+    """An integer NVML returned, within [low, high]; anything else becomes Unknown(reason)."""
+    if isinstance(value, Unknown):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        return Unknown(f"NVML {what}: {type(value).__name__}, not a number")
+    if not low <= value <= high:
+        return Unknown(f"NVML {what}: impossible reading ({value})")
+    return value
 
 
 def _init_reason(nvml: ModuleType, exc: Exception) -> str:
@@ -141,11 +160,22 @@ def _memory(nvml: ModuleType, handle: Any) -> tuple[Any, Any, Any, Any, Unknown 
     if version is not None:
         info = query(nvml, "nvmlDeviceGetMemoryInfo", handle, version=version)
         if not isinstance(info, Unknown):
-            return info.total, info.free, info.used, info.reserved, None
+            return _checked_memory(info, getattr(info, "reserved", Unknown("NVML memory v2 without reserved")))
     info = query(nvml, "nvmlDeviceGetMemoryInfo", handle)
     if isinstance(info, Unknown):
         return info, info, info, info, info
-    return info.total, info.free, info.used, Unknown("NVML memory v2 not available"), None
+    return _checked_memory(info, Unknown("NVML memory v2 not available"))
+
+
+def _checked_memory(info: Any, reserved: Any) -> tuple[Any, Any, Any, Any, Unknown | None]:
+    """NVML's memory figures, each a plausible byte count or Unknown(reason); free above total is impossible."""
+    total = plausible_bytes(getattr(info, "total", Unknown("NVML memory info without total")), "NVML memory total")
+    free = plausible_bytes(getattr(info, "free", Unknown("NVML memory info without free")), "NVML memory free")
+    used = plausible_bytes(getattr(info, "used", Unknown("NVML memory info without used")), "NVML memory used")
+    reserved = plausible_bytes(reserved, "NVML memory reserved")
+    if isinstance(total, int) and isinstance(free, int) and free > total:
+        free = Unknown(f"NVML memory free ({free:,}) above total ({total:,})")
+    return total, free, used, reserved, None
 
 
 def _is_not_supported(error: Unknown) -> bool:
@@ -154,7 +184,7 @@ def _is_not_supported(error: Unknown) -> bool:
 
 def _mig_instances(nvml: ModuleType, handle: Any) -> tuple[tuple[MigInstance, ...], tuple[str, ...]]:
     """The MIG instances of a MIG-enabled GPU; gaps (NotFound) are normal, other errors noted."""
-    count = query(nvml, "nvmlDeviceGetMaxMigDeviceCount", handle)
+    count = _int(query(nvml, "nvmlDeviceGetMaxMigDeviceCount", handle), "MIG device count", 0, 64)
     if isinstance(count, Unknown):
         return (), (f"MIG instances not listed: {count.reason}",)
     instances, notes = [], []
@@ -195,14 +225,19 @@ def read_gpu(nvml: ModuleType, index: int, system_memory: SystemMemory) -> GPU:
         notes.append("unified memory: GPU memory is system RAM (NVML reports no framebuffer)")
 
     capability = query(nvml, "nvmlDeviceGetCudaComputeCapability", handle)
+    if not isinstance(capability, Unknown) and not (
+            isinstance(capability, (tuple, list)) and len(capability) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 100 for v in capability)):
+        capability = Unknown(f"NVML compute capability: unexpected {type(capability).__name__}")
     if isinstance(capability, Unknown):
         compute_capability, fp8 = capability, capability
     else:
         major, minor = capability
         compute_capability, fp8 = f"{major}.{minor}", (major, minor) >= (8, 9)  # Ada/Hopper+ have fp8
 
-    bus_width = query(nvml, "nvmlDeviceGetMemoryBusWidth", handle)
-    memory_clock = query(nvml, "nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM)
+    bus_width = _int(query(nvml, "nvmlDeviceGetMemoryBusWidth", handle), "memory bus width", 0, 65536)
+    memory_clock = _int(query(nvml, "nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM), "memory clock",
+                        0, 1_000_000)
     if isinstance(bus_width, Unknown):
         bandwidth = bus_width
     elif isinstance(memory_clock, Unknown):
@@ -217,6 +252,8 @@ def read_gpu(nvml: ModuleType, index: int, system_memory: SystemMemory) -> GPU:
     instances: tuple[MigInstance, ...] = ()
     if isinstance(mig, Unknown):
         mig_mode = False if _is_not_supported(mig) else mig
+    elif not isinstance(mig, (tuple, list)) or not mig:
+        mig_mode = Unknown(f"NVML MIG mode: unexpected {type(mig).__name__}")
     else:
         mig_mode = mig[0] == NVML_DEVICE_MIG_ENABLE
         if mig_mode:
@@ -245,6 +282,7 @@ def read_gpu(nvml: ModuleType, index: int, system_memory: SystemMemory) -> GPU:
 
 def _cuda_version(value: Any) -> Any:
     """NVML's CUDA driver version integer (12040) -> '12.4'."""
+    value = _int(value, "CUDA driver version", 1000, 10_000_000)
     if isinstance(value, Unknown):
         return value
     return f"{value // 1000}.{value % 1000 // 10}"
@@ -282,7 +320,7 @@ def read_nvidia(env: Mapping[str, str], system_memory: SystemMemory,
     no_driver = Unknown("no NVIDIA driver")
     if module is None or error is not None:
         return NvidiaReading((), no_driver, no_driver, error or "NVML unavailable")
-    count = query(module, "nvmlDeviceGetCount")
+    count = _int(query(module, "nvmlDeviceGetCount"), "device count", 0, 4096)
     driver = _text(query(module, "nvmlSystemGetDriverVersion"))
     cuda = query(module, "nvmlSystemGetCudaDriverVersion_v2")
     if isinstance(cuda, Unknown):

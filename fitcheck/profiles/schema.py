@@ -26,6 +26,7 @@ Layout (every key is optional unless marked *required*)::
     [[gpus.mig_instances]]  index, uuid, name, memory_total_bytes, memory_free_bytes
     [disk]    path, free_bytes, total_bytes
     [price]   usd_per_hour, provider, instance_type, read_on (ISO date) *all required*, source
+    [purchase]  usd, read_on (ISO date) *both required*, source: an owned machine's indicative price
 
 Human units.  Every ``X_bytes`` field may instead be written ``X_gib`` (GiB, 2^30), ``X_mib``,
 ``X_gb`` (10^9) or ``X = "24 GiB"`` (a size string); in ``[[gpus]]`` ``memory_*`` means
@@ -59,7 +60,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitcheck.errors import FitcheckError
-from fitcheck.machine import CPU, GPU, MACHINE_KINDS, Disk, Host, Machine, MigInstance, Price, SystemMemory, Unknown
+from fitcheck.machine import (
+    CPU,
+    GPU,
+    MACHINE_KINDS,
+    Disk,
+    Host,
+    Machine,
+    MigInstance,
+    Price,
+    Purchase,
+    SystemMemory,
+    Unknown,
+)
 from fitcheck.units import GB, TB, GiB, MiB, format_bytes, parse_size
 
 SCHEMA = "fitcheck.machine/1"
@@ -166,6 +179,11 @@ PRICE_FIELDS = (
     FieldSpec("read_on", "date", required=True, fact=False),
     FieldSpec("source", "str", fact=False, absent=""),
 )
+PURCHASE_FIELDS = (
+    FieldSpec("usd", "float", required=True, fact=False),
+    FieldSpec("read_on", "date", required=True, fact=False),
+    FieldSpec("source", "str", fact=False, absent=""),
+)
 MACHINE_FIELDS = (
     FieldSpec("name", "str", fact=False, absent=None),  # derived: the file's stem
     FieldSpec("kind", "kind", required=True, fact=False),
@@ -181,15 +199,16 @@ MACHINE_FIELDS = (
     FieldSpec("cpu", "cpu", required=True, fact=False),
     FieldSpec("disk", "disk", fact=False, absent=None),
     FieldSpec("price", "price", fact=False, absent=None),
+    FieldSpec("purchase", "purchase", fact=False, absent=None),
     FieldSpec("gpus", "gpus", fact=False, absent=()),
 )
 
 # The dataclass each table builds, so tests can check every dataclass field is described.
 SPECS_BY_CLASS: dict[type, tuple[FieldSpec, ...]] = {
     Host: HOST_FIELDS, SystemMemory: MEMORY_FIELDS, CPU: CPU_FIELDS, MigInstance: MIG_FIELDS,
-    GPU: GPU_FIELDS, Disk: DISK_FIELDS, Price: PRICE_FIELDS, Machine: MACHINE_FIELDS,
+    GPU: GPU_FIELDS, Disk: DISK_FIELDS, Price: PRICE_FIELDS, Purchase: PURCHASE_FIELDS, Machine: MACHINE_FIELDS,
 }
-_NESTED = {"host", "memory", "cpu", "disk", "price", "gpus", "mig"}
+_NESTED = {"host", "memory", "cpu", "disk", "price", "purchase", "gpus", "mig"}
 
 # ---------------------------------------------------------------------------------------------
 # Machine -> dict
@@ -210,7 +229,7 @@ def _object_to_dict(obj: Any, specs: tuple[FieldSpec, ...]) -> dict[str, Any]:
             unknown[spec.name] = value.reason
         elif value is None:
             continue  # no value and nothing unknown: no cgroup limit, no disk, no price
-        elif spec.kind in ("host", "memory", "cpu", "disk", "price"):
+        elif spec.kind in ("host", "memory", "cpu", "disk", "price", "purchase"):
             out[spec.name] = _object_to_dict(value, SPECS_BY_CLASS[type(value)])
         elif spec.kind == "gpus":
             out[spec.name] = [_object_to_dict(gpu, GPU_FIELDS) for gpu in value]
@@ -267,6 +286,7 @@ def machine_from_dict(doc: dict[str, Any], where: str = "<profile>", default_nam
         cuda_version=values["cuda_version"],
         disk=values["disk"],
         price=values["price"],
+        purchase=values["purchase"],
         power_watts=values["power_watts"],
         description=values["description"],
         source=values["source"] if values["source"] is not None else where,
@@ -427,6 +447,8 @@ class _Reader:
         if kind == "price":
             values = self.table(raw, PRICE_FIELDS, path + ".")
             return Price(**values)
+        if kind == "purchase":
+            return Purchase(**self.table(raw, PURCHASE_FIELDS, path + "."))
         if kind == "gpus":
             return self.build_gpus(raw, path)
         if kind == "mig":

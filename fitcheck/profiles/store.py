@@ -4,6 +4,10 @@ Shipped profiles are the ``*.toml`` files of the ``fitcheck.hardware_profiles`` 
 repository's top-level ``hardware_profiles/`` folder, mapped into the wheel by pyproject), found
 with :func:`importlib.resources.files`; a source checkout that is not installed falls back to the
 folder itself.  A profile is named by its file stem, case-insensitively.
+
+The user's own profiles (``<config>/profiles/*.toml``, :mod:`fitcheck.user_config`; what
+``fitcheck probe --save NAME`` writes) are found the same way and come first: a saved profile of
+the same name as a shipped one answers for it.
 """
 
 from __future__ import annotations
@@ -14,15 +18,11 @@ from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
 
+from fitcheck.bounded import loads_toml, read_text_file
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.profiles.schema import machine_from_dict, machine_to_dict
 from fitcheck.profiles.toml_writer import dumps
-
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib
 
 SHIPPED_PACKAGE = "fitcheck.hardware_profiles"
 SHIPPED_LABEL = "hardware_profiles"  # how shipped files are named in messages and Machine.source
@@ -51,13 +51,21 @@ def _shipped_folder():
 
 
 def profile_names() -> list[str]:
-    """Names of the shipped profiles, sorted."""
-    return list(shipped_profile_files())
+    """Names of the user's saved and the shipped profiles, sorted."""
+    from fitcheck.user_config import user_profile_files
+
+    return sorted({*shipped_profile_files(), *user_profile_files()})
 
 
 def list_profiles() -> list[Machine]:
-    """Every shipped profile, loaded (sorted by name)."""
-    return [_load_shipped(stem, entry) for stem, entry in shipped_profile_files().items()]
+    """Every profile, loaded (sorted by name): the user's saved ones, then the shipped ones not shadowed."""
+    from fitcheck.user_config import user_profile_files
+
+    user = user_profile_files()
+    machines = {stem: _load_user(path) for stem, path in user.items()}
+    machines.update({stem: _load_shipped(stem, entry) for stem, entry in shipped_profile_files().items()
+                     if stem not in user})
+    return [machines[stem] for stem in sorted(machines)]
 
 
 def load_profile(name_or_path: str) -> Machine:
@@ -70,20 +78,25 @@ def load_profile(name_or_path: str) -> Machine:
     looks_like_path = "/" in text or os.sep in text or text.lower().endswith(".toml")
     if looks_like_path:
         path = Path(text).expanduser()
-        if path.is_file():
+        if os.path.lexists(path):  # a FIFO or folder is refused by the reader, never waited on
             return load_profile_file(path)
         if "/" in text or os.sep in text:
             raise FitcheckError(f"profile file not found: {text}", "give an existing .toml file or a name from `fitcheck profiles`")
         text = text[: -len(".toml")]
 
+    from fitcheck.user_config import user_profile_files
+
     files = shipped_profile_files()
     wanted = text.lower()
+    user = user_profile_files()
+    if wanted in user:
+        return _load_user(user[wanted])
     if wanted in files:
         return _load_shipped(wanted, files[wanted])
     for machine in (_load_shipped(stem, entry) for stem, entry in files.items()):
         if machine.price and machine.price.instance_type.lower() == wanted:
             return machine
-    close = difflib.get_close_matches(wanted, list(files), n=3, cutoff=0.0)
+    close = difflib.get_close_matches(wanted, sorted({*files, *user}), n=3, cutoff=0.0)
     suggestion = f"did you mean {', '.join(close)}? " if close else ""
     raise FitcheckError(f"unknown hardware profile {text!r}", f"{suggestion}`fitcheck profiles` lists them all")
 
@@ -91,25 +104,13 @@ def load_profile(name_or_path: str) -> Machine:
 def load_profile_file(path: str | os.PathLike[str]) -> Machine:
     """Read one profile file; any problem is one FitcheckError line naming the file and field."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FitcheckError(f"{where}: cannot read profile: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise FitcheckError(f"{where}: not a text file (expected TOML)") from None
+    text = read_text_file(path, "profile", "TOML")
     return read_profile_text(text, where, default_name=Path(path).stem)
 
 
 def read_profile_text(text: str, where: str, default_name: str = "") -> Machine:
     """Parse TOML ``text`` as a machine profile; ``where`` names it in error messages."""
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FitcheckError(f"{where}: not valid TOML: {exc}") from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python will convert
-        raise FitcheckError(f"{where}: not a usable profile: {str(exc).splitlines()[0][:120]}") from None
-    except RecursionError:
-        raise FitcheckError(f"{where}: not a usable profile: values nested too deeply") from None
+    document = loads_toml(text, where, "profile", check_numbers=False)
     return machine_from_dict(document, where=where, default_name=default_name)
 
 
@@ -118,18 +119,46 @@ def machine_to_toml(machine: Machine, header: str = "") -> str:
     return dumps(machine_to_dict(machine), header=header)
 
 
+def save_target(name_or_path: str | os.PathLike[str]) -> Path:
+    """Where ``probe --save`` writes: a bare name (``my-box``) goes to the user's profiles folder as
+    ``my-box.toml`` (then ``--profile my-box`` finds it); anything else is a file path."""
+    from fitcheck.user_config import is_bare_name, profiles_dir
+
+    text = os.fspath(name_or_path)
+    if is_bare_name(text):
+        return profiles_dir() / f"{text.strip()}.toml"
+    return Path(text).expanduser()
+
+
 def save_profile(machine: Machine, path: str | os.PathLike[str]) -> Path:
-    """Write ``machine`` as a TOML profile at ``path``; returns the path written."""
-    target = Path(path).expanduser()
+    """Write ``machine`` as a TOML profile at ``path``, or under the user's profiles folder when
+    ``path`` is a bare name (the machine then takes that name); returns the path written."""
+    from dataclasses import replace
+
+    from fitcheck.user_config import is_bare_name
+
+    target = save_target(path)
+    if is_bare_name(os.fspath(path)):
+        machine = replace(machine, name=os.fspath(path).strip())
+    how = "--profile NAME" if is_bare_name(os.fspath(path)) else "--profile FILE"
     header = (
         f"fitcheck hardware profile, written by `fitcheck probe --save` on {date.today().isoformat()}.\n"
-        "Schema: fitcheck.machine/1 (see hardware_profiles/README.md). Load it with --profile FILE."
+        f"Schema: fitcheck.machine/1 (see hardware_profiles/README.md). Load it with {how}."
     )
     try:
+        if is_bare_name(os.fspath(path)):
+            target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(machine_to_toml(machine, header=header), encoding="utf-8")
     except OSError as exc:
         raise FitcheckError(f"cannot write profile {target}: {exc.strerror or exc}") from None
     return target
+
+
+def _load_user(path: Path) -> Machine:
+    """A saved profile, its source the file it was read from (so printed commands say --profile NAME)."""
+    from dataclasses import replace
+
+    return replace(load_profile_file(path), source=str(path))
 
 
 def _load_shipped(stem: str, entry) -> Machine:

@@ -20,12 +20,22 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
   "speed": {device, engine, precision, batch, at_context, decode_tokens_per_s: {low, high},
             per_sequence_tokens_per_s, prefill_tokens_per_s, bound, bytes_per_step: {weights, kv_cache},
             bandwidth_bytes_per_s, assumptions: [{name, low, high, why}], unknown,
-            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}}
+            best_device: {choice: gpu|cpu|null, reason, gpu: {...}, cpu: {...}}},
+  "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day, owned, usd_per_hour, power_watts,
+           purchase_usd, energy_kwh_per_million_tokens, electricity_usd_per_million_tokens,
+           amortized_usd_per_million_tokens, usd_per_million_tokens, run} | null
+           (owned or rented machines only; run: the --tokens training run, see fitcheck.render.cost),
+  "software": {environments, torch, packages, problems, issues, status} | null
+              (the installed stack checked for this request; null with --profile: fitcheck.render.software),
+  "requirements": [{requirement, fact, status: ok|failed|unknown, measured, shown, message}],
+  "exit_code": int   # the command's exit status: the verdict, --strict and the requirements combined
 }
+verdict.status may also be "cannot_run" (exit 1): the installed stack cannot run the request here.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from fitcheck import __version__
@@ -40,7 +50,7 @@ SCHEMA = "fitcheck.check/1"
 
 def machine_line(machine: Machine) -> str:
     """One line: name, cores, RAM available, GPUs."""
-    parts = [machine.name]
+    parts = [machine.name + (f" ({shlex.join(machine.overrides)})" if machine.overrides else "")]
     cores = machine.cpu.usable_cores if known(machine.cpu.usable_cores) else machine.cpu.logical_cores
     if known(cores):
         parts.append(f"{cores} CPU cores")
@@ -58,8 +68,22 @@ def machine_line(machine: Machine) -> str:
     return ", ".join(parts)
 
 
-def check_document(result: CheckResult) -> dict:
-    """The JSON document for one check."""
+def check_exit_code(result, strict: bool = False, outcomes=()) -> int:
+    """The exit status of one check: the verdict's, 1 for *tight* under ``strict``, combined with the
+    requirements' (1 beats 3 beats 0)."""
+    from fitcheck.preflight.requirements import combine
+    from fitcheck.preflight.requirements import exit_code as requirements_exit_code
+
+    code = result.exit_code
+    if strict and result.verdict.status == TIGHT:
+        code = 1
+    return combine([code, requirements_exit_code(outcomes)])
+
+
+def check_document(result: CheckResult, outcomes=(), exit_code: int | None = None) -> dict:
+    """The JSON document for one check; ``outcomes`` are the --require results and ``exit_code``
+    the command's exit status (default: the verdict's with the requirements)."""
+    from fitcheck.preflight.requirements import outcome_dict
     est, plan, spec = result.estimate, result.plan, result.spec
     model_id = result.model_id
     return {
@@ -146,6 +170,10 @@ def check_document(result: CheckResult) -> dict:
             for a in result.alternatives
         ],
         "speed": _speed_section(result),
+        "cost": _cost_section(result),
+        "software": _software_section(result),
+        "requirements": [outcome_dict(o) for o in outcomes],
+        "exit_code": check_exit_code(result, False, outcomes) if exit_code is None else exit_code,
     }
 
 
@@ -154,6 +182,18 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "on" if value else "off"
     return "auto" if value is None else value
+
+
+def _software_section(result) -> dict | None:
+    from fitcheck.render.software import software_document
+
+    return software_document(getattr(result, "software", None))
+
+
+def _cost_section(result) -> dict | None:
+    from fitcheck.render.cost import check_cost_document
+
+    return check_cost_document(result)
 
 
 def _speed_section(result: CheckResult) -> dict:
@@ -182,7 +222,9 @@ def render_check_table(result: CheckResult) -> str:
     lines: list[str] = []
     params = f"{format_count(spec.total_params)} params"
     if spec.is_moe:
-        params += f", {format_count(spec.active_params)} active"
+        from fitcheck.model.catalog import published_active_params
+
+        params += f", {format_count(published_active_params(spec, getattr(result.model, 'entry', None)))} active"
     generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
     arch = f", {spec.architecture}" if spec.architecture else ""
     lines.append(f"Model:    {result.model_id} ({params}{arch}){generic}")
@@ -195,8 +237,9 @@ def render_check_table(result: CheckResult) -> str:
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
         lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, "
-                     f"context {plan.context:,} tokens, "
-                     f"batch {plan.batch}, KV cache {plan.kv_dtype}")
+                     f"context {plan.context:,} tokens"
+                     + (f" (prompt {plan.prompt_tokens:,})" if plan.prompt_tokens != plan.context else "")
+                     + f", batch {plan.batch}, KV cache {plan.kv_dtype}")
     lines.append("")
 
     names: list[str] = []
@@ -215,8 +258,9 @@ def render_check_table(result: CheckResult) -> str:
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
                           colalign=("left",) + ("right",) * len(est.devices)))
     lines.append("")
+    headroom = "" if result.verdict.status == CANNOT_RUN else f" (headroom {result.headroom:.0%})"
     lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
-                 f" (headroom {result.headroom:.0%})")
+                 f"{headroom}")
     for extra in result.verdict.reasons[1:]:
         lines.append(f"          {extra}")
     if est.fact("vllm_max_concurrency") is not None:
@@ -244,6 +288,11 @@ def render_check_table(result: CheckResult) -> str:
         from fitcheck.render.speed import training_speed_line
 
         lines.append(training_speed_line(result.training_speed))
+    from fitcheck.render.cost import check_cost_lines
+    from fitcheck.render.software import software_lines
+
+    lines += check_cost_lines(result)
+    lines += software_lines(getattr(result, "software", None))
     if result.alternatives:
         lines.append("")
         lines.append("What runs here instead (best first):" if result.verdict.status == CANNOT_RUN

@@ -2,7 +2,7 @@
 
 The JSON document is versioned::
 
-    {"schema": "fitcheck.probe/1", "machine": {...}}
+    {"schema": "fitcheck.probe/1", "fitcheck_version": "0.1.0", "machine": {...}, "software": {...} | null}
 
 where ``machine`` is exactly the ``fitcheck.machine/1`` dict of
 :func:`fitcheck.profiles.machine_to_dict` (the TOML profile schema): a fact that could not be
@@ -21,21 +21,30 @@ from fitcheck.render.facts import bandwidth_text, gib_text, show, tflops_text
 PROBE_SCHEMA = "fitcheck.probe/1"
 
 
-def probe_document(machine: Machine) -> dict[str, Any]:
-    """The versioned JSON document of ``fitcheck probe --json``."""
+def probe_document(machine: Machine, software=None) -> dict[str, Any]:
+    """The versioned JSON document of ``fitcheck probe --json``; "software" (this machine's installed stack
+    checked against it, fitcheck.render.software) is null for a profile."""
+    from fitcheck import __version__
     from fitcheck.profiles import machine_to_dict
+    from fitcheck.render.software import software_document
 
-    return {"schema": PROBE_SCHEMA, "machine": machine_to_dict(machine)}
+    return {"schema": PROBE_SCHEMA, "fitcheck_version": __version__, "machine": machine_to_dict(machine),
+            "software": software_document(software)}
 
 
-def render_machine(machine: Machine) -> str:
-    """The readable table of ``fitcheck probe``."""
+def render_machine(machine: Machine, software=None) -> str:
+    """The readable table of ``fitcheck probe`` (with a "Software" section for this machine)."""
     from tabulate import tabulate
 
     rows = [(label, text) for label, text in _fact_rows(machine) if text is not None]
     parts = [_title(machine), tabulate(rows, tablefmt="plain")]
     if machine.gpus:
         parts.append(_gpu_table(machine.gpus))
+    from fitcheck.render.software import probe_software_section
+
+    section = probe_software_section(software, bool(machine.gpus))
+    if section:
+        parts.append(section)
     return "\n\n".join(parts)
 
 
@@ -69,6 +78,8 @@ def _fact_rows(machine: Machine) -> list[tuple[str, str | None]]:
          else f"{show(machine.driver_version)}, CUDA {show(machine.cuda_version)}"),
         ("Disk", _disk_text(machine)),
         ("Price", _price_text(machine)),
+        ("Purchase", None if machine.purchase is None else
+         f"${machine.purchase.usd:,.0f} (indicative, {machine.purchase.read_on}; {machine.purchase.source})"),
         ("Power", None if isinstance(machine.power_watts, Unknown) and machine.kind == "probed"
          else show(machine.power_watts, lambda w: f"{w:,} W")),
         ("Notes", "; ".join(machine.notes) or None),

@@ -1,6 +1,6 @@
 """Render the list of hardware profiles (``fitcheck profiles``): a table, or JSON.
 
-JSON: ``{"schema": "fitcheck.profiles/1", "profiles": [<fitcheck.machine/1 dict>, ...]}``.
+JSON: ``{"schema": "fitcheck.profiles/1", "fitcheck_version": str, "profiles": [<fitcheck.machine/1 dict>, ...]}``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ def sorted_for_listing(machines: Iterable[Machine]) -> list[Machine]:
 
 
 def profiles_document(machines: Iterable[Machine]) -> dict[str, Any]:
+    from fitcheck import __version__
     from fitcheck.profiles import machine_to_dict
 
-    return {"schema": PROFILES_SCHEMA, "profiles": [machine_to_dict(m) for m in sorted_for_listing(machines)]}
+    return {"schema": PROFILES_SCHEMA, "fitcheck_version": __version__,
+            "profiles": [machine_to_dict(m) for m in sorted_for_listing(machines)]}
 
 
 def render_profiles(machines: Iterable[Machine]) -> str:

@@ -1,38 +1,167 @@
-"""Render `fitcheck where MODEL` (a fitcheck.pipeline.WhereResult): the table and the JSON document.
+"""`fitcheck where MODEL`: the request judged on every hardware profile, built first, rendered last.
 
-JSON document (schema "fitcheck.where/2"; tests lock its key set):
+:func:`where_result` evaluates the request on each machine (each with its own default precision
+and engine unless given) and keeps the verdict and speed; :func:`render_where_table` and
+:func:`where_document` render it.  The speed helpers here (:func:`rate_text`,
+:func:`speed_document`) are shared with the `fitcheck MODEL` renderer.
+
+JSON document (schema "fitcheck.where/1"; tests lock its key set):
 {
-  "schema": "fitcheck.where/2", "fitcheck_version": str,
+  "schema": "fitcheck.where/1", "fitcheck_version": str,
   "model": {query, id, params_total, params_active},
-  "request": {mode, precision, context, seq_len, batch, kv_dtype, engine, gpus, headroom_pct, kind,
+  "request": {precision, context, prompt_tokens, batch, kv_dtype, engine, gpus, headroom_pct, kind,
               max_price_usd_per_hour},
   "machines": [{name, kind, description, precision, engine, device, gpus, status, need_bytes, free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
-                training_tokens_per_s, usd_per_hour, usd_per_million_tokens: {low, high} | null,
-                price_read_on, price_source}],
+                usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
+                owned, power_watts, purchase_usd, purchase_read_on, purchase_source,
+                energy_kwh_per_million_tokens: {low, high} | null, electricity_usd_per_million_tokens,
+                amortized_usd_per_million_tokens, break_even_hours}],
   "not_fitting": [{name, kind, status, reason}],
-  "assumptions": [{name, low, high, why}]
+  "assumptions": [{name, low, high, why}],
+  "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day, break_even_against}
 }
-Machines that run it (fits or tight, as `fitcheck check` exits 0 for) are listed cheapest first
-(price per hour), then the ones without a price, fastest first.
+Owned machines (fitcheck.render.cost): energy and electricity per million tokens from the profile's
+power draw, the amortised cost adds the purchase price spread over amortize_years × 365 ×
+hours_per_day; break_even_hours is against break_even_against, the cheapest rented machine per token.
+Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
+without a price, fastest first.
 """
 
 from __future__ import annotations
 
-from fitcheck import __version__
-from fitcheck.estimate.speed import Efficiency
-from fitcheck.estimate.verdict import TIGHT
-from fitcheck.pipeline import WhereResult, WhereRow
-from fitcheck.render.speed import efficiency_dict, rate_dict, rate_text
-from fitcheck.units import gib
+from dataclasses import dataclass
 
-SCHEMA = "fitcheck.where/2"
+from fitcheck import __version__
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.cost import CostSettings
+from fitcheck.estimate.result import Estimate
+from fitcheck.estimate.speed import Efficiency, SpeedEstimate, usd_per_million_tokens
+from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
+from fitcheck.machine import Machine
+from fitcheck.plan import Plan
+from fitcheck.request import Request
+from fitcheck.units import GiB
+
+SCHEMA = "fitcheck.where/1"
+
+
+# ---- speed helpers (fitcheck.render.speed), re-exported for the where renderers -------------------
+from fitcheck.render.speed import (  # noqa: E402,F401
+    _num,  # noqa: E402,F401
+    advice_document,
+    efficiency_dict,
+    rate_dict,
+    rate_text,
+    speed_document,
+    speed_line,
+    training_speed_document,
+    training_speed_line,
+)
+
+
+# ---- the where result -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WhereRow:
+    machine: Machine
+    plan: Plan | None
+    estimate: Estimate | None
+    verdict: Verdict | None
+    speed: SpeedEstimate | None
+    reason: str = ""                # why it does not fit / was not evaluated
+
+    @property
+    def fits(self) -> bool:
+        """Runs: fits, or fits tightly (what `fitcheck MODEL --profile NAME` exits 0 for)."""
+        return self.verdict is not None and self.verdict.status in (FITS, TIGHT)
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return self.machine.price.usd_per_hour if self.machine.price else None
+
+    @property
+    def usd_per_million_tokens(self) -> tuple[float, float] | None:
+        if self.usd_per_hour is None or self.speed is None or self.speed.decode is None:
+            return None
+        return usd_per_million_tokens(self.usd_per_hour, self.speed.decode)
+
+    @property
+    def tightest(self):
+        """The device verdict with the least room: (need, free)."""
+        devs = [d for d in (self.verdict.devices if self.verdict else ()) if d.free_bytes]
+        return min(devs, key=lambda d: d.free_bytes - d.need_bytes, default=None)
+
+
+@dataclass(frozen=True)
+class WhereResult:
+    query: str
+    model: object                   # ResolvedModel
+    request: Request
+    headroom: float
+    kind: str | None
+    max_price: float | None
+    rows: tuple[WhereRow, ...]      # every machine of the kind, evaluated
+    cost: CostSettings = CostSettings()  # electricity price, amortisation (owned machines)
+    rented: tuple[WhereRow, ...] = ()    # cloud machines left out by --kind: the break-even reference
+
+    @property
+    def fitting(self) -> list[WhereRow]:
+        """Machines that fit with the headroom (and within --max-price), best first."""
+        ok = [r for r in self.rows if r.fits and (self.max_price is None or
+                                                 (r.usd_per_hour is not None and r.usd_per_hour <= self.max_price))]
+        priced = sorted((r for r in ok if r.usd_per_hour is not None), key=lambda r: (r.usd_per_hour, -_speed(r)))
+        unpriced = sorted((r for r in ok if r.usd_per_hour is None), key=lambda r: -_speed(r))
+        return priced + unpriced
+
+    @property
+    def not_fitting(self) -> list[WhereRow]:
+        chosen = {id(r) for r in self.fitting}
+        return [r for r in self.rows if id(r) not in chosen]
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.fitting else 1
+
+
+def _speed(row: WhereRow) -> float:
+    return row.speed.decode.mid if row.speed and row.speed.decode else 0.0
+
+
+def evaluate_on(spec, request, machine: Machine, headroom: float) -> WhereRow:
+    """The request on one machine, checked exactly as `fitcheck MODEL --profile NAME` checks it
+    (fitcheck.pipeline.check: its defaults, all its GPUs unless --gpus): plan, estimate, verdict, speed."""
+    from fitcheck.model.resolve import ResolvedModel
+    from fitcheck.pipeline import check
+
+    try:
+        result = check(ResolvedModel(spec, spec.name, "where"), request.with_changes(headroom=headroom * 100), machine,
+                       alternatives=False, search=False)
+    except FitcheckError as exc:
+        return WhereRow(machine, None, None, None, None, exc.one_line())
+    verdict = result.verdict
+    return WhereRow(machine, result.plan, result.estimate, verdict, result.speed,
+                    "" if verdict.status == FITS else verdict.summary())
+
+
+def where_result(resolved, request: Request, machines, *, headroom: float, kind: str | None = None,
+                 max_price: float | None = None, query: str | None = None,
+                 cost: CostSettings | None = None) -> WhereResult:
+    """`request` for `resolved` judged on every machine in `machines` of `kind`."""
+    from fitcheck.profiles import machines_of_kind
+
+    machines = list(machines)
+    rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
+    rented: tuple[WhereRow, ...] = ()
+    if kind in ("laptop", "desktop", "workstation"):  # buying one: break-even against renting, even if not listed
+        rented = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, "cloud"))
+    return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price,
+                       rows, cost or CostSettings(), rented)
 
 
 # ---- rendering --------------------------------------------------------------------------------
 def _where_text(row: WhereRow) -> str:
     p = row.plan
-    if p is None or p.device == "cpu" or not row.machine.gpus:
+    if p.device == "cpu":
         return "CPU"
     g = row.machine.gpus[0]
     name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
@@ -44,7 +173,7 @@ def _memory_text(row: WhereRow) -> str:
     if d is None:
         return "unknown"
     label = "RAM" if d.kind == "cpu" else "GPU"
-    return f"{gib(d.need_bytes, 1)} of {gib(d.free_bytes, 0)} GiB {label}"
+    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
 
 
 def _usd(x: float) -> str:
@@ -56,25 +185,24 @@ def render_where_table(result: WhereResult) -> str:
 
     spec = result.model.spec
     req = result.request
-    what = (f"context {req.context:,} tokens, batch {req.batch}" if not req.training else
-            f"{req.mode} fine-tuning, sequence {req.seq_len:,} tokens, micro-batch {req.batch}")
-    lines = [f"Model:    {result.model.hf_id or spec.name} — {what}"
+    lines = [f"Model:    {result.model.hf_id or spec.name} — context {req.context:,} tokens"
+             + (f" (prompt {req.prompt_tokens:,})" if req.prompt_tokens and req.prompt_tokens != req.context else "")
+             + f", batch {req.batch}"
              + (f", {req.precision}" if req.precision else ", each machine's default precision")
              + (f", {req.engine}" if req.engine else "")]
     fitting = result.fitting
+    from fitcheck.render.cost import where_cells, where_lines
+
     if fitting:
         rows = []
         for r in fitting:
-            assert r.plan is not None
-            mtok = r.usd_per_million_tokens
-            rate = r.speed.decode if r.speed else (r.training_speed.rate if r.training_speed else None)
-            tight = " (tight)" if r.verdict is not None and r.verdict.status == TIGHT else ""
             rows.append([r.machine.name, r.machine.kind, _where_text(r), f"{r.plan.precision} {r.plan.engine}",
-                         _memory_text(r) + tight, rate_text(rate, ""),
-                         _usd(r.usd_per_hour) if r.usd_per_hour is not None else "-",
-                         f"{_usd(mtok[0])}–{_usd(mtok[1])}" if mtok else "-"])
-        speed_header = "training tok/s" if req.training else "decode tok/s"
-        headers = ["profile", "kind", "runs on", "weights", "memory needed", speed_header, "$/hour", "$/M tokens"]
+                         _memory_text(r), rate_text(r.speed.decode if r.speed else None, ""),
+                         *where_cells(r, result.cost)])
+        headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens",
+                   "kWh/M tokens"]
+        if all(row[-1] == "-" for row in rows):  # no owned machine: no energy column
+            rows, headers = [row[:-1] for row in rows], headers[:-1]
         lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
     else:
         lines += ["", "No hardware profile fits this request with the headroom"
@@ -84,13 +212,9 @@ def render_where_table(result: WhereResult) -> str:
         lines.append(f"({skipped} other profile{'s' if skipped != 1 else ''} do not fit"
                      + (" or cost more" if result.max_price is not None else "") + "; --json lists why)")
     lines.append("")
-    if req.training:
-        lines.append("Training tok/s is over all the GPUs a run uses. Prices are indicative on-demand list prices "
-                     "(see each profile).")
-    else:
-        lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the "
-                     "price per hour ÷ that throughput. Prices are indicative on-demand list prices "
-                     "(see each profile).")
+    lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the price "
+                 "per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
+    lines += where_lines(result, result.cost)
     assumptions = _assumptions(result)
     if assumptions:
         lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
@@ -108,17 +232,16 @@ def _assumptions(result: WhereResult) -> list[Efficiency]:
     for r in result.fitting:
         for e in r.speed.assumptions if r.speed else ():
             seen.setdefault(e.name, e)
-        if r.training_speed is not None:
-            seen.setdefault(r.training_speed.mfu.name, r.training_speed.mfu)
     return list(seen.values())
 
 
 def where_document(result: WhereResult) -> dict:
+    from fitcheck.render.cost import where_cost_document, where_machine_keys
+
     spec = result.model.spec
     req = result.request
     machines = []
     for r in result.fitting:
-        assert r.plan is not None and r.verdict is not None
         d = r.tightest
         mtok = r.usd_per_million_tokens
         machines.append({
@@ -129,20 +252,19 @@ def where_document(result: WhereResult) -> dict:
             "decode_tokens_per_s": rate_dict(r.speed.decode if r.speed else None),
             "per_sequence_tokens_per_s": rate_dict(r.speed.per_sequence if r.speed else None),
             "prefill_tokens_per_s": rate_dict(r.speed.prefill if r.speed else None),
-            "training_tokens_per_s": rate_dict(r.training_speed.rate if r.training_speed else None),
             "usd_per_hour": r.usd_per_hour,
             "usd_per_million_tokens": {"low": round(mtok[0], 4), "high": round(mtok[1], 4)} if mtok else None,
             "price_read_on": str(r.machine.price.read_on) if r.machine.price else None,
             "price_source": r.machine.price.source if r.machine.price else None,
+            **where_machine_keys(r, result, result.cost),
         })
     return {
         "schema": SCHEMA,
         "fitcheck_version": __version__,
         "model": {"query": result.query, "id": result.model.hf_id or spec.name, "params_total": spec.total_params,
                   "params_active": spec.active_params},
-        "request": {"mode": req.mode, "seq_len": req.seq_len if req.training else None,
-                    "precision": req.precision, "context": req.context if not req.training else None,
-                    "batch": req.batch, "kv_dtype": req.kv_dtype,
+        "request": {"precision": req.precision, "context": req.context,
+                    "prompt_tokens": req.prompt_tokens or req.context, "batch": req.batch, "kv_dtype": req.kv_dtype,
                     "engine": req.engine, "gpus": req.gpus, "headroom_pct": round(result.headroom * 100, 3),
                     "kind": result.kind, "max_price_usd_per_hour": result.max_price},
         "machines": machines,
@@ -152,4 +274,9 @@ def where_document(result: WhereResult) -> dict:
                                                 else "no price (--max-price given)")}
                         for r in result.not_fitting],
         "assumptions": [efficiency_dict(e) for e in _assumptions(result)],
+        "cost": where_cost_document(result, result.cost),
     }
+
+
+__all__ = ["SCHEMA", "WhereResult", "WhereRow", "advice_document", "evaluate_on", "rate_text", "render_where_table",
+           "speed_document", "speed_line", "where_document", "where_result"]

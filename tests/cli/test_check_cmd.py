@@ -7,10 +7,16 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-# The JSON document's key set is a contract (README documents it); change it only on purpose,
-# with a new schema version.
+# The JSON document's key set is a contract (README and schemas/check.schema.json document it): within
+# a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed"}
+            "speed", "cost", "software", "requirements", "exit_code"}
+# "software" (fitcheck.render.software): null with --profile; tests/estimate/test_compat.py locks its keys.
+# "cost" (fitcheck.render.cost): null for a machine neither owned nor rented; "run" only with --tokens.
+COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "owned", "usd_per_hour",
+             "power_watts", "purchase_usd", "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
+             "amortized_usd_per_million_tokens", "usd_per_million_tokens", "run"}
+RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus",
                 "gpu_layers", "gpu_memory_utilization", "headroom_pct"}
@@ -43,6 +49,11 @@ def test_json_contract_key_set():
     assert doc["alternatives"] and set(doc["alternatives"][0]) == ALT_KEYS
     assert set(doc["speed"]) == SPEED_KEYS
     assert set(doc["speed"]["best_device"]) == BEST_DEVICE_KEYS
+    assert doc["cost"] is None and doc["software"] is None  # does not fit; a profile
+    owned = json.loads(run("qwen-7b", "--profile", "rtx-4090", "--json").output)["cost"]
+    assert set(owned) == COST_KEYS and owned["owned"] and owned["run"] is None
+    rented = json.loads(run("qwen-7b", "--mode", "lora", "--tokens", "10M", "--profile", "h100-sxm", "--json").output)
+    assert set(rented["cost"]) == COST_KEYS and set(rented["cost"]["run"]) == RUN_KEYS
     dev = doc["estimate"]["devices"][0]
     assert dev["peak_allocated_bytes"] <= dev["peak_reserved_bytes"] <= dev["total_bytes"]
     assert all(isinstance(v, int) for v in dev["components"].values())

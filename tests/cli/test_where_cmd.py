@@ -2,15 +2,20 @@
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "assumptions"}
+TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "assumptions", "cost"}
+COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "break_even_against"}
 MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "status", "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
-                "training_tokens_per_s", "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source"}
-REQUEST_KEYS = {"mode", "precision", "context", "seq_len", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
+                "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source",
+                "owned", "power_watts", "purchase_usd", "purchase_read_on", "purchase_source",
+                "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
+                "amortized_usd_per_million_tokens", "break_even_hours"}
+REQUEST_KEYS = {"precision", "context", "prompt_tokens", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
 
@@ -26,7 +31,8 @@ def doc_of(*args):
 def test_json_contract_and_order():
     code, doc = doc_of("qwen-7b")
     assert code == 0
-    assert set(doc) == TOP_KEYS and doc["schema"] == "fitcheck.where/2"
+    assert set(doc) == TOP_KEYS and doc["schema"] == "fitcheck.where/1"
+    assert set(doc["cost"]) == COST_KEYS
     assert set(doc["request"]) == REQUEST_KEYS
     assert all(set(m) == MACHINE_KEYS for m in doc["machines"])
     prices = [m["usd_per_hour"] for m in doc["machines"]]
@@ -35,6 +41,7 @@ def test_json_contract_and_order():
     unpriced = [(m["decode_tokens_per_s"]["low"] * m["decode_tokens_per_s"]["high"]) ** 0.5
                 for m in doc["machines"][len(priced):] if m["decode_tokens_per_s"]]
     assert unpriced == sorted(unpriced, reverse=True)  # then fastest first
+    # tight machines are listed too (check exits 0 for them)
     assert all(m["status"] in ("fits", "tight") and m["need_bytes"] <= m["free_bytes"] for m in doc["machines"])
     first = doc["machines"][0]
     cost = first["usd_per_million_tokens"]
@@ -93,16 +100,6 @@ def test_where_and_check_agree_on_multi_gpu_machines():
                 assert listed[name]["status"] == check["verdict"]["status"]
 
 
-def test_where_answers_training_modes():
-    code, doc = doc_of("qwen-7b", "--mode", "qlora", "--kind", "cloud")
-    assert code == 0 and doc["request"]["mode"] == "qlora" and doc["request"]["seq_len"] == 2048
-    assert doc["machines"] and all(m["training_tokens_per_s"] for m in doc["machines"])
-    assert all(m["decode_tokens_per_s"] is None for m in doc["machines"])
-    r = run("qwen-7b", "--mode", "lora", "--kind", "cloud")
-    assert r.exit_code == 0 and "training tok/s" in r.output
-    assert run("qwen-7b", "--mode", "lora", "--context", "8192").exit_code == 2  # an inference option
-
-
 def test_the_vocabulary_defines_where_options():
     from fitcheck.cli.where_cmd import where
     from fitcheck.options import PRECISIONS
@@ -113,3 +110,45 @@ def test_the_vocabulary_defines_where_options():
     assert "each machine" in params["engine"].help and params["params"].metavar == "COUNT"
     assert run("qwen-7b", "--headroom", "150").exit_code == 2
     assert run("qwen-7b", "--kv-dtype", "fp4").exit_code == 2
+
+
+# ---- where --mode full|lora|qlora [--tokens N] -----------------------------------------------------
+TRAINING_TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "cheapest",
+                     "fastest", "cost"}
+TRAINING_REQUEST_KEYS = {"mode", "precision", "seq_len", "batch", "grad_accum", "gpus", "headroom_pct", "kind",
+                         "max_price_usd_per_hour", "tokens"}
+TRAINING_MACHINE_KEYS = {"name", "kind", "description", "precision", "device", "gpus", "status", "need_bytes",
+                         "free_bytes", "training_tokens_per_s", "usd_per_hour", "run"}
+RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
+
+
+def test_where_training_names_cheapest_and_fastest_in_hours_and_money():
+    code, doc = doc_of("qwen-7b", "--mode", "qlora", "--grad-checkpointing", "--tokens", "100M")
+    assert code == 0 and doc["schema"] == "fitcheck.where-training/1"
+    assert set(doc) == TRAINING_TOP_KEYS and set(doc["request"]) == TRAINING_REQUEST_KEYS
+    assert all(set(m) == TRAINING_MACHINE_KEYS for m in doc["machines"])
+    runs = [m for m in doc["machines"] if m["run"]]
+    assert runs and all(set(m["run"]) == RUN_KEYS for m in runs)
+    for m in runs:  # wall time is tokens / rate; a rented run costs price x hours
+        rate = m["training_tokens_per_s"]
+        assert m["run"]["hours"]["low"] == pytest.approx(1e8 / rate["high"] / 3600, rel=1e-3)
+        if m["usd_per_hour"] is not None:
+            assert m["run"]["basis"] == "rented"
+            hours = 1e8 / rate["low"] / 3600
+            assert m["run"]["usd"]["high"] == pytest.approx(m["usd_per_hour"] * hours, rel=1e-3, abs=0.01)
+    full = [m for m in runs if m["run"]["basis"] in ("rented", "amortized")]
+    mid = [(m["run"]["usd"]["low"] * m["run"]["usd"]["high"]) ** 0.5 for m in full]
+    assert mid == sorted(mid) and doc["cheapest"] == full[0]["name"]
+    fastest = max(doc["machines"], key=lambda m: m["training_tokens_per_s"]["low"] * m["training_tokens_per_s"]["high"])
+    assert doc["fastest"] == fastest["name"]
+    text = run("qwen-7b", "--mode", "qlora", "--grad-checkpointing", "--tokens", "100M").output
+    assert f"Cheapest: {doc['cheapest']}" in text and f"Fastest:  {doc['fastest']}" in text
+    assert "wall time" in text
+
+
+def test_where_training_without_tokens_and_wrong_mode_options():
+    code, doc = doc_of("qwen-7b", "--mode", "lora")
+    assert code == 0 and all(m["run"] is None for m in doc["machines"]) and doc["cheapest"] is None
+    assert "--tokens N" in run("qwen-7b", "--mode", "lora").output
+    assert run("qwen-7b", "--mode", "lora", "--context", "100").exit_code == 2
+    assert run("qwen-7b", "--tokens", "100M").exit_code == 2          # --tokens is for training

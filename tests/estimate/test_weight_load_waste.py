@@ -56,3 +56,33 @@ def test_inference_overhead_counts_the_segments_once_per_gpu_share():
 
     # both transient slacks are at their 64 MiB floor: the difference is half the segments' waste
     assert overhead(one) - overhead(two) == waste - int(waste * 0.5)
+
+
+# load_waste's fast path (only free-block sizes, whole periods of equal requests at once) must
+# equal replaying every request through CachingAllocator.
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fitcheck.estimate.allocator import load_waste_replayed  # noqa: E402
+
+_SIZES = st.sampled_from([100, 512, 700, 300 * 1024, MiB, MiB + 1, 3 * MiB, 7 * MiB + 5, 8 * MiB, 9 * MiB,
+                          10 * MiB, 12 * MiB + 3, 19 * MiB, 33 * MiB])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_SIZES, st.integers(1, 40)), max_size=12))
+def test_fast_load_waste_equals_the_replay(runs):
+    sizes = [size for size, count in runs for _ in range(count)]
+    assert load_waste(sizes) == load_waste_replayed(sizes)
+
+
+def test_fast_load_waste_equals_the_replay_for_catalog_moe_models():
+    from fitcheck.estimate.formats import weight_format
+    from fitcheck.estimate.weights import weight_tensor_sizes
+    from fitcheck.model.catalog import get_entry
+
+    for hf_id in ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V2-Lite", "mistralai/Mixtral-8x7B-Instruct-v0.1"):
+        spec = get_entry(hf_id).spec
+        for precision in ("bf16", "awq", "int8"):
+            sizes = list(weight_tensor_sizes(spec, weight_format(precision)))
+            assert load_waste(sizes) == load_waste_replayed(sizes), (hf_id, precision)

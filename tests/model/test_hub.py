@@ -191,7 +191,9 @@ def test_real_client_adapts_huggingface_hub_objects(monkeypatch, tmp_path):
 
     monkeypatch.setattr(hf, "hf_hub_download", fake_download)
     monkeypatch.setattr(hf, "get_safetensors_metadata", fake_metadata)
+    monkeypatch.setattr(hf, "get_hf_file_metadata", lambda url, **kw: seen.setdefault("head", url))
     spec = hub.spec_from_hub(LLAMA, revision="main")
+    assert seen.pop("head").endswith("/config.json")  # one HEAD first, without the library's retries
     assert seen == {"download": (LLAMA, "config.json", "main"), "metadata": (LLAMA, "main")}
     assert spec.stored_weight_bytes == 2 * spec.total_params == 2_471_628_800
 

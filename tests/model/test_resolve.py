@@ -12,7 +12,8 @@ from fitcheck.model.resolve import resolve_model
 
 TABLE = [
     ("qwen-7b", "Qwen/Qwen2.5-7B-Instruct"),
-    ("Qwen-7B", "Qwen/Qwen2.5-7B-Instruct"),
+    ("Qwen-7B", "Qwen/Qwen-7B"),           # an exact repository name wins over the short name
+    ("QWEN-7b", "Qwen/Qwen2.5-7B-Instruct"),
     ("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct"),
     ("qwen2-7b", "Qwen/Qwen2-7B-Instruct"),
     ("llama3-8b", "meta-llama/Llama-3.1-8B-Instruct"),

@@ -100,3 +100,35 @@ def test_physical_cores_from_sysfs_siblings(tree):
         files[f"sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"] = siblings + "\n"
     root = tree(files)
     assert read_physical_cores_sysfs(str(root)) == 2
+
+
+def test_windows_cpu_from_the_registry_and_feature_flags():
+    from fitcheck.probe.windows_cpu import cpu_from_windows
+
+    present = {39, 40, 10}.__contains__  # AVX, AVX2 (and SSE2, which fitcheck does not list)
+    cpu = cpu_from_windows("Intel(R) Core(TM) i7-12700K  ", 20, 12, present, "x86_64")
+    assert (cpu.model, cpu.logical_cores, cpu.physical_cores, cpu.usable_cores) == (
+        "Intel(R) Core(TM) i7-12700K", 20, 12, 20)
+    assert cpu.features == {"avx", "avx2"} and cpu.features_source == "IsProcessorFeaturePresent"
+
+    def broken(number):
+        raise OSError("no such call")
+
+    bare = cpu_from_windows(None, 4, None, broken, "arm64")
+    assert str(bare.model).startswith("unknown") and str(bare.physical_cores).startswith("unknown")
+    assert bare.features == frozenset() and bare.logical_cores == 4
+
+
+def test_windows_probe_never_imports_py_cpuinfo(monkeypatch):
+    import sys
+
+    from fitcheck.probe import cpu as cpu_module
+    from fitcheck.probe import windows_cpu
+
+    monkeypatch.setattr(cpu_module.sys, "platform", "win32")
+    monkeypatch.setattr(windows_cpu, "_registry_brand", lambda: "AMD Ryzen 9 7950X 16-Core Processor")
+    monkeypatch.setattr(windows_cpu, "_feature_present", lambda: {39, 40, 41}.__contains__)
+    monkeypatch.setattr(windows_cpu, "_physical_cores", lambda: 16)
+    monkeypatch.setitem(sys.modules, "cpuinfo", None)  # importing it would raise
+    cpu = cpu_module.read_cpu()
+    assert cpu.model == "AMD Ryzen 9 7950X 16-Core Processor" and cpu.features == {"avx", "avx2", "avx512f"}

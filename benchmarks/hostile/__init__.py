@@ -1,0 +1,1 @@
+"""The hostile-input battery: ``python -m benchmarks.hostile`` (see __main__ for what it reports)."""

@@ -1,0 +1,111 @@
+"""Receipts: one JSON line per measurement, kept in the user's cache, never sent anywhere.
+
+    $FITCHECK_CACHE_DIR/receipts.jsonl, else $XDG_CACHE_HOME/fitcheck/receipts.jsonl,
+    else ~/.cache/fitcheck/receipts.jsonl
+
+A receipt holds the model, the request (the check document's ``request``), the machine's
+fingerprint (a hash of what decides memory: CPU model, RAM, GPU names and sizes, OS), the library
+versions, and the measured and estimated peaks with the error.  ``fitcheck measure --receipts``
+lists them; ``fitcheck check`` names the receipt that matches its model, request and machine;
+``--export FILE`` copies them to a file (the calibration input of
+``python -m benchmarks.measure.compare --receipts FILE``).  No torch here: check reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from fitcheck.machine import Machine, known
+
+SCHEMA = "fitcheck.receipt/1"
+FILE_NAME = "receipts.jsonl"
+MAX_LINE = 1 << 20       # a longer line is not a receipt fitcheck wrote: skipped
+MAX_RECEIPTS = 100_000   # lines read at most
+# Request keys that do not change memory (or that check and measure fill differently): not matched.
+_UNMATCHED_KEYS = frozenset({"headroom_pct", "gpu_memory_utilization", "prompt_tokens"})
+
+
+def receipts_path(env: Mapping[str, str] | None = None, home: str | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("FITCHECK_CACHE_DIR"):
+        return Path(env["FITCHECK_CACHE_DIR"]) / FILE_NAME
+    base = env.get("XDG_CACHE_HOME") or os.path.join(home or os.path.expanduser("~"), ".cache")
+    return Path(base) / "fitcheck" / FILE_NAME
+
+
+def fingerprint(machine: Machine) -> str:
+    """12 hex digits that change when the memory-relevant hardware changes (not free memory)."""
+    gpus = [(g.vendor, g.name if known(g.name) else "?", _quarter_gib(g.memory_total_bytes)) for g in machine.gpus]
+    parts = {
+        "cpu": machine.cpu.model if known(machine.cpu.model) else "?",
+        "arch": machine.cpu.architecture,
+        "ram_quarter_gib": _quarter_gib(machine.memory.total_bytes),
+        "gpus": gpus,
+        "os": machine.host.os,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _quarter_gib(value) -> int | str:
+    """A size in quarter-GiB steps (a reading that drifts by a few MiB keeps its fingerprint)."""
+    return int(value) // 2**28 if isinstance(value, int) and known(value) else "?"
+
+
+def request_key(request: Mapping) -> dict:
+    """The part of a check document's request that decides memory."""
+    return {k: v for k, v in request.items() if k not in _UNMATCHED_KEYS}
+
+
+def append(receipt: dict, path: Path | None = None) -> Path:
+    """Append one receipt; returns the file.  An unwritable cache is reported by the caller."""
+    path = path or receipts_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"schema": SCHEMA, **receipt}, sort_keys=True) + "\n")
+    return path
+
+
+def read(path: Path | None = None) -> Iterator[dict]:
+    """Every well-formed receipt of the file, oldest first; other lines are skipped."""
+    path = path or receipts_path()
+    try:
+        fh = path.open(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    with fh:
+        for n, line in enumerate(fh):
+            if n >= MAX_RECEIPTS:
+                break
+            if len(line) > MAX_LINE:
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.get("schema") == SCHEMA and isinstance(data.get("measured"), dict):
+                yield data
+
+
+def matching(model_id: str, request: Mapping, machine: Machine, path: Path | None = None) -> dict | None:
+    """The newest completed receipt for this model, request and machine, or None."""
+    key, fp = request_key(request), fingerprint(machine)
+    found = None
+    for r in read(path):
+        if (r.get("model") == model_id and r.get("machine_fingerprint") == fp and r.get("status") == "measured"
+                and request_key(r.get("request") or {}) == key):
+            found = r
+    return found
+
+
+def receipt_line(receipt: dict) -> str:
+    """'on this machine on DATE: X GiB peak (estimate Y GiB, +Z %; ...)', after 'Measured '."""
+    measured = receipt["measured"].get("peak_bytes") or 0
+    estimated = receipt.get("estimated", {}).get("peak_bytes") or 0
+    error = receipt.get("error_pct")
+    err = f", {error:+.1f} %" if isinstance(error, (int, float)) else ""
+    return (f"on this machine on {str(receipt.get('date', ''))[:10]}: {measured / 2**30:.2f} GiB peak "
+            f"(estimate {estimated / 2**30:.2f} GiB{err}; fitcheck measure --receipts)")

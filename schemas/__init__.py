@@ -1,0 +1,1 @@
+"""JSON Schemas of fitcheck's documents, shipped in the wheel as ``fitcheck.schemas`` (see README.md here)."""

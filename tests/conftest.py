@@ -1,0 +1,14 @@
+"""Every test runs with an empty user config folder and no FITCHECK_* settings from the caller's
+environment, so a developer's own saved profiles, catalog models or FITCHECK_PROFILE never change a result."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_config(tmp_path_factory, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("FITCHECK_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))

@@ -1,0 +1,194 @@
+"""Every document fitcheck prints validates against its published JSON Schema (schemas/), and the
+schemas themselves are valid, complete and shipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fitcheck import __version__
+from fitcheck.cli import cli
+from fitcheck.contracts import DOCUMENTS, all_schemas, load_schema
+
+jsonschema = pytest.importorskip("jsonschema")
+referencing = pytest.importorskip("referencing")
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = """
+[[case]]
+name = "chat"
+model = "qwen-7b"
+profile = "rtx-4090"
+[[case]]
+model = "llama-3.1-70b"
+profile = "github-gpu-t4"
+"""
+
+
+def _registry():
+    resources = [(s["$id"], referencing.Resource.from_contents(s)) for s in all_schemas().values()]
+    return referencing.Registry().with_resources(resources)
+
+
+REGISTRY = _registry()
+
+
+def validate(doc: dict) -> None:
+    schema = load_schema(doc["schema"])
+    jsonschema.Draft202012Validator(schema, registry=REGISTRY).validate(doc)
+
+
+def document(*args: str) -> dict:
+    r = CliRunner().invoke(cli, list(args), prog_name="fitcheck")
+    assert r.exit_code in (0, 1, 3), r.output
+    return json.loads(r.stdout)
+
+
+COMMANDS = {
+    "check, inference on a GPU": ["qwen-7b", "--profile", "rtx-3060", "--context", "16384", "--json"],
+    "check, with requirements": ["qwen-7b", "--profile", "h100-sxm", "--require", "gpus>=2", "--require",
+                                 "cuda>=12.1", "--require", "vram>=40GiB", "--json"],
+    "check, CPU": ["mistral-7b", "--profile", "laptop-16gb", "--json"],
+    "check, offload": ["llama-3.1-70b", "--profile", "rtx-4090", "--precision", "q4_k_m", "--gpu-layers", "40",
+                       "--json"],
+    "check, vLLM": ["qwen-7b", "--profile", "a100-80gb", "--engine", "vllm", "--json"],
+    "check, qlora": ["qwen-7b", "--mode", "qlora", "--profile", "rtx-4090", "--json"],
+    "check, full fine-tuning with ZeRO-3": ["qwen-7b", "--mode", "full", "--profile", "8x-h100", "--gpus", "8",
+                                           "--zero", "3", "--json"],
+    "check, a generic model": ["some-unknown-model", "--params", "7b", "--profile", "rtx-4090", "--json"],
+    "requirements": ["check", "--profile", "github-gpu-t4", "--require", "gpus>=1", "--require", "cc>=8.0", "--json"],
+    "where": ["where", "qwen-7b", "--json"],
+    "probe, this machine": ["probe", "--json"],
+    "probe, a profile": ["probe", "--profile", "macbook-pro-m3-max-64gb", "--json"],
+    "profiles": ["profiles", "--json"],
+    "models": ["models", "qwen", "--json"],
+    "models --show": ["models", "--show", "deepseek-ai/DeepSeek-V2-Lite", "--json"],
+    "models --fits, inference": ["models", "--fits", "--profile", "rtx-4090", "--json"],
+    "models --fits, training": ["models", "--fits", "--mode", "qlora", "--profile", "rtx-4090", "--family", "llama",
+                                "--json"],
+    "where, training with --tokens": ["where", "qwen-7b", "--mode", "qlora", "--tokens", "100M", "--json"],
+    "where, training without --tokens": ["where", "qwen-7b", "--mode", "lora", "--kind", "cloud", "--json"],
+}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_document_validates_against_its_schema(name):
+    doc = document(*COMMANDS[name])
+    assert doc["fitcheck_version"] == __version__
+    validate(doc)
+
+
+def test_plan_document_validates(tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    doc = document("check", "--plan", str(plan), "--require", "gpus>=1", "--json")
+    assert doc["schema"] == "fitcheck.plan/1"
+    validate(doc)
+
+
+@pytest.fixture
+def local_stores(tmp_path, monkeypatch):
+    """Every store `models --local` reads, under tmp_path (empty until a test fills one)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("XDG_CACHE_HOME", "HF_HOME", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    stores = {"HF_HUB_CACHE": tmp_path / "hub", "OLLAMA_MODELS": tmp_path / "ollama",
+              "LLAMA_CACHE": tmp_path / "llamacpp"}
+    for var, folder in stores.items():
+        folder.mkdir()
+        monkeypatch.setenv(var, str(folder))
+    return stores
+
+
+def test_models_local_validates_empty_and_with_models(local_stores):
+    from tests.model.layouts import hub_cache
+
+    empty = document("models", "--local", "--profile", "rtx-4090", "--json")
+    assert empty["schema"] == "fitcheck.fits/1" and empty["models"] == empty["unreadable"] == []
+    validate(empty)
+    hub_cache(local_stores["HF_HUB_CACHE"], "unsloth/Llama-3.2-1B-Instruct", "unsloth--Llama-3.2-1B-Instruct")
+    (local_stores["LLAMA_CACHE"] / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 40)
+    doc = document("models", "--local", "--profile", "rtx-4090", "--json")
+    assert [(r["id"], r["source"]) for r in doc["models"]] == [("unsloth/Llama-3.2-1B-Instruct", "hf-cache")]
+    assert [u["source"] for u in doc["unreadable"]] == ["llama.cpp"]
+    validate(doc)
+    for broken in ({**doc, "models": [{**doc["models"][0], "source": "somewhere"}]},
+                   {**doc, "models": [{**doc["models"][0], "status": "does_not_fit"}]},
+                   {**doc, "unreadable": [{"name": "broken.gguf"}]}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_fits_and_where_training_schemas_reject_what_the_commands_never_print():
+    fits = document("models", "--fits", "--profile", "rtx-3060", "--family", "qwen", "--json")
+    row = fits["models"][0]
+    training = document("where", "qwen-7b", "--mode", "qlora", "--tokens", "1M", "--json")
+    machine = training["machines"][0]
+    for broken in ({**fits, "models": [{**row, "score": 1}]},                      # row keys are locked
+                   {**fits, "models": [{**row, "fitcheck_command": None}]},         # a fitting row has its command
+                   {**fits, "request": {**fits["request"], "seq_len": 2048}},       # inference has no seq_len
+                   {k: v for k, v in fits.items() if k != "fitcheck_version"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+    for broken in ({**training, "request": {**training["request"], "context": 4096}},
+                   {**training, "machines": [{**machine, "status": "tight"}]},
+                   {**training, "machines": [{**machine, "run": {**machine["run"], "hours": None}}]},
+                   {k: v for k, v in training.items() if k != "cheapest"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_a_cannot_run_verdict_validates(tmp_path, monkeypatch):
+    """`cannot_run` (the installed stack cannot run the request on this machine) is a verdict status."""
+    from tests.estimate.test_compat import machine, make_env
+
+    env = make_env(tmp_path / "venv", ("torch", "2.5.1+cu124", ()))
+    monkeypatch.setattr("fitcheck.probe.probe", lambda **kw: machine(driver="470.82.01", cuda="11.4"))
+    r = CliRunner().invoke(cli, ["qwen-0.5b", "--json"], env={"VIRTUAL_ENV": str(env)})
+    doc = json.loads(r.stdout)
+    assert doc["verdict"]["status"] == "cannot_run"
+    validate(doc)
+
+
+def test_an_output_file_validates_and_a_broken_document_does_not(tmp_path):
+    out = tmp_path / "o.json"
+    CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", "--require", "gpus>=2", "--output", str(out)])
+    doc = json.loads(out.read_text())
+    validate(doc)
+    for broken in ({k: v for k, v in doc.items() if k != "verdict"},
+                   {**doc, "exit_code": "1"},
+                   {**doc, "verdict": {**doc["verdict"], "status": "maybe"}},
+                   {**doc, "requirements": [{**doc["requirements"][0], "measured_value": 1}]}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_every_schema_is_valid_named_and_listed():
+    schemas = all_schemas()
+    on_disk = {p.name[: -len(".schema.json")] for p in (ROOT / "schemas").glob("*.schema.json")}
+    assert set(schemas) == on_disk == set(DOCUMENTS.values())
+    for stem, schema in schemas.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["$id"] == f"urn:fitcheck:schema:{stem}"
+    for document_name, stem in DOCUMENTS.items():
+        assert schemas[stem]["properties"]["schema"]["const"] == document_name
+        if stem != "machine":  # the machine is a part of probe and profiles, not a document of its own
+            assert "fitcheck_version" in schemas[stem]["required"]
+
+
+def test_every_document_name_in_the_code_has_a_published_schema():
+    """A new document ("schema": "fitcheck.NAME/N") gets its schema file and a DOCUMENTS entry."""
+    import re
+
+    named = {m for p in (ROOT / "fitcheck").rglob("*.py")
+             for m in re.findall(r'"(fitcheck\.[a-z][a-z-]*/\d+)"', p.read_text(encoding="utf-8"))}
+    assert {"fitcheck.fits/1", "fitcheck.where-training/1"} <= named
+    assert named <= set(DOCUMENTS), sorted(named - set(DOCUMENTS))
+
+
+def test_the_schemas_ship_in_the_wheel():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"fitcheck.schemas" = "schemas"' in text and '"fitcheck.schemas" = ["*.json"]' in text
