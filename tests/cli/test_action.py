@@ -73,7 +73,8 @@ def test_install_uses_a_venv_in_runner_temp_from_the_runners_python_and_the_hub_
     for s in STEPS:  # ${{ github.action_path }} is the host's path, wrong inside a container job
         assert "github.action_path" not in s.get("run", "")
     run = _step("install")["run"]
-    assert '"${GITHUB_ACTION_PATH:?}[hub]"' in run and "RUNNER_TEMP" in run and "-m venv" in run
+    assert '"${GITHUB_ACTION_PATH:?}$extra"' in run and "RUNNER_TEMP" in run and "-m venv" in run
+    assert 'extra="[hub]"' in run and 'extra="[hub,measure]"' in run  # measure: "true" adds the measure extra
 
 
 def test_install_step_runs_as_a_runner_would(tmp_path):

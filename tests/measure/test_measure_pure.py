@@ -434,9 +434,11 @@ def test_out_of_memory_document_and_table():
 
 
 def test_ci_runs_readmes_command_with_the_cpu_torch_wheel():
+    """CI first puts the CPU torch, transformers and peft into the venv, then runs README's test command."""
     root = Path(__file__).resolve().parents[2]
-    (line,) = [ln for ln in (root / ".ci" / "run").read_text().splitlines() if "pip install" in ln]
-    assert "'torch==2.13.0+cpu' transformers peft" in line and line in (root / "README.md").read_text()
+    torch_line, test_line = [ln for ln in (root / ".ci" / "run").read_text().splitlines() if "pip install" in ln]
+    assert "'torch==2.13.0+cpu' transformers peft" in torch_line and ". .venv/bin/activate" in torch_line
+    assert "pip install -e '.[test]' && pytest" in test_line and test_line in (root / "README.md").read_text()
 
 
 def test_full_fine_tuning_is_measured_as_a_plain_loop(monkeypatch):
