@@ -170,6 +170,7 @@ def _check_mode_options(ctx: click.Context, mode: str) -> None:
 def _receipts(export: str | None, as_json: bool) -> int:
     from tabulate import tabulate
 
+    from fitcheck import __version__
     from fitcheck.measure import receipts as R
 
     path = R.receipts_path()
@@ -182,7 +183,8 @@ def _receipts(export: str | None, as_json: bool) -> int:
         except OSError as exc:
             raise FitcheckError(f"--export {export}: cannot write: {exc.strerror or exc}") from None
     if as_json:
-        click.echo(json.dumps({"schema": "fitcheck.receipts/1", "path": str(path), "receipts": items},
+        click.echo(json.dumps({"schema": "fitcheck.receipts/1", "fitcheck_version": __version__, "path": str(path),
+                                "receipts": items},
                               indent=2, sort_keys=True))
         return 0
     if not items:
