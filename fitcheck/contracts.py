@@ -17,7 +17,7 @@ from pathlib import Path
 SCHEMAS_PACKAGE = "fitcheck.schemas"
 _REPO_FOLDER = Path(__file__).resolve().parents[1] / "schemas"
 
-# document "schema" value -> schema file stem.  The `measure` command's document goes here when it lands.
+# document "schema" value -> schema file stem.
 DOCUMENTS: dict[str, str] = {
     "fitcheck.check/1": "check",
     "fitcheck.plan/1": "plan",
@@ -30,6 +30,9 @@ DOCUMENTS: dict[str, str] = {
     "fitcheck.model/1": "model",
     "fitcheck.fits/1": "fits",
     "fitcheck.machine/1": "machine",
+    "fitcheck.measure/1": "measure",
+    "fitcheck.receipt/1": "receipt",
+    "fitcheck.receipts/1": "receipts",
 }
 
 

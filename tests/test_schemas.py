@@ -192,3 +192,101 @@ def test_every_document_name_in_the_code_has_a_published_schema():
 def test_the_schemas_ship_in_the_wheel():
     text = (ROOT / "pyproject.toml").read_text()
     assert '"fitcheck.schemas" = "schemas"' in text and '"fitcheck.schemas" = ["*.json"]' in text
+
+
+# ---- fitcheck measure: one real run on the tiny fixture model (skipped without torch) --------------
+TINY = str(ROOT / "tests" / "fixtures" / "measure" / "tiny-llama")
+MEASURE_KEYS = {"check_schema", "status", "reason", "run", "versions", "measured", "comparison", "measured_verdict"}
+RECEIPT_KEYS = {"schema", "fitcheck_version", "date", "model", "request", "run", "status", "machine",
+                "machine_fingerprint", "device", "device_name", "versions", "measured", "estimated", "error_pct",
+                "reason"}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """One `fitcheck measure` of the tiny model (a fresh measuring process, a few seconds), then the
+    receipts it wrote as `--receipts --json` and `--export` give them, the cache under tmp_path."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    cache = tmp_path_factory.mktemp("fitcheck-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FITCHECK_CACHE_DIR", str(cache))   # fitcheck.measure.receipts.receipts_path
+        mp.setenv("OMP_NUM_THREADS", "2")
+        doc = document("measure", TINY, "-p", "fp32", "--context", "64", "--new-tokens", "4", "--json")
+        export = cache / "export.jsonl"
+        listing = document("measure", "--receipts", "--export", str(export), "--json")
+    return doc, listing, [json.loads(line) for line in export.read_text().splitlines()]
+
+
+def test_measure_document_validates_and_rejects_what_measure_never_prints(measured):
+    from tests.cli.test_check_cmd import TOP_KEYS
+
+    doc = measured[0]
+    assert doc["schema"] == "fitcheck.measure/1" and doc["status"] == "measured"
+    assert doc["fitcheck_version"] == __version__ and set(doc) == TOP_KEYS | MEASURE_KEYS
+    validate(doc)
+    cmp, m, run = doc["comparison"][0], doc["measured"], doc["run"]
+    for broken in ({**doc, "exit_code": 1},                                              # measured is exit 0
+                   {**doc, "measured_verdict": {**doc["measured_verdict"], "status": "does_not_fit"}},
+                   {**doc, "status": "refused"},                                         # a refused run has no figures
+                   {**doc, "check_schema": "fitcheck.check/2"},
+                   {**doc, "verdict": {**doc["verdict"], "status": "maybe"}},            # the embedded check, by $ref
+                   {**doc, "estimate": {**doc["estimate"], "total_bytes": -1}},
+                   {**doc, "run": {**run, "seq_len": 64}},                               # inference has no seq_len
+                   {**doc, "run": {**run, "wall_s": None}},                              # it ran
+                   {**doc, "comparison": [{**cmp, "name": "everything"}]},
+                   {**doc, "comparison": [{**cmp, "estimated_bytes": 1.5}]},
+                   {**doc, "measured": {**m, "peak_allocated_bytes": 1}},                # a CUDA figure on the CPU
+                   {**doc, "measured": {k: v for k, v in m.items() if k != "phases"}},
+                   {**doc, "measured": {**m, "phases": [{**m["phases"][0], "phase": "warmup"}]}},
+                   {**doc, "versions": {**doc["versions"], "numpy": "2.0"}},
+                   {k: v for k, v in doc.items() if k != "speed"},
+                   {k: v for k, v in doc.items() if k != "fitcheck_version"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_a_refused_measure_document_validates():
+    """Refused (the estimate needs far more than the machine has): not run, no figures, no receipt."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    r = CliRunner().invoke(cli, ["measure", TINY, "-p", "fp32", "--context", "64", "--batch", "100000", "--json",
+                                 "--no-receipt"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["status"] == "refused" and doc["measured"] == {} and doc["run"]["wall_s"] is None
+    validate(doc)
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**doc, "exit_code": 3})
+
+
+def test_receipts_validate_and_reject_what_measure_never_writes(measured):
+    doc, listing, exported = measured
+    assert listing["schema"] == "fitcheck.receipts/1" and listing["fitcheck_version"] == __version__
+    assert set(listing) == {"schema", "fitcheck_version", "path", "receipts"}
+    (receipt,) = listing["receipts"]
+    assert exported == [receipt] and set(receipt) == RECEIPT_KEYS
+    assert receipt["measured"]["peak_bytes"] == doc["measured"]["peak_bytes"] and receipt["run"] == doc["run"]
+    validate(listing)
+    validate(receipt)
+    for broken in ({**receipt, "machine_fingerprint": "not-a-hash"},
+                   {**receipt, "status": "refused"},                                     # refused: never receipted
+                   {**receipt, "error_pct": None},                                       # a measured one has its error
+                   {**receipt, "measured": doc["measured"]},                             # phases: the document only
+                   {**receipt, "request": {**receipt["request"], "mode": "pretraining"}},
+                   {**receipt, "estimated": {**receipt["estimated"], "peak_bytes": "1 GiB"}},
+                   {**receipt, "run": {**receipt["run"], "prompt_tokens": None}},
+                   {k: v for k, v in receipt.items() if k != "fitcheck_version"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+    for broken in ({**listing, "receipts": [{**receipt, "date": "yesterday"}]},
+                   {**listing, "count": 1},
+                   {k: v for k, v in listing.items() if k != "fitcheck_version"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+def test_an_empty_receipts_listing_validates(tmp_path, monkeypatch):
+    monkeypatch.setenv("FITCHECK_CACHE_DIR", str(tmp_path))
+    listing = document("measure", "--receipts", "--json")
+    assert listing["receipts"] == [] and listing["path"] == str(tmp_path / "receipts.jsonl")
+    validate(listing)
