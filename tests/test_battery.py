@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 from fitcheck.estimate.verdict import FITS, TIGHT
-from fitcheck.pipeline import CheckResult, check, where
+from fitcheck.pipeline import CheckResult, check
 from fitcheck.profiles import list_profiles
 from fitcheck.request import Request
 
@@ -85,13 +85,29 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
     for result in results.values():
         assert_takeable(result)
     # check and where agree: where lists a profile exactly when check exits 0 for it, with its status.
-    listed = {row.machine.name: row for row in where(model, request_, PROFILES.values()).fitting}
+    listed = {row.machine.name: row for row in where_rows(model, request_)}
     for name, result in results.items():
         assert (name in listed) == (result.exit_code == 0), (model, name)
         if name in listed:
             row = listed[name]
             assert row.verdict.status == result.verdict.status
             assert row.plan.with_changes(assumptions=()) == result.plan.with_changes(assumptions=())
+
+
+def where_rows(model: str, request: Request):
+    """The machines `fitcheck where` lists for the request (inference or training)."""
+    from fitcheck.model.resolve import resolve_model
+
+    resolved = resolve_model(model)
+    if request.training:
+        from fitcheck.render.where_training import where_training_result
+
+        return where_training_result(resolved, request, list(PROFILES.values()), headroom=request.headroom / 100,
+                                     query=model).fitting
+    from fitcheck.render.where import where_result
+
+    return where_result(resolved, request, list(PROFILES.values()), headroom=request.headroom / 100,
+                        query=model).fitting
 
 
 @pytest.fixture(scope="module")

@@ -134,7 +134,7 @@ def test_fits_and_where_training_schemas_reject_what_the_commands_never_print():
         with pytest.raises(jsonschema.ValidationError):
             validate(broken)
     for broken in ({**training, "request": {**training["request"], "context": 4096}},
-                   {**training, "machines": [{**machine, "status": "tight"}]},
+                   {**training, "machines": [{**machine, "status": "does_not_fit"}]},  # listed: fits or tight
                    {**training, "machines": [{**machine, "run": {**machine["run"], "hours": None}}]},
                    {k: v for k, v in training.items() if k != "cheapest"}):
         with pytest.raises(jsonschema.ValidationError):
