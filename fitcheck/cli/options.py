@@ -1,9 +1,10 @@
 """Options shared by several commands, defined once (machine selection, output format).
 
 Settings a user keeps for every run can come from the environment instead of the command line
-(the command line wins): FITCHECK_PROFILE, FITCHECK_GPU, FITCHECK_VRAM, FITCHECK_RAM,
+(the command line wins): FITCHECK_PROFILE, FITCHECK_GPU, FITCHECK_VRAM, FITCHECK_RAM here, and
 FITCHECK_PRECISION, FITCHECK_ENGINE, FITCHECK_KV_DTYPE, FITCHECK_HEADROOM and
-FITCHECK_TRANSFORMERS_VERSION (click's ``envvar``; ``--help`` names each one).
+FITCHECK_TRANSFORMERS_VERSION declared with their options in fitcheck.options (click's ``envvar``;
+``--help`` names each one).
 """
 
 from __future__ import annotations
@@ -83,17 +84,9 @@ def machine_override_options(func):
     return func
 
 
-# ---- inference options shared by `check` and `where` -----------------------------------------------
-# Each decorator works bare (``@kv_dtype_option``) or called with overrides of click.option's settings
-# (``@engine_option(help="...")``), so a command keeps its own help text where its default differs.
-
-PRECISION_CHOICES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
-                     "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
-KV_DTYPE_CHOICES = ("auto", "fp16", "bf16", "fp8", "q8_0", "q4_0")
-ENGINE_CHOICES = ("transformers", "vllm", "llama.cpp")
-
-
+# ---- options that are not request options (the request options come from fitcheck.options) ---------
 def _shared_option(*decls, **attrs):
+    """A decorator usable bare (``@params_option``) or called with overrides of click.option's settings."""
     def decorator(func=None, **overrides):
         def apply(f):
             return click.option(*decls, **{**attrs, **overrides})(f)
@@ -103,39 +96,6 @@ def _shared_option(*decls, **attrs):
     return decorator
 
 
-precision_option = _shared_option(
-    "--precision", "-p", type=click.Choice(PRECISION_CHOICES, case_sensitive=False), default=None,
-    envvar="FITCHECK_PRECISION", show_envvar=True,
-    help="Weights format. Default: bf16 on GPUs with compute capability >= 8.0 and Apple, fp16 on "
-    "older GPUs, q4_k_m on CPU-only machines; a checkpoint read from files keeps its format.")
-context_option = _shared_option(
-    "--context", "-c", type=click.IntRange(min=1), default=4096, show_default=True,
-    help="Tokens per sequence, prompt plus generated (not the model's maximum).")
-prompt_option = _shared_option(
-    "--prompt", "prompt_tokens", type=click.IntRange(min=1), default=None, metavar="N",
-    help="Tokens prefilled in one call (the prompt); the rest of --context is generated. Prefill-sized "
-    "memory (logits, activations, attention scores) follows the prompt, the KV cache the context. "
-    "Default: the whole context.")
-batch_option = _shared_option(
-    "--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Concurrent sequences.")
-kv_dtype_option = _shared_option(
-    "--kv-dtype", type=click.Choice(KV_DTYPE_CHOICES), default="auto", show_default=True,
-    envvar="FITCHECK_KV_DTYPE", show_envvar=True,
-    help="KV-cache element type.")
-engine_option = _shared_option(
-    "--engine", type=click.Choice(ENGINE_CHOICES), default=None, envvar="FITCHECK_ENGINE", show_envvar=True,
-    help="Default: llama.cpp for GGUF types and CPU-only machines, transformers otherwise.")
-gpus_option = _shared_option(
-    "--gpus", type=click.IntRange(min=1), default=None, help="GPUs to use (tensor parallel with vLLM).")
-headroom_option = _shared_option(
-    "--headroom", type=click.FloatRange(0, 99), default=10.0, show_default=True, envvar="FITCHECK_HEADROOM",
-    show_envvar=True,
-    help="Safety margin, percent of free memory kept unused.")
-transformers_version_option = _shared_option(
-    "--transformers-version", default=None, metavar="X.Y", envvar="FITCHECK_TRANSFORMERS_VERSION",
-    show_envvar=True,
-    help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
-    "logits are fp32 for every position, not just the last. Default: 4.45 or later.")
 params_option = _shared_option(
     "--params", default=None, metavar="COUNT",
     help="For a model fitcheck does not know: its parameter count (7b, 1.5b) for a generic estimate.")
@@ -170,10 +130,6 @@ hours_per_day_option = _shared_option(
 tokens_option = _shared_option(
     "--tokens", default=None, metavar="N", callback=_count,
     help="Training: tokens to train on (dataset tokens × epochs, e.g. 100M): the run's wall time and cost.")
-mode_option = _shared_option(
-    "--mode", type=click.Choice(["inference", "full", "lora", "qlora"]), default="inference", show_default=True,
-    help="What to estimate: inference, or fine-tuning (full, lora, qlora; --batch is then the "
-    "micro-batch per GPU).")
 python_env_option = _shared_option(
     "--python-env", "python_envs", multiple=True, metavar="PATH", type=click.Path(exists=True, file_okay=False),
     help="Also read the installed packages (torch and its CUDA build, vLLM, bitsandbytes, flash-attn) of this "
