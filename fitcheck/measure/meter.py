@@ -99,19 +99,44 @@ def _malloc_trim() -> None:
         pass
 
 
-class RssMeter:
+class _SamplingMeter:
+    """A meter whose ``_note`` a daemon thread calls every ``interval_s`` between ``_start_sampling`` and ``stop``."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._running = False
+        self._thread: threading.Thread | None = None
+
+    def _note(self) -> None:
+        raise NotImplementedError
+
+    def _sample(self) -> None:
+        while self._running:
+            self._note()
+            time.sleep(self._interval_s)
+
+    def _start_sampling(self, name: str) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._running = False
+        if self._thread is not None:
+            self._thread.join()
+
+
+class RssMeter(_SamplingMeter):
     """Peak and steady resident memory of this process, relative to a baseline."""
 
     device = "cpu"
 
     def __init__(self, interval_s: float = 0.001):
+        super().__init__(interval_s)
         self._page_bytes = os.sysconf("SC_PAGE_SIZE")
         self._statm = os.open("/proc/self/statm", os.O_RDONLY)
-        self._interval_s = interval_s
         self._peak = 0
         self._lock = threading.Lock()
-        self._running = False
-        self._thread: threading.Thread | None = None
         self.baseline_bytes = 0
         self.hwm_resettable = False
         self._phase = ""
@@ -123,24 +148,15 @@ class RssMeter:
         fields = os.pread(self._statm, 128, 0).split()
         return int(fields[1]) * self._page_bytes
 
-    def _sample(self) -> None:
-        while self._running:
-            now = self.rss()
-            if now > self._peak:
-                with self._lock:
-                    if now > self._peak:
-                        self._peak = now
-            time.sleep(self._interval_s)
+    def _note(self) -> None:
+        now = self.rss()
+        if now > self._peak:
+            with self._lock:
+                if now > self._peak:
+                    self._peak = now
 
     def start(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._sample, name="rss-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join()
+        self._start_sampling("rss-sampler")
 
     def _settle(self) -> int:
         gc.collect()
@@ -181,7 +197,7 @@ class RssMeter:
         )
 
 
-class CudaMeter:
+class CudaMeter(_SamplingMeter):
     """Allocated and reserved CUDA memory of this process (PyTorch caching allocator)."""
 
     device = "cuda"
@@ -190,9 +206,9 @@ class CudaMeter:
         if torch_module is None:
             import torch as torch_module  # only the CUDA meter needs torch at construction
 
+        super().__init__(interval_s)
         self._torch = torch_module
         self._used_bytes = used_bytes      # device-wide used bytes (NVML), or None
-        self._interval_s = interval_s
         self.baseline_bytes = 0
         self.baseline_reserved_bytes = 0
         self.context_bytes: int | None = None
@@ -201,15 +217,8 @@ class CudaMeter:
         self._t0 = 0.0
         self._start = 0
         self._used_peak = 0
-        self._running = False
-        self._thread: threading.Thread | None = None
 
-    def _sample(self) -> None:
-        while self._running:
-            self._note_used()
-            time.sleep(self._interval_s)
-
-    def _note_used(self) -> None:
+    def _note(self) -> None:
         if self._used_bytes is None:
             return
         try:
@@ -230,14 +239,7 @@ class CudaMeter:
         torch.empty(1, device="cuda")  # create the context and the allocator's first block
         torch.cuda.synchronize()
         if self._used_bytes is not None and self.used_before_bytes is not None:
-            self._running = True
-            self._thread = threading.Thread(target=self._sample, name="nvml-sampler", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join()
+            self._start_sampling("nvml-sampler")
 
     def _device_used(self) -> int:
         free, total = self._torch.cuda.mem_get_info()
@@ -265,7 +267,7 @@ class CudaMeter:
         self._start = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         self._used_peak = 0
-        self._note_used()
+        self._note()
         self._t0 = time.perf_counter()
 
     def end(self) -> PhaseReading:
@@ -274,7 +276,7 @@ class CudaMeter:
         wall = time.perf_counter() - self._t0
         peak = torch.cuda.max_memory_allocated()
         peak_reserved = torch.cuda.max_memory_reserved()
-        self._note_used()
+        self._note()
         gc.collect()
         steady = torch.cuda.memory_allocated()
         base = self.baseline_bytes
@@ -314,7 +316,7 @@ def nvml_used_reader(index: int = 0):
     return used
 
 
-class MpsMeter:
+class MpsMeter(_SamplingMeter):
     """Apple GPU memory of this process: Metal's driver-allocated bytes (torch.mps)."""
 
     device = "mps"
@@ -323,24 +325,17 @@ class MpsMeter:
         if torch_module is None:
             import torch as torch_module
 
+        super().__init__(interval_s)
         self._torch = torch_module
-        self._interval_s = interval_s
         self.baseline_bytes = 0
         self.context_bytes: int | None = None
         self._phase = ""
         self._t0 = 0.0
         self._start = 0
         self._peak = 0
-        self._running = False
-        self._thread: threading.Thread | None = None
 
     def _driver(self) -> int:
         return int(self._torch.mps.driver_allocated_memory())
-
-    def _sample(self) -> None:
-        while self._running:
-            self._note()
-            time.sleep(self._interval_s)
 
     def _note(self) -> None:
         now = self._driver()
@@ -348,14 +343,7 @@ class MpsMeter:
             self._peak = now
 
     def start(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._sample, name="mps-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join()
+        self._start_sampling("mps-sampler")
 
     def take_baseline(self) -> int:
         gc.collect()
