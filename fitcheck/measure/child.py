@@ -33,6 +33,11 @@ def _device_name(device: str, torch) -> str:
         return str(torch.cuda.get_device_name(0))
     if device == "mps":
         return "Apple GPU (mps)"
+    return cpu_name()
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what :mod:`platform` knows."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
             for line in cpuinfo:
