@@ -91,7 +91,7 @@ class Case:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Case":
+    def from_json(cls, text: str) -> Case:
         data = json.loads(text)
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known

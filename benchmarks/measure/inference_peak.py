@@ -1,7 +1,7 @@
 """Live-tensor peak of transformers inference on the CPU, across transformers releases.
 
     python -m benchmarks.measure.inference_peak [--cases PATTERN] [--out FILE]
-    VENV/bin/python -m benchmarks.measure.inference_peak --out FILE --append   # a venv with another transformers release
+    VENV/bin/python -m benchmarks.measure.inference_peak --out FILE --append   # another transformers release's venv
 
 Each case builds a random-init Llama-architecture model (the layer shapes of a real model,
 fewer layers, full vocabulary) in a fresh process, then runs a prefill (`model(ids)` as

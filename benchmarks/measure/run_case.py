@@ -37,10 +37,7 @@ def run(case: Case, device: str) -> None:
         raise SystemExit("--device cuda but torch.cuda.is_available() is False")
     meter = make_meter(device)
     meter.start()
-    if device == "cuda":
-        device_name = torch.cuda.get_device_name(0)
-    else:
-        device_name = cpu_name()
+    device_name = torch.cuda.get_device_name(0) if device == "cuda" else cpu_name()
     prepared = workloads.prepare(case)
     library_versions = workloads.versions()
     meter.take_baseline()
