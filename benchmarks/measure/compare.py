@@ -49,7 +49,7 @@ LOSS_PATH = "cpu-loss-path-"  # benchmarks.measure.loss_path
 
 
 def run_csvs() -> list[Path]:
-    """The measurement runs' CSVs of benchmarks/results (not the derived tensor-peak and replay files)."""
+    """The measurement runs' CSVs of benchmarks/results (not the derived live-tensor, replay and loss-path files)."""
     derived = (TENSOR_PEAKS, ALLOCATOR_REPLAY, INFERENCE_PEAKS, LOSS_PATH)
     return sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith(derived))
 
