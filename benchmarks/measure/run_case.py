@@ -18,7 +18,7 @@ import os
 import platform
 import time
 
-from fitcheck.measure.child import MARK_DONE, MARK_INFO, MARK_PHASE, cpu_name, emit
+from fitcheck.measure.child import MARK_DONE, MARK_INFO, cpu_name, emit, phase_runner
 
 from .cases import Case
 from .meter import make_meter
@@ -42,13 +42,7 @@ def run(case: Case, device: str) -> None:
     library_versions = workloads.versions()
     meter.take_baseline()
 
-    def phase(name: str, work):
-        meter.begin(name)
-        result, counted = work()
-        reading = meter.end()
-        reading.counted = counted
-        emit(MARK_PHASE, reading.as_dict())
-        return result
+    phase = phase_runner(meter)
 
     env = {
         "device": device,

@@ -28,6 +28,22 @@ def emit(mark: str, payload: dict) -> None:
     sys.stdout.flush()
 
 
+def phase_runner(meter):
+    """``phase(name, work)``: `work()` between the meter's begin and end, its reading emitted; returns its result.
+
+    `work` returns ``(result, counted)``: what the phase leaves alive and the tensor bytes it counted.
+    """
+    def phase(name: str, work):
+        meter.begin(name)
+        result, counted = work()
+        reading = meter.end()
+        reading.counted = counted
+        emit(MARK_PHASE, reading.as_dict())
+        return result
+
+    return phase
+
+
 def _device_name(device: str, torch) -> str:
     if device == "cuda":
         return str(torch.cuda.get_device_name(0))
@@ -90,14 +106,7 @@ def run(job) -> None:
         "torch_threads": torch.get_num_threads(), "python": platform.python_version(), **W.versions(),
     })
 
-    def phase(name: str, work):
-        meter.begin(name)
-        result, counted = work()
-        reading = meter.end()
-        reading.counted = counted
-        emit(MARK_PHASE, reading.as_dict())
-        return result
-
+    phase = phase_runner(meter)
     model = phase("build", lambda: W.build_model(job, config))
     vocab = config.vocab_size
     if job.mode == "inference":

@@ -100,24 +100,37 @@ def _malloc_trim() -> None:
 
 
 class _SamplingMeter:
-    """A meter whose ``_note`` a daemon thread calls every ``interval_s`` between ``_start_sampling`` and ``stop``."""
+    """A meter whose ``_note`` a daemon thread calls every ``interval_s`` between ``start`` and ``stop``."""
+
+    sampler_name = "sampler"
 
     def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
         self._running = False
         self._thread: threading.Thread | None = None
+        self._peak = 0
+        self._lock = threading.Lock()
 
     def _note(self) -> None:
         raise NotImplementedError
+
+    def _raise_peak(self, now: int) -> None:
+        if now > self._peak:
+            with self._lock:
+                if now > self._peak:
+                    self._peak = now
 
     def _sample(self) -> None:
         while self._running:
             self._note()
             time.sleep(self._interval_s)
 
-    def _start_sampling(self, name: str) -> None:
+    def start(self) -> None:
+        self._start_sampling()
+
+    def _start_sampling(self) -> None:
         self._running = True
-        self._thread = threading.Thread(target=self._sample, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._sample, name=self.sampler_name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -130,13 +143,12 @@ class RssMeter(_SamplingMeter):
     """Peak and steady resident memory of this process, relative to a baseline."""
 
     device = "cpu"
+    sampler_name = "rss-sampler"
 
     def __init__(self, interval_s: float = 0.001):
         super().__init__(interval_s)
         self._page_bytes = os.sysconf("SC_PAGE_SIZE")
         self._statm = os.open("/proc/self/statm", os.O_RDONLY)
-        self._peak = 0
-        self._lock = threading.Lock()
         self.baseline_bytes = 0
         self.hwm_resettable = False
         self._phase = ""
@@ -149,14 +161,7 @@ class RssMeter(_SamplingMeter):
         return int(fields[1]) * self._page_bytes
 
     def _note(self) -> None:
-        now = self.rss()
-        if now > self._peak:
-            with self._lock:
-                if now > self._peak:
-                    self._peak = now
-
-    def start(self) -> None:
-        self._start_sampling("rss-sampler")
+        self._raise_peak(self.rss())
 
     def _settle(self) -> int:
         gc.collect()
@@ -201,6 +206,7 @@ class CudaMeter(_SamplingMeter):
     """Allocated and reserved CUDA memory of this process (PyTorch caching allocator)."""
 
     device = "cuda"
+    sampler_name = "nvml-sampler"
 
     def __init__(self, torch_module=None, used_bytes=None, interval_s: float = 0.005):
         if torch_module is None:
@@ -239,7 +245,7 @@ class CudaMeter(_SamplingMeter):
         torch.empty(1, device="cuda")  # create the context and the allocator's first block
         torch.cuda.synchronize()
         if self._used_bytes is not None and self.used_before_bytes is not None:
-            self._start_sampling("nvml-sampler")
+            self._start_sampling()
 
     def _device_used(self) -> int:
         free, total = self._torch.cuda.mem_get_info()
@@ -320,6 +326,7 @@ class MpsMeter(_SamplingMeter):
     """Apple GPU memory of this process: Metal's driver-allocated bytes (torch.mps)."""
 
     device = "mps"
+    sampler_name = "mps-sampler"
 
     def __init__(self, torch_module=None, interval_s: float = 0.005):
         if torch_module is None:
@@ -332,18 +339,12 @@ class MpsMeter(_SamplingMeter):
         self._phase = ""
         self._t0 = 0.0
         self._start = 0
-        self._peak = 0
 
     def _driver(self) -> int:
         return int(self._torch.mps.driver_allocated_memory())
 
     def _note(self) -> None:
-        now = self._driver()
-        if now > self._peak:
-            self._peak = now
-
-    def start(self) -> None:
-        self._start_sampling("mps-sampler")
+        self._raise_peak(self._driver())
 
     def take_baseline(self) -> int:
         gc.collect()
