@@ -121,7 +121,7 @@ def run(job) -> None:
         batches = [W.random_ids(job.batch, job.seq_len, vocab, job.device, job.seed + i)
                    for i in range(job.grad_accum)]
 
-        def step():
+        def step() -> tuple[None, dict[str, int]]:
             counted: dict[str, int] = {}
             for ids in batches:
                 loss, logits = W.forward_loss(model, ids)

@@ -39,6 +39,7 @@ import resource
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -110,9 +111,19 @@ class _SamplingMeter:
         self._thread: threading.Thread | None = None
         self._peak = 0
         self._lock = threading.Lock()
+        self.baseline_bytes = 0
+        self._phase = ""
+        self._t0 = 0.0
+        self._start = 0
 
     def _note(self) -> None:
         raise NotImplementedError
+
+    def _reading(self, peak: int, steady: int, wall: float, **detail: Any) -> PhaseReading:
+        """The reading of the phase now ending: start, peak and steady relative to the baseline."""
+        base = self.baseline_bytes
+        return PhaseReading(phase=self._phase, start_bytes=self._start - base, peak_bytes=peak - base,
+                            steady_bytes=steady - base, wall_s=round(wall, 3), **detail)
 
     def _raise_peak(self, now: int) -> None:
         if now > self._peak:
@@ -149,11 +160,7 @@ class RssMeter(_SamplingMeter):
         super().__init__(interval_s)
         self._page_bytes = os.sysconf("SC_PAGE_SIZE")
         self._statm = os.open("/proc/self/statm", os.O_RDONLY)
-        self.baseline_bytes = 0
         self.hwm_resettable = False
-        self._phase = ""
-        self._t0 = 0.0
-        self._start = 0
 
     def rss(self) -> int:
         """Resident bytes now (second field of /proc/self/statm, in pages)."""
@@ -189,17 +196,8 @@ class RssMeter(_SamplingMeter):
         gc.collect()
         steady = self.rss()
         base = self.baseline_bytes
-        peak = max(sampled, hwm or 0)
-        return PhaseReading(
-            phase=self._phase,
-            start_bytes=self._start - base,
-            peak_bytes=peak - base,
-            steady_bytes=steady - base,
-            wall_s=round(wall, 3),
-            peak_sampled_bytes=sampled - base,
-            peak_hwm_bytes=(hwm - base) if hwm is not None else None,
-            ru_maxrss_bytes=ru_maxrss,
-        )
+        return self._reading(max(sampled, hwm or 0), steady, wall, peak_sampled_bytes=sampled - base,
+                             peak_hwm_bytes=(hwm - base) if hwm is not None else None, ru_maxrss_bytes=ru_maxrss)
 
 
 class CudaMeter(_SamplingMeter):
@@ -215,13 +213,9 @@ class CudaMeter(_SamplingMeter):
         super().__init__(interval_s)
         self._torch = torch_module
         self._used_bytes = used_bytes      # device-wide used bytes (NVML), or None
-        self.baseline_bytes = 0
         self.baseline_reserved_bytes = 0
         self.context_bytes: int | None = None
         self.used_before_bytes: int | None = None  # device used before this process's CUDA context
-        self._phase = ""
-        self._t0 = 0.0
-        self._start = 0
         self._used_peak = 0
 
     def _note(self) -> None:
@@ -285,22 +279,13 @@ class CudaMeter(_SamplingMeter):
         self._note()
         gc.collect()
         steady = torch.cuda.memory_allocated()
-        base = self.baseline_bytes
         used_now = self._device_used()
         used_peak = None
         if self.used_before_bytes is not None:
             used_peak = max(self._used_peak, used_now) - self.used_before_bytes
-        return PhaseReading(
-            phase=self._phase,
-            start_bytes=self._start - base,
-            peak_bytes=peak - base,
-            steady_bytes=steady - base,
-            wall_s=round(wall, 3),
-            peak_reserved_bytes=peak_reserved,
-            steady_reserved_bytes=torch.cuda.memory_reserved(),
-            device_used_bytes=used_now,
-            device_used_peak_bytes=used_peak,
-        )
+        return self._reading(peak, steady, wall, peak_reserved_bytes=peak_reserved,
+                             steady_reserved_bytes=torch.cuda.memory_reserved(), device_used_bytes=used_now,
+                             device_used_peak_bytes=used_peak)
 
 
 def nvml_used_reader(index: int = 0):
@@ -334,11 +319,7 @@ class MpsMeter(_SamplingMeter):
 
         super().__init__(interval_s)
         self._torch = torch_module
-        self.baseline_bytes = 0
         self.context_bytes: int | None = None
-        self._phase = ""
-        self._t0 = 0.0
-        self._start = 0
 
     def _driver(self) -> int:
         return int(self._torch.mps.driver_allocated_memory())
@@ -367,15 +348,8 @@ class MpsMeter(_SamplingMeter):
         self._note()
         gc.collect()
         steady = self._driver()
-        base = self.baseline_bytes
-        return PhaseReading(
-            phase=self._phase,
-            start_bytes=self._start - base,
-            peak_bytes=self._peak - base,
-            steady_bytes=steady - base,
-            wall_s=round(wall, 3),
-            device_used_bytes=int(self._torch.mps.current_allocated_memory()),
-        )
+        return self._reading(self._peak, steady, wall,
+                             device_used_bytes=int(self._torch.mps.current_allocated_memory()))
 
 
 def make_meter(device: str):
