@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, command in COMMANDS.items():
         _, warm = run_once(command, env)  # warm-up: fills the bytecode cache and the page cache
         if warm.returncode != 0:
-            why = (warm.stderr.strip().splitlines() or ["exit %d" % warm.returncode])[-1]
+            why = (warm.stderr.strip().splitlines() or [f"exit {warm.returncode}"])[-1]
             print(f"{label:45s} skipped: {why}")
             continue
         report(label, [run_once(command, env)[0] for _ in range(args.runs)])

@@ -16,7 +16,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.measure.hf_config import (  # noqa: E402
-    FULL, SLIDING, SUPPORTED_ARCHITECTURES, UnsupportedSpec, layer_types, scaled_spec,
+    FULL,
+    SLIDING,
+    SUPPORTED_ARCHITECTURES,
+    UnsupportedSpec,
+    layer_types,
+    scaled_spec,
     spec_to_hf_config,
 )
 from benchmarks.measure.models import HAND_SPECS  # noqa: E402
