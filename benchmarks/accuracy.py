@@ -3,7 +3,8 @@
     python benchmarks/accuracy.py [--csv PATH] [--configs PATH] [--mode inference|training|all] [--rows]
 
 Reads a calibration set in the schema of benchmarks/data/calibration/measured.csv (the
-default, with its model-configs.json; sources and licences in benchmarks/data/SOURCES.md): the Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
+default, with its model-configs.json; sources and licences in benchmarks/data/SOURCES.md): the
+Qwen2.5 speed benchmark (inference, transformers 4.46, A100, sum over GPUs of
 torch.cuda.max_memory_allocated, GiB) and the Qwen fine-tuning table.  Any other table in that
 schema is read too: each row's model comes from fitcheck's catalog (checked against the shapes
 in model-configs.json, built from them when the catalog has no such model), its setup from the

@@ -1,4 +1,9 @@
-"""Small model files built from scratch for the hostile battery: safetensors and GGUF images."""
+"""Small model files built from scratch for the hostile battery: safetensors and GGUF images.
+
+The GGUF encoding and the llama GGUF layout are the model-file tests' (tests/model/filegen.py); what is
+added here is what only the battery needs: overlapping safetensors extents, ``("strings", count)``
+arrays, and a GGUF writer that streams, so a huge metadata array never sits whole in memory.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,10 @@ import json
 import struct
 from pathlib import Path
 
+from tests.model.filegen import GGUF_TYPES, _gguf_value, gguf_llama
+from tests.model.filegen import _gguf_string as _gstr
+
 ST_BITS = {"BF16": 16, "F16": 16, "F32": 32, "I32": 32, "U8": 8}
-GGUF_TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_K": (12, 256, 144), "Q6_K": (14, 256, 210)}
 
 
 def st_bytes(tensors: dict[str, tuple[str, list[int]]], *, overlap: bool = False) -> bytes:
@@ -54,27 +61,11 @@ def llama_config(layers: int = 2, hidden: int = 64, inter: int = 128, heads: int
             "torch_dtype": "bfloat16", "tie_word_embeddings": False}
 
 
-def _gstr(s: str | bytes) -> bytes:
-    raw = s.encode() if isinstance(s, str) else s
-    return struct.pack("<Q", len(raw)) + raw
-
-
 def _gval(value) -> bytes:
-    if isinstance(value, bool):
-        return struct.pack("<I?", 7, value)
-    if isinstance(value, int):
-        return struct.pack("<IQ", 10, value) if value >= 2**32 else struct.pack("<II", 4, value)
-    if isinstance(value, float):
-        return struct.pack("<If", 6, value)
-    if isinstance(value, str):
-        return struct.pack("<I", 8) + _gstr(value)
-    if isinstance(value, tuple) and value[0] == "strings":  # ("strings", count): count empty strings
+    """A typed GGUF value; also ``("strings", count)``: an array of ``count`` empty strings."""
+    if isinstance(value, tuple) and value[0] == "strings":
         return struct.pack("<IIQ", 9, 8, value[1]) + struct.pack("<Q", 0) * value[1]
-    if isinstance(value, list):
-        if value and isinstance(value[0], str):
-            return struct.pack("<IIQ", 9, 8, len(value)) + b"".join(_gstr(v) for v in value)
-        return struct.pack("<IIQ", 9, 5, len(value)) + struct.pack(f"<{len(value)}i", *value)
-    raise TypeError(value)
+    return _gguf_value(value)
 
 
 def _tensor_infos(tensors: dict[str, tuple[str, list[int]]]) -> tuple[bytes, int]:
@@ -126,29 +117,9 @@ def write_gguf(path: Path, metadata: dict, tensors: dict[str, tuple[str, list[in
 
 def gguf_llama_meta(layers: int = 2, hidden: int = 256, ff: int = 512, heads: int = 4, kv_heads: int = 2,
                     vocab: int = 300, **extra) -> tuple[dict, dict]:
-    arch = "llama"
-    d = hidden // heads
-    meta = {"general.architecture": arch, "general.name": "tiny", "general.file_type": 15,
-            f"{arch}.block_count": layers, f"{arch}.context_length": 8192, f"{arch}.embedding_length": hidden,
-            f"{arch}.feed_forward_length": ff, f"{arch}.attention.head_count": heads,
-            f"{arch}.attention.head_count_kv": kv_heads, "tokenizer.ggml.model": "gpt2",
-            "tokenizer.ggml.tokens": [f"t{i}" for i in range(vocab)]}
-    meta.update({k.replace("__", "."): v for k, v in extra.items()})
-    t: dict[str, tuple[str, list[int]]] = {"token_embd.weight": ("Q6_K", [hidden, vocab])}
-    for i in range(layers):
-        p = f"blk.{i}."
-        t[p + "attn_norm.weight"] = ("F32", [hidden])
-        t[p + "attn_q.weight"] = ("Q4_K", [hidden, heads * d])
-        t[p + "attn_k.weight"] = ("Q4_K", [hidden, kv_heads * d])
-        t[p + "attn_v.weight"] = ("Q4_K", [hidden, kv_heads * d])
-        t[p + "attn_output.weight"] = ("Q4_K", [heads * d, hidden])
-        t[p + "ffn_norm.weight"] = ("F32", [hidden])
-        t[p + "ffn_gate.weight"] = ("Q4_K", [hidden, ff])
-        t[p + "ffn_up.weight"] = ("Q4_K", [hidden, ff])
-        t[p + "ffn_down.weight"] = ("Q4_K", [ff, hidden])
-    t["output_norm.weight"] = ("F32", [hidden])
-    t["output.weight"] = ("Q6_K", [hidden, vocab])
-    return meta, t
+    """A small llama GGUF's (metadata, tensors); ``extra`` adds metadata, ``__`` standing for ``.`` in keys."""
+    return gguf_llama(layers, hidden, ff, heads, kv_heads, vocab,
+                      extra_meta={k.replace("__", "."): v for k, v in extra.items()})
 
 
 def write(path: Path, data: bytes | str) -> Path:

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             print(case.id)
         return 0
     out = args.out or REPO_ROOT / "benchmarks" / "results" / (
-        f"{args.device}-{datetime.now(timezone.utc):%Y-%m-%d}.csv")
+        f"{args.device}-{datetime.now(timezone.utc):%Y-%m-%d}.csv")  # noqa: UP017 (Python 3.10)
     max_rss = int(args.max_rss_gib * 2**30) if args.max_rss_gib > 0 else None
     results = run_all(cases, args.device, out, env=_env_pairs(args.env), max_rss_bytes=max_rss,
                       log_dir=args.logs, budget_s=args.budget_s,

@@ -43,8 +43,8 @@ from .fresh_process import emit, run_fresh
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FIELDS = ("run", "model", "mode", "lora_rank", "lengths", "logits_bytes_max", "peak_allocated_bytes",
-          "peak_reserved_bytes", "needed_bytes", "slack_bytes", "slack_over_allocated", "slack_over_logits", "needed_over_allocated",
-          "segments", "device", "torch_version", "transformers_version", "date")
+          "peak_reserved_bytes", "needed_bytes", "slack_bytes", "slack_over_allocated", "slack_over_logits",
+          "needed_over_allocated", "segments", "device", "torch_version", "transformers_version", "date")
 
 
 def varied_lengths(max_len: int, steps: int, seed: int = 0) -> list[int]:
@@ -264,9 +264,9 @@ def compare(path: Path) -> str:
 
     mib = 2**20
     comparisons = replay_comparisons(path)
-    rows = [(c.run, f"{c.replay_allocated / mib:,.0f}", f"{c.estimate_allocated / mib:,.0f}", f"{c.allocated_error:+.1%}",
-             f"{c.needed / mib:,.0f}", f"{c.roomy_reserved / mib:,.0f}", f"{c.estimate_reserved / mib:,.0f}",
-             f"{c.needed_error:+.1%}") for c in comparisons]
+    rows = [(c.run, f"{c.replay_allocated / mib:,.0f}", f"{c.estimate_allocated / mib:,.0f}",
+             f"{c.allocated_error:+.1%}", f"{c.needed / mib:,.0f}", f"{c.roomy_reserved / mib:,.0f}",
+             f"{c.estimate_reserved / mib:,.0f}", f"{c.needed_error:+.1%}") for c in comparisons]
     table = tabulate(rows, headers=("run", "allocated MiB", "estimate", "error", "needs MiB", "reserved (roomy GPU)",
                                     "estimate reserved", "error vs needs"), disable_numparse=True)
 

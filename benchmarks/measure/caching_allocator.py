@@ -29,7 +29,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fitcheck.estimate.allocator import ROUND_LARGE, CachingAllocator, OutOfMemory, round_size, segment_size  # noqa: F401 (re-exported)  # noqa: F401 (re-exported)
+from fitcheck.estimate.allocator import (  # noqa: F401 (re-exported)
+    ROUND_LARGE,
+    CachingAllocator,
+    OutOfMemory,
+    round_size,
+    segment_size,
+)
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         r = replay(read_trace(path))
         slack = r.peak_reserved - r.peak_allocated
-        print(f"{path.name}: peak allocated {r.peak_allocated / 2**20:,.0f} MiB, reserved {r.peak_reserved / 2**20:,.0f} MiB "
+        print(f"{path.name}: peak allocated {r.peak_allocated / 2**20:,.0f} MiB, "
+              f"reserved {r.peak_reserved / 2**20:,.0f} MiB "
               f"(+{slack / 2**20:,.0f} MiB, {slack / max(r.peak_allocated, 1):.1%}), {r.segments} segments")
     return 0
 

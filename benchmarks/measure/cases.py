@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
+
+from fitcheck.measure.job import fields_from_json
 
 MODES = ("load", "prefill", "generate", "train_full", "train_lora")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -92,12 +94,7 @@ class Case:
 
     @classmethod
     def from_json(cls, text: str) -> Case:
-        data = json.loads(text)
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown case fields: {sorted(unknown)}")
-        return cls(**data)
+        return cls(**fields_from_json(cls, text, "case"))
 
 
 # ---- model ids -----------------------------------------------------------------------------

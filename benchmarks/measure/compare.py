@@ -49,7 +49,7 @@ LOSS_PATH = "cpu-loss-path-"  # benchmarks.measure.loss_path
 
 
 def run_csvs() -> list[Path]:
-    """The measurement runs' CSVs of benchmarks/results (not the derived tensor-peak and replay files)."""
+    """The measurement runs' CSVs of benchmarks/results (not the derived live-tensor, replay and loss-path files)."""
     derived = (TENSOR_PEAKS, ALLOCATOR_REPLAY, INFERENCE_PEAKS, LOSS_PATH)
     return sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith(derived))
 
@@ -168,7 +168,8 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
             need = est.devices[0]
             back = phase.get("backward")
             if back and _int(back, "grad_bytes"):
-                out.append(Comparison(case_id, "gradients", dict(est.facts)["gradient_bytes"], _int(back, "grad_bytes")))
+                out.append(Comparison(case_id, "gradients", dict(est.facts)["gradient_bytes"],
+                                      _int(back, "grad_bytes")))
             opt = phase.get("optimizer")
             if opt and _int(opt, "optimizer_state_bytes"):
                 out.append(Comparison(case_id, "optimizer_states", need.component("optimizer_states"),
@@ -223,7 +224,8 @@ def summary(comparisons: list[Comparison]) -> list[str]:
     for name, items in groups.items():
         errs = [c.error_pct for c in items]
         worst = min(items, key=lambda c: c.error_pct)
-        lines.append(f"{name:18s} {len(items):3d} rows  median |error| {statistics.median(abs(e) for e in errs):5.2f} %  "
+        median = statistics.median(abs(e) for e in errs)
+        lines.append(f"{name:18s} {len(items):3d} rows  median |error| {median:5.2f} %  "
                      f"worst under-prediction {worst.error_pct:+6.2f} % ({worst.case_id})  "
                      f"worst over {max(errs):+6.2f} %")
     return lines

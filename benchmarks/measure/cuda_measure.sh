@@ -12,42 +12,17 @@
 # receipts go to a throwaway cache.  No request starts after BUDGET_S seconds (default 400), so
 # `benchmarks/measure/cuda_run.sh` (its own ~10 minutes) is a second command.
 #
-# Needs a CUDA build of torch already installed (never installs torch).  fitcheck runs from this
-# checkout (PYTHONPATH); transformers, peft, bitsandbytes and fitcheck's dependencies are installed
-# when missing: from wheels in .whl/ if there (machines without network), else PyPI, torch pinned.
+# Needs a CUDA build of torch already installed.  fitcheck runs from this checkout (PYTHONPATH);
+# transformers, peft, bitsandbytes and fitcheck's dependencies are installed when missing
+# (cuda_setup.sh: torch pinned).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-PY="${PYTHON:-python3}"
-OUT_DIR="${OUT:-benchmarks/results}"
-BUDGET_S="${BUDGET_S:-400}"
-mkdir -p "$OUT_DIR"
+. benchmarks/measure/cuda_setup.sh
 export FITCHECK_CACHE_DIR="$(mktemp -d)"
-
-"$PY" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
-missing=()
-for module in transformers peft bitsandbytes packaging tabulate; do
-    "$PY" -c "import $module" 2>/dev/null || missing+=("$module")
-done
-pins="$(mktemp)"
-"$PY" -c 'import torch; print("torch==" + torch.__version__)' >"$pins"
-if ((${#missing[@]})); then
-    if [ -d .whl ]; then
-        "$PY" -m pip install -q --no-index --find-links .whl -c "$pins" "${missing[@]}"
-    else
-        "$PY" -m pip install -q -c "$pins" "${missing[@]}"
-    fi
-fi
+need transformers peft bitsandbytes packaging tabulate
 # fitcheck from this checkout (no install needed); its own small dependencies when missing.
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-deps=()
-for pair in psutil:psutil pynvml:nvidia-ml-py cpuinfo:py-cpuinfo click:click; do
-    "$PY" -c "import ${pair%%:*}" 2>/dev/null || deps+=("${pair#*:}")
-done
-if ((${#deps[@]})); then
-    if [ -d .whl ]; then "$PY" -m pip install -q --no-index --find-links .whl -c "$pins" "${deps[@]}"
-    else "$PY" -m pip install -q -c "$pins" "${deps[@]}"; fi
-fi
+need psutil pynvml:nvidia-ml-py cpuinfo:py-cpuinfo click
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 
 stamp="$(date -u +%Y-%m-%d)"

@@ -8,37 +8,12 @@
 #   bash benchmarks/measure/cuda_run.sh            # from anywhere; runs from the repo root
 #   BUDGET_S=480 CASES='cuda-prefill-*' bash benchmarks/measure/cuda_run.sh
 #
-# Needs a CUDA build of torch already installed (never installs torch: a bare `pip install torch`
-# can pull a different CUDA build).  transformers, peft and packaging are installed only when
-# missing: from wheels in .whl/ at the repo root if there (machines without network), else PyPI.
+# Needs a CUDA build of torch already installed; transformers, peft and packaging are installed
+# only when missing (cuda_setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-PY="${PYTHON:-python3}"
-OUT_DIR="${OUT:-benchmarks/results}"
-BUDGET_S="${BUDGET_S:-400}"
-mkdir -p "$OUT_DIR"
-
-"$PY" - <<'PYCHECK'
-import torch
-assert torch.cuda.is_available(), "torch here has no CUDA device"
-print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
-PYCHECK
-
-missing=()
-for module in transformers peft packaging tabulate; do
-    "$PY" -c "import $module" 2>/dev/null || missing+=("$module")
-done
-if ((${#missing[@]})); then
-    # Pin the torch that is there so no dependency resolution replaces it.
-    pins="$(mktemp)"
-    "$PY" -c 'import torch; print("torch==" + torch.__version__)' >"$pins"
-    if [ -d .whl ]; then
-        "$PY" -m pip install -q --no-index --find-links .whl -c "$pins" "${missing[@]}"
-    else
-        "$PY" -m pip install -q -c "$pins" "${missing[@]}"
-    fi
-fi
+. benchmarks/measure/cuda_setup.sh
+need transformers peft packaging tabulate
 "$PY" -c 'import transformers, peft; print("transformers", transformers.__version__, "peft", peft.__version__)'
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 

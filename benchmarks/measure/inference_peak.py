@@ -1,7 +1,7 @@
 """Live-tensor peak of transformers inference on the CPU, across transformers releases.
 
     python -m benchmarks.measure.inference_peak [--cases PATTERN] [--out FILE]
-    VENV/bin/python -m benchmarks.measure.inference_peak --out FILE --append   # a venv with another transformers release
+    VENV/bin/python -m benchmarks.measure.inference_peak --out FILE --append   # another transformers release's venv
 
 Each case builds a random-init Llama-architecture model (the layer shapes of a real model,
 fewer layers, full vocabulary) in a fresh process, then runs a prefill (`model(ids)` as
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .fresh_process import emit, run_fresh
+from .profiler_peak import live_tensor_peak
 
 HARNESS_MAX_POSITIONS = 8192
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -118,15 +119,7 @@ def measure(case_id: str) -> dict:
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run()
-    events = list(prof.profiler.kineto_results.events())
-    memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-    live = peak = at = 0
-    for t, nbytes in memory:
-        live += nbytes
-        if live > peak:
-            peak, at = live, t
-    running = [e for e in events if e.name() != "[memory]" and e.start_ns() <= at <= e.start_ns() + e.duration_ns()]
-    innermost = min(running, key=lambda e: e.duration_ns()).name() if running else ""
+    peak, innermost = live_tensor_peak(prof)
     row = {k: v for k, v in asdict(case).items() if k != "id"}
     row.update(case_id=case.id, weight_bytes=weights, peak_above_weights_bytes=peak, kv_cache_bytes=kv_bytes[0],
                op_at_peak=innermost, attn_impl_used=getattr(cfg, "_attn_implementation", "eager") or "eager",

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from .fresh_process import emit, run_fresh
+from .profiler_peak import live_tensor_peak
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 SETUPS = ("bf16", "bf16-autocast", "fp32-head-autocast", "fp32")
@@ -61,15 +62,7 @@ def measure(setup: str) -> dict:
     step()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    events = list(prof.profiler.kineto_results.events())
-    memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-    live = peak = at = 0
-    for t, nbytes in memory:
-        live += nbytes
-        if live > peak:
-            peak, at = live, t
-    running = [e for e in events if e.name() != "[memory]" and e.start_ns() <= at <= e.start_ns() + e.duration_ns()]
-    innermost = min(running, key=lambda e: e.duration_ns()).name() if running else ""
+    peak, innermost = live_tensor_peak(prof)
     return {"setup": setup, "tokens": TOKENS, "vocab": VOCAB, "step_peak_bytes": peak,
             "bytes_per_vocab_token": round(peak / (TOKENS * VOCAB), 2), "op_at_peak": innermost,
             "torch_version": torch.__version__.split("+")[0], "transformers_version": transformers.__version__,

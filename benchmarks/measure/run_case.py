@@ -14,34 +14,17 @@ reported separately as ``baseline_bytes`` (absolute RSS, or allocated bytes on C
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import sys
 import time
+
+from fitcheck.measure.child import MARK_DONE, MARK_INFO, cpu_name, emit, phase_runner
 
 from .cases import Case
 from .meter import make_meter
 
-MARK_INFO, MARK_PHASE, MARK_DONE = "@@info", "@@phase", "@@done"
 MALLOC_ENV_KEYS = ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
                    "MALLOC_TOP_PAD_", "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD")
-
-
-def _emit(mark: str, payload: dict) -> None:
-    sys.stdout.write(f"{mark} {json.dumps(payload, sort_keys=True)}\n")
-    sys.stdout.flush()
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def run(case: Case, device: str) -> None:
@@ -54,21 +37,12 @@ def run(case: Case, device: str) -> None:
         raise SystemExit("--device cuda but torch.cuda.is_available() is False")
     meter = make_meter(device)
     meter.start()
-    if device == "cuda":
-        device_name = torch.cuda.get_device_name(0)
-    else:
-        device_name = _cpu_name()
+    device_name = torch.cuda.get_device_name(0) if device == "cuda" else cpu_name()
     prepared = workloads.prepare(case)
     library_versions = workloads.versions()
     meter.take_baseline()
 
-    def phase(name: str, work):
-        meter.begin(name)
-        result, counted = work()
-        reading = meter.end()
-        reading.counted = counted
-        _emit(MARK_PHASE, reading.as_dict())
-        return result
+    phase = phase_runner(meter)
 
     env = {
         "device": device,
@@ -84,7 +58,7 @@ def run(case: Case, device: str) -> None:
     def build():
         model, counted, info = workloads.build(case, device, prepared)
         env.update(info)
-        _emit(MARK_INFO, env)
+        emit(MARK_INFO, env)
         return model, counted
 
     model = phase("build", build)
@@ -114,7 +88,7 @@ def run(case: Case, device: str) -> None:
         for step in range(2, case.train_steps + 1):
             phase(f"step{step}", full_step)
     meter.stop()
-    _emit(MARK_DONE, {"case_wall_s": round(time.perf_counter() - t_case, 3)})
+    emit(MARK_DONE, {"case_wall_s": round(time.perf_counter() - t_case, 3)})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from fitcheck.measure.child import MARK_DONE, MARK_INFO, MARK_PHASE
+from fitcheck.measure.runner import process_rss
+
 from .cases import Case
 from .columns import COLUMN_NAMES, rows_for
-from .run_case import MARK_DONE, MARK_INFO, MARK_PHASE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.2
@@ -39,15 +41,6 @@ class CaseResult:
     def rows(self) -> list[dict]:
         return rows_for(self.case, self.info, self.phases, self.status, self.error,
                         self.case_wall_s, self.date)
-
-
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process (the case child has no children of its own)."""
-    try:
-        with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _parse(result: CaseResult, stdout: str) -> bool:
@@ -76,7 +69,7 @@ def _last_error_line(stderr: str) -> str:
 def run_one(case: Case, device: str, env: dict[str, str] | None = None,
             max_rss_bytes: int | None = None, log_dir: Path | None = None) -> CaseResult:
     """Run one case in a child process and collect what it reported."""
-    result = CaseResult(case=case, date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    result = CaseResult(case=case, date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))  # noqa: UP017 (Python 3.10)
     child_env = dict(os.environ, **(env or {}))
     child_env.setdefault("TOKENIZERS_PARALLELISM", "false")
     child_env.setdefault("HF_HUB_OFFLINE", "1")  # shapes come from specs; never touch the Hub
@@ -96,7 +89,7 @@ def run_one(case: Case, device: str, env: dict[str, str] | None = None,
                 pass
             if time.monotonic() - started > case.timeout_s:
                 result.status, result.error = "timeout", f"exceeded {case.timeout_s} s"
-            elif max_rss_bytes and _tree_rss(child.pid) > max_rss_bytes:
+            elif max_rss_bytes and process_rss(child.pid) > max_rss_bytes:  # the case child has no children of its own
                 result.status = "killed"
                 result.error = f"RSS above the {max_rss_bytes / 2**30:.1f} GiB guard"
             else:

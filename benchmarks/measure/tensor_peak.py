@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .cases import CPU_CASES, select
 from .fresh_process import emit, run_fresh
+from .profiler_peak import live_tensor_peak
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FIELDS = ("case_id", "start_bytes", "step_peak_bytes", "tensor_peak_bytes", "op_at_peak", "torch_version",
@@ -53,16 +54,7 @@ def measure(case_id: str) -> dict:
              + sum(b.numel() * b.element_size() for b in model.buffers()) + W.tensor_bytes(dict(optimizer.state)))
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    events = list(prof.profiler.kineto_results.events())
-    memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-    live = peak = 0
-    at = 0
-    for t, nbytes in memory:
-        live += nbytes
-        if live > peak:
-            peak, at = live, t
-    running = [e for e in events if e.name() != "[memory]" and e.start_ns() <= at <= e.start_ns() + e.duration_ns()]
-    innermost = min(running, key=lambda e: e.duration_ns()).name() if running else ""
+    peak, innermost = live_tensor_peak(prof)
     versions = W.versions()
     return {"case_id": case_id, "start_bytes": start, "step_peak_bytes": peak, "tensor_peak_bytes": start + peak,
             "op_at_peak": innermost, "torch_version": versions["torch_version"],

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoModelForCausalLM
 
 # The helpers `fitcheck measure` uses too live in fitcheck.measure.workload (one copy).
 from fitcheck.measure.workload import DTYPE_KWARG as _DTYPE_KWARG
-from fitcheck.measure.workload import TORCH_DTYPES, tensor_bytes
+from fitcheck.measure.workload import TORCH_DTYPES, make_config, tensor_bytes
 from fitcheck.measure.workload import cache_of as _cache_of
 from fitcheck.measure.workload import parameter_counts as _parameter_counts
 
@@ -31,12 +31,10 @@ def prepare(case: Case) -> dict:
     """
     spec, spec_source = spec_for(case.model)
     config_dict = spec_to_hf_config(spec, case.layers)
-    model_type = config_dict.pop("model_type")
-    config = AutoConfig.for_model(model_type, **config_dict)
-    AutoModelForCausalLM._model_mapping[type(config)]  # imports the modeling module
+    config = make_config(config_dict)  # imports the modeling module too
     if case.mode == "train_lora":
         import peft  # noqa: F401
-    return {"spec": spec, "spec_source": spec_source, "config": config, "model_type": model_type}
+    return {"spec": spec, "spec_source": spec_source, "config": config, "model_type": config_dict["model_type"]}
 
 
 def build(case: Case, device: str, prepared: dict):

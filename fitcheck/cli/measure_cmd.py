@@ -36,6 +36,9 @@ def _size(ctx, param, value):
     return size
 
 
+# The defaults of --new-tokens, --steps and --time-limit are fitcheck.measure's DEFAULT_NEW_TOKENS,
+# DEFAULT_STEPS and DEFAULT_TIME_LIMIT_S, written out so the CLI loads without fitcheck.measure
+# (tests/measure/test_measure_pure.py holds them equal).
 @click.command("measure")
 @click.argument("model", required=False)
 @click_options(_REQUEST_OPTIONS, help_overrides={

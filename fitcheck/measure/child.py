@@ -28,11 +28,32 @@ def emit(mark: str, payload: dict) -> None:
     sys.stdout.flush()
 
 
+def phase_runner(meter):
+    """``phase(name, work)``: `work()` between the meter's begin and end, its reading emitted; returns its result.
+
+    `work` returns ``(result, counted)``: what the phase leaves alive and the tensor bytes it counted.
+    """
+    def phase(name: str, work):
+        meter.begin(name)
+        result, counted = work()
+        reading = meter.end()
+        reading.counted = counted
+        emit(MARK_PHASE, reading.as_dict())
+        return result
+
+    return phase
+
+
 def _device_name(device: str, torch) -> str:
     if device == "cuda":
         return str(torch.cuda.get_device_name(0))
     if device == "mps":
         return "Apple GPU (mps)"
+    return cpu_name()
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what :mod:`platform` knows."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
             for line in cpuinfo:
@@ -85,14 +106,7 @@ def run(job) -> None:
         "torch_threads": torch.get_num_threads(), "python": platform.python_version(), **W.versions(),
     })
 
-    def phase(name: str, work):
-        meter.begin(name)
-        result, counted = work()
-        reading = meter.end()
-        reading.counted = counted
-        emit(MARK_PHASE, reading.as_dict())
-        return result
-
+    phase = phase_runner(meter)
     model = phase("build", lambda: W.build_model(job, config))
     vocab = config.vocab_size
     if job.mode == "inference":
@@ -107,7 +121,7 @@ def run(job) -> None:
         batches = [W.random_ids(job.batch, job.seq_len, vocab, job.device, job.seed + i)
                    for i in range(job.grad_accum)]
 
-        def step():
+        def step() -> tuple[None, dict[str, int]]:
             counted: dict[str, int] = {}
             for ids in batches:
                 loss, logits = W.forward_loss(model, ids)

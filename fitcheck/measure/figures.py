@@ -105,9 +105,9 @@ def compared(device: str, measured: dict, estimate_device: dict, estimate_facts:
     comps = estimate_device["components"]
     pairs: list[Pair] = []
     parts = measured["components"]
-    weights_est = comps.get("weights", 0) + (comps.get("adapters", 0) if mode in ("lora", "qlora") else 0)
+    lora = mode in ("lora", "qlora")
+    weights_est = comps.get("weights", 0) + (comps.get("adapters", 0) if lora else 0)
     if parts.get("weights"):
-        lora = mode in ("lora", "qlora")
         pairs.append(Pair("weights", parts["weights"], weights_est,
                           "after the build, with the adapters" if lora else "after the build"))
     if parts.get("kv_cache"):

@@ -69,13 +69,18 @@ class Job:
 
     @classmethod
     def from_json(cls, text: str) -> Job:
-        data = json.loads(text)
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown job fields: {sorted(unknown)}")
+        data = fields_from_json(cls, text, "job")
         data["notes"] = tuple(data.get("notes", ()))
         return cls(**data)
+
+
+def fields_from_json(cls, text: str, what: str) -> dict:
+    """The JSON object `text` as keyword arguments of dataclass `cls`; an unknown key is a ValueError."""
+    data = json.loads(text)
+    unknown = set(data) - {f.name for f in fields(cls)}
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
+    return data
 
 
 def _refuse(what: str, hint: str | None = None) -> FitcheckError:

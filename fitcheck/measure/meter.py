@@ -39,6 +39,7 @@ import resource
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -99,48 +100,75 @@ def _malloc_trim() -> None:
         pass
 
 
-class RssMeter:
-    """Peak and steady resident memory of this process, relative to a baseline."""
+class _SamplingMeter:
+    """A meter whose ``_note`` a daemon thread calls every ``interval_s`` between ``start`` and ``stop``."""
 
-    device = "cpu"
+    sampler_name = "sampler"
 
-    def __init__(self, interval_s: float = 0.001):
-        self._page_bytes = os.sysconf("SC_PAGE_SIZE")
-        self._statm = os.open("/proc/self/statm", os.O_RDONLY)
+    def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
-        self._peak = 0
-        self._lock = threading.Lock()
         self._running = False
         self._thread: threading.Thread | None = None
+        self._peak = 0
+        self._lock = threading.Lock()
         self.baseline_bytes = 0
-        self.hwm_resettable = False
         self._phase = ""
         self._t0 = 0.0
         self._start = 0
 
-    def rss(self) -> int:
-        """Resident bytes now (second field of /proc/self/statm, in pages)."""
-        fields = os.pread(self._statm, 128, 0).split()
-        return int(fields[1]) * self._page_bytes
+    def _note(self) -> None:
+        raise NotImplementedError
+
+    def _reading(self, peak: int, steady: int, wall: float, **detail: Any) -> PhaseReading:
+        """The reading of the phase now ending: start, peak and steady relative to the baseline."""
+        base = self.baseline_bytes
+        return PhaseReading(phase=self._phase, start_bytes=self._start - base, peak_bytes=peak - base,
+                            steady_bytes=steady - base, wall_s=round(wall, 3), **detail)
+
+    def _raise_peak(self, now: int) -> None:
+        if now > self._peak:
+            with self._lock:
+                if now > self._peak:
+                    self._peak = now
 
     def _sample(self) -> None:
         while self._running:
-            now = self.rss()
-            if now > self._peak:
-                with self._lock:
-                    if now > self._peak:
-                        self._peak = now
+            self._note()
             time.sleep(self._interval_s)
 
     def start(self) -> None:
+        self._start_sampling()
+
+    def _start_sampling(self) -> None:
         self._running = True
-        self._thread = threading.Thread(target=self._sample, name="rss-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._sample, name=self.sampler_name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._running = False
         if self._thread is not None:
             self._thread.join()
+
+
+class RssMeter(_SamplingMeter):
+    """Peak and steady resident memory of this process, relative to a baseline."""
+
+    device = "cpu"
+    sampler_name = "rss-sampler"
+
+    def __init__(self, interval_s: float = 0.001):
+        super().__init__(interval_s)
+        self._page_bytes = os.sysconf("SC_PAGE_SIZE")
+        self._statm = os.open("/proc/self/statm", os.O_RDONLY)
+        self.hwm_resettable = False
+
+    def rss(self) -> int:
+        """Resident bytes now (second field of /proc/self/statm, in pages)."""
+        fields = os.pread(self._statm, 128, 0).split()
+        return int(fields[1]) * self._page_bytes
+
+    def _note(self) -> None:
+        self._raise_peak(self.rss())
 
     def _settle(self) -> int:
         gc.collect()
@@ -168,48 +196,29 @@ class RssMeter:
         gc.collect()
         steady = self.rss()
         base = self.baseline_bytes
-        peak = max(sampled, hwm or 0)
-        return PhaseReading(
-            phase=self._phase,
-            start_bytes=self._start - base,
-            peak_bytes=peak - base,
-            steady_bytes=steady - base,
-            wall_s=round(wall, 3),
-            peak_sampled_bytes=sampled - base,
-            peak_hwm_bytes=(hwm - base) if hwm is not None else None,
-            ru_maxrss_bytes=ru_maxrss,
-        )
+        return self._reading(max(sampled, hwm or 0), steady, wall, peak_sampled_bytes=sampled - base,
+                             peak_hwm_bytes=(hwm - base) if hwm is not None else None, ru_maxrss_bytes=ru_maxrss)
 
 
-class CudaMeter:
+class CudaMeter(_SamplingMeter):
     """Allocated and reserved CUDA memory of this process (PyTorch caching allocator)."""
 
     device = "cuda"
+    sampler_name = "nvml-sampler"
 
     def __init__(self, torch_module=None, used_bytes=None, interval_s: float = 0.005):
         if torch_module is None:
             import torch as torch_module  # only the CUDA meter needs torch at construction
 
+        super().__init__(interval_s)
         self._torch = torch_module
         self._used_bytes = used_bytes      # device-wide used bytes (NVML), or None
-        self._interval_s = interval_s
-        self.baseline_bytes = 0
         self.baseline_reserved_bytes = 0
         self.context_bytes: int | None = None
         self.used_before_bytes: int | None = None  # device used before this process's CUDA context
-        self._phase = ""
-        self._t0 = 0.0
-        self._start = 0
         self._used_peak = 0
-        self._running = False
-        self._thread: threading.Thread | None = None
 
-    def _sample(self) -> None:
-        while self._running:
-            self._note_used()
-            time.sleep(self._interval_s)
-
-    def _note_used(self) -> None:
+    def _note(self) -> None:
         if self._used_bytes is None:
             return
         try:
@@ -230,14 +239,7 @@ class CudaMeter:
         torch.empty(1, device="cuda")  # create the context and the allocator's first block
         torch.cuda.synchronize()
         if self._used_bytes is not None and self.used_before_bytes is not None:
-            self._running = True
-            self._thread = threading.Thread(target=self._sample, name="nvml-sampler", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join()
+            self._start_sampling()
 
     def _device_used(self) -> int:
         free, total = self._torch.cuda.mem_get_info()
@@ -265,7 +267,7 @@ class CudaMeter:
         self._start = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         self._used_peak = 0
-        self._note_used()
+        self._note()
         self._t0 = time.perf_counter()
 
     def end(self) -> PhaseReading:
@@ -274,25 +276,16 @@ class CudaMeter:
         wall = time.perf_counter() - self._t0
         peak = torch.cuda.max_memory_allocated()
         peak_reserved = torch.cuda.max_memory_reserved()
-        self._note_used()
+        self._note()
         gc.collect()
         steady = torch.cuda.memory_allocated()
-        base = self.baseline_bytes
         used_now = self._device_used()
         used_peak = None
         if self.used_before_bytes is not None:
             used_peak = max(self._used_peak, used_now) - self.used_before_bytes
-        return PhaseReading(
-            phase=self._phase,
-            start_bytes=self._start - base,
-            peak_bytes=peak - base,
-            steady_bytes=steady - base,
-            wall_s=round(wall, 3),
-            peak_reserved_bytes=peak_reserved,
-            steady_reserved_bytes=torch.cuda.memory_reserved(),
-            device_used_bytes=used_now,
-            device_used_peak_bytes=used_peak,
-        )
+        return self._reading(peak, steady, wall, peak_reserved_bytes=peak_reserved,
+                             steady_reserved_bytes=torch.cuda.memory_reserved(), device_used_bytes=used_now,
+                             device_used_peak_bytes=used_peak)
 
 
 def nvml_used_reader(index: int = 0):
@@ -314,48 +307,25 @@ def nvml_used_reader(index: int = 0):
     return used
 
 
-class MpsMeter:
+class MpsMeter(_SamplingMeter):
     """Apple GPU memory of this process: Metal's driver-allocated bytes (torch.mps)."""
 
     device = "mps"
+    sampler_name = "mps-sampler"
 
     def __init__(self, torch_module=None, interval_s: float = 0.005):
         if torch_module is None:
             import torch as torch_module
 
+        super().__init__(interval_s)
         self._torch = torch_module
-        self._interval_s = interval_s
-        self.baseline_bytes = 0
         self.context_bytes: int | None = None
-        self._phase = ""
-        self._t0 = 0.0
-        self._start = 0
-        self._peak = 0
-        self._running = False
-        self._thread: threading.Thread | None = None
 
     def _driver(self) -> int:
         return int(self._torch.mps.driver_allocated_memory())
 
-    def _sample(self) -> None:
-        while self._running:
-            self._note()
-            time.sleep(self._interval_s)
-
     def _note(self) -> None:
-        now = self._driver()
-        if now > self._peak:
-            self._peak = now
-
-    def start(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._sample, name="mps-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join()
+        self._raise_peak(self._driver())
 
     def take_baseline(self) -> int:
         gc.collect()
@@ -378,15 +348,8 @@ class MpsMeter:
         self._note()
         gc.collect()
         steady = self._driver()
-        base = self.baseline_bytes
-        return PhaseReading(
-            phase=self._phase,
-            start_bytes=self._start - base,
-            peak_bytes=self._peak - base,
-            steady_bytes=steady - base,
-            wall_s=round(wall, 3),
-            device_used_bytes=int(self._torch.mps.current_allocated_memory()),
-        )
+        return self._reading(self._peak, steady, wall,
+                             device_used_bytes=int(self._torch.mps.current_allocated_memory()))
 
 
 def make_meter(device: str):

@@ -23,7 +23,7 @@ from fitcheck.machine import Machine, known
 
 SCHEMA = "fitcheck.receipt/1"
 FILE_NAME = "receipts.jsonl"
-MAX_LINE = 1 << 20       # a longer line is not a receipt fitcheck wrote: skipped
+MAX_LINE = 1 << 20       # characters; a longer line is not a receipt fitcheck wrote: skipped
 MAX_RECEIPTS = 100_000   # lines read at most
 # Request keys that do not change memory (or that check and measure fill differently): not matched.
 _UNMATCHED_KEYS = frozenset({"headroom_pct", "gpu_memory_utilization", "prompt_tokens"})

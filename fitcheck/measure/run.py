@@ -21,7 +21,7 @@ from fitcheck import __version__
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.measure import figures, receipts
-from fitcheck.measure.job import DEFAULT_STEPS, Job, device_for, inference_job, training_job
+from fitcheck.measure.job import DEFAULT_NEW_TOKENS, DEFAULT_STEPS, Job, device_for, inference_job, training_job
 from fitcheck.measure.runner import ERROR, MEASURED, OUT_OF_MEMORY, RunResult, run_job
 
 REFUSED = "refused"
@@ -158,8 +158,8 @@ def _kv_after_prefill(check) -> int | None:
 
 
 def measure_inference(model, *, machine: Machine, precision: str | None = None, context: int | None = None,
-                      prompt: int | None = None, new_tokens: int = 16, batch: int = 1, device: str = "auto",
-                      kv_dtype: str = "auto", headroom: float = 0.10, params: str | None = None,
+                      prompt: int | None = None, new_tokens: int = DEFAULT_NEW_TOKENS, batch: int = 1,
+                      device: str = "auto", kv_dtype: str = "auto", headroom: float = 0.10, params: str | None = None,
                       options: MeasureOptions = MeasureOptions()) -> MeasureResult:
     """Estimate and measure inference: a prefill of `prompt` tokens, then `new_tokens` generated.
 

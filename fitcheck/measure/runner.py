@@ -42,7 +42,8 @@ class RunResult:
     guard_peak_bytes: int | None = None   # CPU: the highest RSS above the baseline the guard saw
 
 
-def _rss(pid: int) -> int:
+def process_rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` from /proc (0 once it is gone or where there is no /proc)."""
     try:
         with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -104,7 +105,7 @@ def run_job(job: Job, time_limit_s: float, env: dict[str, str] | None = None) ->
             if time.perf_counter() - t0 > time_limit_s:
                 killed_for = TIMEOUT
             elif guard and result.info:
-                above = _rss(proc.pid) - int(result.info.get("baseline_bytes") or 0)
+                above = process_rss(proc.pid) - int(result.info.get("baseline_bytes") or 0)
                 result.guard_peak_bytes = max(result.guard_peak_bytes or 0, above)
                 if above > guard:
                     killed_for = OUT_OF_MEMORY

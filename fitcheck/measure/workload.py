@@ -180,10 +180,8 @@ def build_model(job, config) -> tuple[Any, dict[str, int]]:
     kwargs = {DTYPE_KWARG: dtype, "attn_implementation": job.attention if job.training else "sdpa"}
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, **kwargs)
-    quantized = job.precision in ("int8", "nf4")
-    if quantized:
+    if job.precision in ("int8", "nf4"):
         _quantize_linears(model, job.precision, job.device, dtype)
-    if quantized:
         # What the quantization left on meta (embeddings, norms, lm_head, rotary tables) goes to the device.
         for module in model.modules():
             if not _is_bnb(module):
@@ -255,23 +253,27 @@ def generate(model, ids: torch.Tensor, new_tokens: int):
     return sequences, {"generated_tokens": int(sequences.shape[1] - ids.shape[1])}
 
 
+# Learning rate of every optimizer made here: the states' memory does not depend on it.
+LR = 1e-5
+
+
 def make_optimizer(name: str, model):
     """The optimizer a training script makes for `name` (fitcheck's --optimizer), over the trainable parameters."""
     params = [p for p in model.parameters() if p.requires_grad]
     if name == "adamw":
         # PyTorch defaults: foreach on CUDA, a per-parameter loop on CPU; states in param dtype.
-        return torch.optim.AdamW(params, lr=1e-5)
+        return torch.optim.AdamW(params, lr=LR)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-5)
+        return torch.optim.SGD(params, lr=LR)
     if name == "adafactor":
         from transformers.optimization import Adafactor
 
-        return Adafactor(params, lr=1e-5, relative_step=False, scale_parameter=False)
+        return Adafactor(params, lr=LR, relative_step=False, scale_parameter=False)
     if name in ("adamw-8bit", "paged-adamw-8bit"):
         import bitsandbytes as bnb
 
         cls = bnb.optim.PagedAdamW8bit if name.startswith("paged") else bnb.optim.AdamW8bit
-        return cls(params, lr=1e-5)
+        return cls(params, lr=LR)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

@@ -75,7 +75,7 @@ class TrainingWhereRow:
 class TrainingWhereResult:
     query: str
     model: Any                      # ResolvedModel
-    request: Any                    # TrainingRequest
+    request: Any                    # fitcheck.request.Request (a training mode)
     headroom: float
     kind: str | None
     max_price: float | None

@@ -59,7 +59,8 @@ def test_unknown_precision_is_skipped():
 
 def test_training_row_reads_its_setup_from_columns_and_notes():
     r = row(mode="lora", precision="bf16", framework="ms-swift", input_len="2048", output_len="", batch="2",
-            grad_checkpointing="yes", flash_attn="yes", metric="torch_max_reserved", model="Qwen-7B", config_key="Qwen-7B",
+            grad_checkpointing="yes", flash_attn="yes", metric="torch_max_reserved", model="Qwen-7B",
+            config_key="Qwen-7B",
             notes="lora rank 64; target_modules=c_attn; lora dropout 0.05; gradient_accumulation_steps 16")
     spec = A.row_spec(r, CONFIGS)
     plan = A.generic_training_plan(r, spec)

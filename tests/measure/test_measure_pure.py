@@ -455,3 +455,13 @@ def test_full_fine_tuning_is_measured_as_a_plain_loop(monkeypatch):
     assert seen["job"].mode == "full" and not seen["job"].fp32_adapters
     (a,) = [a for a in seen["check"].estimate.assumptions if a.name == "master_weights"]
     assert a.value == "none" and "plain PyTorch loop" in a.why
+
+
+def test_the_cli_defaults_are_the_apis():
+    from fitcheck.cli.measure_cmd import measure
+    from fitcheck.measure.run import DEFAULT_TIME_LIMIT_S
+
+    defaults = {p.name: p.default for p in measure.params}
+    assert defaults["new_tokens"] == job.DEFAULT_NEW_TOKENS
+    assert defaults["steps"] == job.DEFAULT_STEPS
+    assert defaults["time_limit"] == DEFAULT_TIME_LIMIT_S
