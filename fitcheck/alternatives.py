@@ -18,13 +18,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from fitcheck import engines
+from fitcheck.estimate.context_limit import search_limit
 from fitcheck.estimate.formats import WEIGHT_FORMATS, weight_format
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import AnyPlan, Plan, TrainingPlan
+from fitcheck.plan import AnyPlan, Plan, TrainingPlan, grad_checkpointing
 from fitcheck.request import Request
 
 MAX_ALTERNATIVES = 5
@@ -42,7 +43,15 @@ COST_TIGHT = 3              # fits only inside the headroom
 COST_CHECKPOINTING = 5      # ≈ 30 % more compute (one extra forward per step)
 COST_ACCUMULATION = 2
 COST_8BIT_OPTIMIZER = 4
-COST_LORA = 15              # full → LoRA: far fewer trainable parameters
+COST_PAGED_OPTIMIZER = 5    # 8-bit states that page to RAM under pressure (slower only when they do)
+# Pure bf16 weights (--master-weights none): updates rounded to bf16's 8-bit mantissa lose small
+# steps (Zamirai et al. 2020, "Revisiting BFloat16 Training"; Kahan summation or stochastic rounding
+# recover most of it): a quality cost, dearer than the speed costs, cheaper than LoRA.
+COST_PURE_BF16 = 8
+# full → LoRA changes what is trained (a low-rank update instead of every weight): a practitioner
+# who asked for full fine-tuning tries the cheap steps (checkpointing, 8-bit optimizer, pure bf16,
+# accumulation: 5 + 4 + 8 + 2) and sharding before it; optimizer offload (20) costs PCIe time only.
+COST_LORA = 25
 COST_QLORA = 10             # LoRA → QLoRA: a 4-bit base
 COST_SHARDING = 5           # ZeRO / FSDP communication
 COST_OFFLOAD_OPTIMIZER = 20
@@ -160,7 +169,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
 
     def max_context(candidate: Request) -> int | None:
         return largest_fitting(lambda n: s.fits(with_context(candidate, n)), MIN_USEFUL_CONTEXT,
-                               candidate.context - 1)
+                               min(candidate.context - 1, search_limit(spec, candidate.context)))
 
     def context_cost(ctx: int) -> float:
         return 10 + 40 * (1 - ctx / request.context)
@@ -293,7 +302,7 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
         out = s.consider(title, cand, cost)
         if out is None or _runs(out):
             return
-        if with_checkpointing and not cand.grad_checkpointing:
+        if with_checkpointing and not grad_checkpointing(cand)[0]:
             consider(title + ", with gradient checkpointing", cand.with_changes(grad_checkpointing=True),
                      cost - extra + COST_CHECKPOINTING, False)
         elif cand.batch > 1 and cand.batch == base.batch:
@@ -320,6 +329,38 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
     # 3. An 8-bit optimizer (bitsandbytes), where its kernels run.
     if plan.optimizer in ("adamw", "sgd") and engines.OPTIMIZER_RUNS["adamw-8bit"].problem(kind, cc) is None:
         consider("Use 8-bit AdamW (bitsandbytes)", base.with_changes(optimizer="adamw-8bit"), COST_8BIT_OPTIMIZER)
+
+    eight_bit = plan.optimizer in ("adamw", "sgd") and engines.OPTIMIZER_RUNS["adamw-8bit"].problem(kind, cc) is None
+    if eight_bit:
+        consider("Use paged 8-bit AdamW (bitsandbytes)", base.with_changes(optimizer="paged-adamw-8bit"),
+                 COST_PAGED_OPTIMIZER)
+    pure_bf16 = plan.mode == "full" and plan.master_weights == "fp32" and plan.compute_dtype == "bf16"
+    if pure_bf16:
+        consider("Pure bf16 weights, no fp32 master copy (--master-weights none)",
+                 base.with_changes(master_weights="none"), COST_PURE_BF16)
+
+    # 3b. The cheap steps stacked, in the order a practitioner gives them up (speed first, then a
+    # little quality), before anything that changes what is trained (LoRA) or adds PCIe traffic.
+    ladder: list[tuple[str, dict[str, Any], float]] = []
+    if not plan.grad_checkpointing:
+        ladder.append(("gradient checkpointing", {"grad_checkpointing": True}, COST_CHECKPOINTING))
+    if eight_bit:
+        ladder.append(("8-bit AdamW", {"optimizer": "adamw-8bit"}, COST_8BIT_OPTIMIZER))
+    if pure_bf16:
+        ladder.append(("pure bf16 weights (--master-weights none)", {"master_weights": "none"}, COST_PURE_BF16))
+    stacked: dict[str, Any] = {}
+    names: list[str] = []
+    stacked_cost = 0.0
+    for name, change, step_cost in ladder:
+        stacked.update(change)
+        names.append(name)
+        stacked_cost += step_cost
+        if len(names) < 2:
+            continue  # one step alone is a candidate above
+        title = ", ".join(names[:-1]) + " and " + names[-1]
+        consider(title[0].upper() + title[1:], base.with_changes(**stacked), stacked_cost, False)
+        if _runs(s.evaluate(base.with_changes(**stacked))):
+            break
 
     # 4. Fewer trainable parameters: full → LoRA → QLoRA; LoRA on fewer modules or a lower rank.
     half = plan.compute_dtype if plan.compute_dtype in ("bf16", "fp16") else "bf16"
@@ -359,7 +400,8 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                  base.with_changes(zero=3, fsdp=None, offload="optimizer+params"), COST_OFFLOAD_PARAMS)
 
     # 7. A shorter sequence (last: it changes what is learned).
-    seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ, plan.seq_len - 1)
+    seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
+                          min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
     if seq:
         consider(f"Shorten the sequence to {seq:,} tokens", base.with_changes(seq_len=seq),
                  10 + 40 * (1 - seq / plan.seq_len), False)

@@ -87,8 +87,8 @@ class Option:
         if value is None:
             return None
         is_choice = any(str(c).lower() == str(value).strip().lower() for c in self.choices)
-        if self.nullable and not is_choice and isinstance(value, str) \
-                and value.strip().lower() in ("auto", "none", "off"):
+        unset = ("auto", "default") if self.kind == "flag" else ("auto", "none", "off")  # a flag's "off" is False
+        if self.nullable and not is_choice and isinstance(value, str) and value.strip().lower() in unset:
             return None
         if self.kind == "flag":
             if isinstance(value, bool):
@@ -227,8 +227,11 @@ OPTIONS: tuple[Option, ...] = (
            help="Training: optimizer (the 8-bit ones are bitsandbytes: CUDA/ROCm)."),
     Option("master_weights", ("--master-weights",), "choice", None, modes=TRAINING, choices=MASTER_WEIGHTS,
            nullable=True, help="Training: fp32 master copy of the trainable weights (default fp32)."),
-    Option("grad_checkpointing", ("--grad-checkpointing/--no-grad-checkpointing",), "flag", False, modes=TRAINING,
-           help="Training: recompute activations in backward (keeps only layer inputs)."),
+    Option("grad_checkpointing", ("--grad-checkpointing/--no-grad-checkpointing",), "flag", None, modes=TRAINING,
+           nullable=True,
+           help="Training: recompute activations in backward (keeps only layer inputs). Default: the recipe of "
+                "the library that runs it — on for qlora (peft's prepare_model_for_kbit_training enables it), "
+                "off for full and lora (the Trainer's default)."),
     Option("attention", ("--attention",), "choice", None, choices=ATTENTIONS, nullable=True,
            help="Attention kernel (eager holds prompt² scores and an fp32 softmax per layer; flash: "
                 "flash-attention 2 on CUDA >= 8.0 or ROCm). Default: sdpa for training; for inference with "
@@ -340,7 +343,7 @@ def click_options(names: Iterable[str] | None = None, *, help_overrides: dict[st
             if opt.envvar:
                 attrs.update(envvar=opt.envvar, show_envvar=True)
             if opt.kind == "flag":
-                attrs.update(default=opt.default, show_default="/" in opt.flag)
+                attrs.update(default=opt.default, show_default="/" in opt.flag and opt.default is not None)
                 if "/" not in opt.flag:
                     attrs["is_flag"] = True
             else:

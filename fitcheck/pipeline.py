@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fitcheck.alternatives import Alternative, Outcome, find_alternatives, with_context
 from fitcheck.commands import engine_command, fitcheck_command
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.context_limit import context_note, search_limit
 from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
@@ -36,7 +37,7 @@ from fitcheck.estimate.speed import (
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, UNKNOWN, Verdict, judge, with_software
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import AnyPlan, TrainingPlan, resolve
+from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
 from fitcheck.request import Request
 
 if TYPE_CHECKING:
@@ -196,6 +197,10 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     evaluate = Evaluator(spec, machine)
     outcome = evaluate.outcome(request)
     plan, estimate, verdict = outcome.plan, outcome.estimate, outcome.verdict
+    past = context_note(spec, request.seq_len if request.training else request.context,
+                        "--seq-len" if request.training else "--context")
+    if past:
+        estimate = replace(estimate, notes=(past, *estimate.notes))
     profile = profile if profile is not None else profile_arg(machine)
     local = resolved.source == "local"
     model_ref = model_args[0] if local else (resolved.hf_id or spec.name)
@@ -213,10 +218,10 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     max_context = max_batch = None
     if search and verdict.status not in (CANNOT_RUN, UNKNOWN):
         if request.training:
-            max_context = largest(evaluate, request, "seq_len", max(spec.max_context or 0, request.seq_len))
+            max_context = largest(evaluate, request, "seq_len", search_limit(spec, request.seq_len))
             max_batch = largest(evaluate, request, "batch", MAX_MICRO_BATCH_SEARCHED)
         else:
-            max_context = largest(evaluate, request, "context", max(spec.max_context or 0, request.context))
+            max_context = largest(evaluate, request, "context", search_limit(spec, request.context))
             max_batch = largest(evaluate, request, "batch", MAX_BATCH_SEARCHED)
 
     speed = advice = training_speed = None
@@ -226,7 +231,9 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         speed = estimate_speed(spec, plan, machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
         if verdict.status != UNKNOWN and not plan.problems:
-            advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs)
+            options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
+            advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs,
+                                   options)
     return CheckResult(
         query=query, model=resolved, machine=machine, request=request, plan=plan, estimate=estimate,
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,

@@ -399,6 +399,22 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
 # ---- training ----------------------------------------------------------------------------------
 CPU_PRECISION_WHY = "CPU training: bf16 assumed"
 
+# The recipe of the library that runs each mode.  QLoRA: peft's prepare_model_for_kbit_training(model,
+# use_gradient_checkpointing=True) turns on model.gradient_checkpointing_enable() by default
+# (https://github.com/huggingface/peft/blob/v0.13.2/src/peft/utils/other.py, prepare_model_for_kbit_training);
+# full and LoRA: transformers' TrainingArguments(gradient_checkpointing=False).
+RECIPE_CHECKPOINTING = {"full": (False, "Trainer default (off)"),
+                        "lora": (False, "Trainer default (off)"),
+                        "qlora": (True, "QLoRA recipe: peft's prepare_model_for_kbit_training enables it")}
+
+
+def grad_checkpointing(req: Request) -> tuple[bool, str]:
+    """(on, why) for a training request: the option when given, else its mode's recipe."""
+    if req.grad_checkpointing is not None:
+        return req.grad_checkpointing, "from --grad-checkpointing" if req.grad_checkpointing \
+            else "from --no-grad-checkpointing"
+    return RECIPE_CHECKPOINTING[req.mode]
+
 
 def _training_problems(req: Request, plan_precision: str, device: str, gpus: int, machine: Machine) -> list[str]:
     """Why this machine cannot run the training request, from the capability table."""
@@ -473,9 +489,9 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
                             else "default", "--seq-len"))
     notes.append(Assumption("batch", str(req.batch), "micro-batch per GPU" if device == "gpu"
                             else "micro-batch of the one CPU process", "--batch"))
-    notes.append(Assumption("grad_checkpointing", "on" if req.grad_checkpointing else "off",
-                            "from the option" if req.grad_checkpointing else "Trainer default (off)",
-                            "--grad-checkpointing"))
+    checkpointing, checkpointing_why = grad_checkpointing(req)
+    notes.append(Assumption("grad_checkpointing", "on" if checkpointing else "off", checkpointing_why,
+                            "--no-grad-checkpointing" if checkpointing else "--grad-checkpointing"))
     attention = req.attention or "sdpa"
     notes.append(Assumption("attention", attention, "transformers default (sdpa)" if req.attention is None
                             else "from --attention", "--attention"))
@@ -512,7 +528,7 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
     return TrainingPlan(
         mode=req.mode, precision=precision, compute_dtype=compute, seq_len=req.seq_len, batch=req.batch,
         grad_accum=req.grad_accum, optimizer=req.optimizer, master_weights=master,
-        grad_checkpointing=req.grad_checkpointing, attention=attention, lora_rank=req.lora_rank,
+        grad_checkpointing=checkpointing, attention=attention, lora_rank=req.lora_rank,
         lora_targets=parse_targets(req.lora_targets).text if req.mode != "full" else req.lora_targets,
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,

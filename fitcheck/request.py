@@ -20,7 +20,7 @@ from fitcheck.options import BY_NAME, DEFAULTS, INFERENCE, mode_error, not_apply
 # Precisions each training mode takes as its base weights.
 PRECISIONS_BY_MODE = {
     "full": ("bf16", "fp16", "fp32"),
-    "lora": ("bf16", "fp16", "int8"),
+    "lora": ("bf16", "fp16", "fp32", "int8"),  # fp32/fp16: CPUs without bf16, T4 and V100
     "qlora": ("nf4", "gptq-int4", "int4", "awq"),
 }
 
@@ -44,7 +44,7 @@ class Request:
     grad_accum: int = DEFAULTS["grad_accum"]
     optimizer: str = DEFAULTS["optimizer"]
     master_weights: str | None = DEFAULTS["master_weights"]
-    grad_checkpointing: bool = DEFAULTS["grad_checkpointing"]
+    grad_checkpointing: bool | None = DEFAULTS["grad_checkpointing"]  # None: the mode's recipe (plan.py)
     attention: str | None = DEFAULTS["attention"]     # None: sdpa for training, the release's default for inference
     lora_rank: int = DEFAULTS["lora_rank"]
     lora_targets: str = DEFAULTS["lora_targets"]

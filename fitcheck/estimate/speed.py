@@ -19,7 +19,7 @@ training: 6 × P FLOPs per token (Kaplan et al. 2020, C ≈ 6N); × 4/3 with act
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -460,16 +460,37 @@ def gpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
     return None if gpu.problems else gpu
 
 
-def advise_device(spec: ModelSpec, plan: Plan, machine: Machine, runs: Judge) -> DeviceAdvice:
-    """Whether the GPU or the CPU is the better place for this request, and why."""
+def advise_device(spec: ModelSpec, plan: Plan, machine: Machine, runs: Judge,
+                  options: Sequence[Plan] = ()) -> DeviceAdvice:
+    """Whether the GPU or the CPU is the better place for this request, and why.
+
+    Each device is represented by the best option that runs on it: the request itself (moved to the
+    other device where it is not there), or, where that does not fit, the fastest of ``options``
+    (the plans of the runnable alternatives) on that device.  So a GPU whose requested setup does
+    not fit but runs q4_k_m fully in VRAM is compared at that speed, not given up for the CPU."""
     g_plan = plan if plan.device in ("gpu", "offload") else gpu_plan(spec, plan, machine)
     c_plan = plan if plan.device == "cpu" else cpu_plan(spec, plan, machine)
-    g = estimate_speed(spec, g_plan, machine) if g_plan else None
-    c = estimate_speed(spec, c_plan, machine) if c_plan else None
-    g_fits = runs(g_plan) if g_plan else None
-    c_fits = runs(c_plan) if c_plan else None
+    g_plan, g, g_fits = _best_on(spec, machine, runs, g_plan, [o for o in options if o.device in ("gpu", "offload")])
+    c_plan, c, c_fits = _best_on(spec, machine, runs, c_plan, [o for o in options if o.device == "cpu"])
     choice, reason = _choose(g, c, g_fits, c_fits, g_plan, c_plan)
     return DeviceAdvice(choice, reason, g, c, g_fits, c_fits)
+
+
+def _best_on(spec: ModelSpec, machine: Machine, runs: Judge, first: Plan | None, others: Sequence[Plan]
+             ) -> tuple[Plan | None, SpeedEstimate | None, bool | None]:
+    """(plan, speed, runs) for one device: ``first`` when it runs, else the fastest runnable of
+    ``others`` (already judged runnable), else ``first`` as it is (not running)."""
+    speed = estimate_speed(spec, first, machine) if first else None
+    fits = runs(first) if first else None
+    if fits or not others:
+        return first, speed, fits
+    scored = [(o, estimate_speed(spec, o, machine)) for o in others]
+    known_rate = [(o, sp) for o, sp in scored if sp.decode is not None]
+    if known_rate:
+        best, best_speed = max(known_rate, key=lambda pair: pair[1].decode.mid if pair[1].decode else 0.0)
+    else:
+        best, best_speed = scored[0]
+    return best, best_speed, True
 
 
 def _tok(rate: Rate | None) -> str:
@@ -494,14 +515,17 @@ def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
     if not c_fits:
         return "gpu", f"{_where(g_plan)}: {_tok(g.decode)}; it does not fit in RAM for the CPU"
     if not g_fits:
-        return "cpu", f"CPU: {c_plan.precision} at {_tok(c.decode)}; it does not fit on the GPU"
+        if c.decode is None:  # never send someone to a CPU whose speed is unknown
+            return None, f"it does not fit on the GPU; the CPU runs {c_plan.precision}, speed unknown ({c.unknown})"
+        return "cpu", f"CPU: {c_plan.precision} at {_tok(c.decode)}; it does not fit on the GPU, nor does an alternative"
     if c.decode is None and g.decode is None:
         return None, f"both speeds are unknown ({g.unknown}; {c.unknown})"
     if c.decode is None or g.decode is None:
-        known_one = f"{_where(g_plan)} {_tok(g.decode)}" if g.decode else f"CPU {_tok(c.decode)}"
+        known_one = (f"{_where(g_plan)} {_tok(g.decode)} ({g_plan.precision})" if g.decode
+                     else f"CPU {_tok(c.decode)} ({c_plan.precision})")
         return ("gpu" if g.decode else "cpu"), f"{known_one}; the other speed is unknown ({c.unknown or g.unknown})"
     ratio = g.decode.mid / c.decode.mid
-    versus = f"{_where(g_plan)} {_tok(g.decode)} vs CPU {_tok(c.decode)} ({c_plan.precision})"
+    versus = f"{_where(g_plan)} {_tok(g.decode)} ({g_plan.precision}) vs CPU {_tok(c.decode)} ({c_plan.precision})"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S and ratio < GPU_BETTER_RATIO:
         return "cpu", f"CPU is enough: {versus}; a GPU adds little at batch 1"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S:

@@ -156,21 +156,21 @@ def test_in_a_pty_plain_fitcheck_starts_it_and_ctrl_c_exits_130():
 
 
 def test_training_mode_alternatives_can_be_picked():
-    r = talk("qwen-7b", "qlora", "", "2048", "", "rtx-4090", "1", "q")
+    r = talk("qwen-7b", "lora", "", "2048", "", "rtx-4090", "1", "q")
     assert r.exit_code == 0, r.output
     first, rest = r.output.split("Taking 1. Turn on gradient checkpointing", 1)
     assert "DOES NOT FIT" in first and "What fits instead" in first and "no alternatives" not in first
-    assert "Changed: grad_checkpointing off → on" in rest and "checkpointing on" in rest
-    assert "Verdict:  FITS" in rest and "Traceback" not in r.output
+    assert "Changed: grad_checkpointing auto → on" in rest and "checkpointing on" in rest
+    assert "Verdict:  TIGHT" in rest and "Traceback" not in r.output
 
 
 def test_training_answers_and_alternatives():
     from fitcheck.pipeline import check
     from fitcheck.profiles import load_profile
 
-    a = Answers().with_answer("mode", "qlora").with_answer("context", 2048)
+    a = Answers().with_answer("mode", "lora").with_answer("context", 2048)
     req = a.request
-    assert (req.mode, req.seq_len, req.precision, req.grad_checkpointing) == ("qlora", 2048, None, False)
+    assert (req.mode, req.seq_len, req.precision, req.grad_checkpointing) == ("lora", 2048, None, None)
     result = check("qwen-7b", req, load_profile("rtx-4090"))
     assert result.alternatives
     for alt in result.alternatives:  # every training alternative applies, and reproduces its plan

@@ -203,7 +203,8 @@ def test_in_a_container_the_cgroup_limit_and_cuda_visible_devices_decide(tmp_pat
 
 def test_github_format_in_training_mode_shows_training_commands(tmp_path):
     summary, out = tmp_path / "summary.md", tmp_path / "fitcheck.json"
-    r = run("qwen-7b", "--mode", "qlora", "--profile", "rtx-4090", "--format", "github", "--output", str(out),
+    r = run("qwen-7b", "--mode", "qlora", "--seq-len", "8192", "--profile", "rtx-4090", "--format", "github",
+            "--output", str(out),
             env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert r.exit_code == 1, r.output
     doc = json.loads(out.read_text())

@@ -64,8 +64,9 @@ def test_extra_grows_with_rank_and_targets():
 
 
 def test_qlora_fp32_adapters_also_save_the_cast():
-    assert acts(mode="qlora", precision="nf4", master_weights="fp32") > \
-        acts(mode="qlora", precision="nf4", master_weights="none")
+    # Without checkpointing (the QLoRA recipe turns it on, and then only layer inputs are saved).
+    assert acts(mode="qlora", precision="nf4", master_weights="fp32", grad_checkpointing=False) > \
+        acts(mode="qlora", precision="nf4", master_weights="none", grad_checkpointing=False)
 
 
 def test_fp32_compute_has_no_cast():

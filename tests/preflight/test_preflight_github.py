@@ -44,7 +44,7 @@ def test_training_alternatives_show_training_commands_from_the_json_document():
     from fitcheck.render.check import check_document
     from fitcheck.request import Request
 
-    result = check("qwen-7b", Request(mode="qlora"), load_profile("rtx-4090"))
+    result = check("qwen-7b", Request(mode="qlora", seq_len=8192), load_profile("rtx-4090"))
     assert result.verdict.status == "does_not_fit" and result.alternatives
     doc = check_document(result)
     expected = [a["fitcheck_command"] for a in doc["alternatives"]]
@@ -52,7 +52,7 @@ def test_training_alternatives_show_training_commands_from_the_json_document():
     (line,) = github.check_annotations(result)
     assert f"Fits instead: {result.alternatives[0].title} — {expected[0]}" in line
     assert "--mode qlora" in line and "--context" not in line and "--engine" not in line
-    assert "sequence 2048, micro-batch 1" in line
+    assert "sequence 8192, micro-batch 1" in line
     md = github.check_summary(result)
     for i, (a, cmd) in enumerate(zip(result.alternatives, expected, strict=True), 1):
         assert f"{i}. {a.title}: `{cmd}`" in md

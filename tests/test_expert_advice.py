@@ -1,0 +1,189 @@
+"""Advice a practitioner would give (issue 21): defaults follow the recipe of the library that runs
+them, and what the help says is what the estimate counts."""
+
+import json
+
+from click.testing import CliRunner
+
+from fitcheck.cli import cli
+from fitcheck.model.resolve import resolve_model
+from fitcheck.options import BY_NAME
+from fitcheck.pipeline import check
+from fitcheck.plan import grad_checkpointing, resolve_training
+from fitcheck.profiles import load_profile
+from fitcheck.request import Request
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def spec(name):
+    return resolve_model(name).spec
+
+
+def assumption(plan, name):
+    return next(a for a in plan.assumptions if a.name == name)
+
+
+# ---- QLoRA: peft's prepare_model_for_kbit_training turns gradient checkpointing on -------------
+def test_qlora_default_has_gradient_checkpointing_on_and_says_why():
+    plan = resolve_training(Request(mode="qlora"), spec("llama3.1-8b"), load_profile("rtx-4090"))
+    assert plan.grad_checkpointing is True
+    note = assumption(plan, "grad_checkpointing")
+    assert note.value == "on" and "prepare_model_for_kbit_training" in note.why
+    assert note.option == "--no-grad-checkpointing"
+
+
+def test_full_and_lora_defaults_stay_off_as_the_trainer():
+    for mode in ("full", "lora"):
+        on, why = grad_checkpointing(Request(mode=mode))
+        assert not on and "Trainer" in why
+
+
+def test_no_grad_checkpointing_turns_the_qlora_recipe_off():
+    plan = resolve_training(Request(mode="qlora", grad_checkpointing=False), spec("llama3.1-8b"),
+                            load_profile("rtx-4090"))
+    assert plan.grad_checkpointing is False
+    assert assumption(plan, "grad_checkpointing").why == "from --no-grad-checkpointing"
+
+
+def test_llama31_8b_qlora_fits_a_24gib_gpu_with_the_standard_recipe():
+    result = run("llama3.1-8b", "--mode", "qlora", "--profile", "rtx-4090", "--json")
+    doc = json.loads(result.output)
+    assert doc["verdict"]["status"] == "fits", doc["verdict"]
+    total = doc["estimate"]["devices"][0]["total_bytes"] / 2**30
+    assert 11 < total < 16  # ~13.5 GiB: nf4 weights, checkpointed activations, logits
+
+
+def test_the_cli_off_switch_reaches_the_plan():
+    on = run("llama3.1-8b", "--mode", "qlora", "--profile", "rtx-4090")
+    off = run("llama3.1-8b", "--mode", "qlora", "--profile", "rtx-4090", "--no-grad-checkpointing")
+    assert "checkpointing on" in on.output and "checkpointing off" in off.output
+
+
+def test_a_checkpointing_flag_typed_off_is_off_not_the_default():
+    assert BY_NAME["grad_checkpointing"].parse("off") is False
+    assert BY_NAME["grad_checkpointing"].parse("auto") is None
+
+
+def test_qlora_alternatives_do_not_offer_checkpointing_it_already_has():
+    result = check("llama3.1-8b", Request(mode="qlora", seq_len=32768), load_profile("rtx-4090"))
+    assert result.verdict.status != "fits"
+    titles = [a.title for a in result.alternatives]
+    assert not any("checkpointing" in t.lower() for t in titles), titles
+
+
+# ---- --grad-accum: the help says what the estimate counts ------------------------------------
+def test_grad_accum_help_and_estimate_agree():
+    assert "keeps gradients allocated" in BY_NAME["grad_accum"].help
+    assert "no memory effect" not in BY_NAME["grad_accum"].help
+    profile = load_profile("rtx-4090")
+    one = check("qwen2.5-0.5b", Request(mode="full"), profile)
+    four = check("qwen2.5-0.5b", Request(mode="full", grad_accum=4), profile)
+    assert four.estimate.devices[0].total_bytes > one.estimate.devices[0].total_bytes
+    assert any("gradients stay allocated" in n for n in four.estimate.notes)
+
+
+# ---- LoRA on an fp32 or fp16 base: CPUs without bf16, T4, V100 ---------------------------------
+def test_lora_on_an_fp32_base_is_estimated_on_the_cpu():
+    result = run("qwen2.5-0.5b", "--mode", "lora", "-p", "fp32", "--profile", "github-ubuntu-latest")
+    assert result.exit_code in (0, 1), result.output
+    assert "lora fine-tuning, fp32 base, on the CPU" in result.output
+
+
+def test_lora_on_fp32_and_fp16_bases_on_a_t4():
+    for precision in ("fp32", "fp16"):
+        plan = resolve_training(Request(mode="lora", precision=precision), spec("qwen2.5-0.5b"), load_profile("t4"))
+        assert (plan.precision, plan.compute_dtype, plan.problems) == (precision, precision, ())
+    fp32 = check("qwen2.5-0.5b", Request(mode="lora", precision="fp32"), load_profile("t4"))
+    fp16 = check("qwen2.5-0.5b", Request(mode="lora", precision="fp16"), load_profile("t4"))
+    assert fp32.estimate.devices[0].total_bytes > fp16.estimate.devices[0].total_bytes
+
+
+# ---- "better here": the best runnable option on each device ------------------------------------
+def best_device(*args):
+    doc = json.loads(run(*args, "--json").output)
+    return doc["speed"]["best_device"]
+
+
+def test_better_here_compares_the_gpu_alternative_that_runs_not_the_cpu():
+    # README's RTX 3060 case: bf16 at 16k does not fit, q4_k_m fully on the GPU (~41 tok/s) does;
+    # the CPU decodes q4_k_m at ~5 tok/s.
+    advice = best_device("qwen-7b", "--context", "16384", "--profile", "rtx-3060")
+    assert advice["choice"] == "gpu", advice
+    assert advice["gpu"]["fits"] and advice["gpu"]["decode_tokens_per_s"]["low"] > 10 * 2
+    assert advice["cpu"]["decode_tokens_per_s"]["high"] < advice["gpu"]["decode_tokens_per_s"]["low"]
+
+
+def test_better_here_never_picks_a_cpu_of_unknown_speed():
+    advice = best_device("llama3.3-70b", "-p", "fp8", "--context", "131072", "--profile", "h100-sxm")
+    assert advice["cpu"]["decode_tokens_per_s"] is None
+    assert advice["choice"] != "cpu", advice
+
+
+def test_no_gpu_option_and_an_unknown_cpu_speed_is_no_choice():
+    from fitcheck.estimate.speed import Rate, SpeedEstimate, _choose
+
+    common = dict(batch=1, context=4096, per_sequence=None, prefill=None, weight_bytes_per_step=0,
+                  kv_bytes_per_step=0, bandwidth_bytes_per_s=None)
+    g = SpeedEstimate(device="gpu", engine="vllm", precision="bf16", decode=Rate(10, 20), bound="memory bandwidth",
+                      **common)
+    c = SpeedEstimate(device="cpu", engine="llama.cpp", precision="q4_k_m", decode=None, bound="",
+                      unknown="RAM bandwidth not known", **common)
+    plan = resolve_inference_plan()
+    choice, reason = _choose(g, c, False, True, plan, plan)
+    assert choice is None and "speed unknown" in reason
+
+
+def resolve_inference_plan():
+    from fitcheck.plan import resolve_inference
+
+    return resolve_inference(Request(), spec("qwen2.5-0.5b"), load_profile("rtx-4090"))
+
+
+# ---- a context past the model's maximum ----------------------------------------------------------
+def test_context_past_the_maximum_is_named_and_the_largest_is_capped():
+    doc = json.loads(run("qwen-7b", "--context", "100000", "--profile", "h100-sxm", "--json").output)
+    notes = " ".join(doc["estimate"]["notes"])
+    assert "beyond the model's maximum of 32,768" in notes
+    assert '"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768' in notes
+    assert doc["verdict"]["max_context"] <= 32768
+
+
+def test_a_shorter_context_alternative_never_goes_past_the_maximum():
+    result = check("qwen-7b", Request(context=10_000_000), load_profile("h100-sxm"))
+    shorten = [a for a in result.alternatives if a.title.startswith("Shorten the context")]
+    assert shorten and all(a.request.context <= 32768 for a in shorten)
+    assert "reaches 131,072 at most" in " ".join(result.estimate.notes)
+
+
+def test_no_yarn_recipe_named_where_none_is_known():
+    from fitcheck.estimate.context_limit import context_note
+
+    note = context_note(spec("mistral-7b"), 65536)
+    assert note is not None and "maximum of 32,768" in note and "no RoPE scaling" in note
+    assert context_note(spec("mistral-7b"), 32768) is None
+
+
+# ---- the full fine-tuning ladder -------------------------------------------------------------------
+def test_full_fine_tuning_tries_the_cheap_steps_before_lora():
+    # 7B full fine-tuning on one A100-80GB: checkpointing + 8-bit AdamW + pure bf16 fits at ~50 GiB.
+    result = check("qwen-7b", Request(mode="full"), load_profile("a100-80gb"))
+    first = result.alternatives[0]
+    assert first.request.mode == "full", [a.title for a in result.alternatives]
+    assert (first.plan.optimizer, first.plan.master_weights, first.plan.grad_checkpointing) == \
+        ("adamw-8bit", "none", True)
+    assert first.estimate.devices[0].total_bytes < 60 * 2**30
+    modes = [a.request.mode for a in result.alternatives]
+    assert modes.index("lora") > modes.index("full")
+
+
+def test_pure_bf16_and_paged_optimizers_are_candidates():
+    from fitcheck.alternatives import COST_8BIT_OPTIMIZER, COST_CHECKPOINTING, COST_LORA, COST_PURE_BF16
+
+    assert COST_LORA > COST_CHECKPOINTING + COST_8BIT_OPTIMIZER + COST_PURE_BF16
+    result = check("qwen2.5-1.5b", Request(mode="full", batch=4), load_profile("rtx-4090"))
+    changed = {name for alt in result.alternatives for name, _ in alt.changes}
+    assert result.alternatives and ("master_weights" in changed or "optimizer" in changed), \
+        [a.title for a in result.alternatives]
