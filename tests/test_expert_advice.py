@@ -187,3 +187,21 @@ def test_pure_bf16_and_paged_optimizers_are_candidates():
     changed = {name for alt in result.alternatives for name, _ in alt.changes}
     assert result.alternatives and ("master_weights" in changed or "optimizer" in changed), \
         [a.title for a in result.alternatives]
+
+
+# ---- output: --json with another --format, TERM=dumb ------------------------------------------------
+def test_json_with_format_table_is_refused():
+    result = run("qwen-7b", "--json", "--format", "table")
+    assert result.exit_code == 2 and "--json and --format table" in result.output
+    assert run("qwen-7b", "--json", "--format", "json", "--profile", "rtx-4090").exit_code == 0
+
+
+def test_term_dumb_gets_no_colour():
+    from fitcheck.preflight.lines import use_color
+
+    class Tty:
+        def isatty(self):
+            return True
+
+    assert use_color(Tty(), {"TERM": "xterm-256color"})
+    assert not use_color(Tty(), {"TERM": "dumb"})

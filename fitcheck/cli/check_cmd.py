@@ -74,6 +74,8 @@ def check(ctx: click.Context, model: str | None, strict: bool, params: str | Non
     from fitcheck.preflight import emit
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
+    if as_json and fmt not in (None, "json"):
+        raise click.UsageError(f"--json and --format {fmt} ask for two outputs: pass one of them")
     fmt = "json" if as_json else (fmt or "table")
     if output:
         from fitcheck.bounded import check_output_target

@@ -21,7 +21,9 @@ _WIDTH = max(len(w) for w in WORDS.values())
 
 def use_color(stream, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
-    if env.get("NO_COLOR"):
+    # NO_COLOR (https://no-color.org); TERM=dumb is a terminal without escape sequences (terminfo's
+    # "dumb" entry has no colours; readline and git treat it so).
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
