@@ -56,6 +56,7 @@ COST_QLORA = 10             # LoRA → QLoRA: a 4-bit base
 COST_SHARDING = 5           # ZeRO / FSDP communication
 COST_OFFLOAD_OPTIMIZER = 20
 COST_OFFLOAD_PARAMS = 30
+COST_PER_SLOWDOWN = 10      # offload: per step time its PCIe transfers may add, as a multiple of compute
 COST_RUNNABLE = 8           # what the request named does not run here: swapped for what does
 
 # The lower-precision weights a practitioner reaches for with each engine.
@@ -133,6 +134,22 @@ def with_context(request: Request, context: int) -> Request:
     """The request at another context length, its prompt (--prompt) cut to fit in it."""
     prompt = request.prompt_tokens
     return request.with_changes(context=context, prompt_tokens=None if prompt is None else min(prompt, context))
+
+
+def _pcie_cost(s: _Search, spec: ModelSpec, request: Request, machine: Machine) -> float:
+    """What offload's PCIe time costs in the ranking: COST_PER_SLOWDOWN for each doubling of the
+    step's compute time it could add (estimate.speed.offload_bytes_per_step over PCIe)."""
+    from fitcheck.estimate.speed import estimate_training_speed
+
+    out = s.evaluate(request)
+    if out is None or not isinstance(out.plan, TrainingPlan):
+        return 0.0
+    speed = estimate_training_speed(spec, out.plan, machine)
+    compute = speed.step_seconds
+    if not speed.offload_seconds or compute is None:
+        return 0.0
+    fastest_compute = compute[1] - speed.offload_seconds  # the slow end is compute + transfer
+    return COST_PER_SLOWDOWN * min(speed.offload_seconds / max(fastest_compute, 1e-9), 4.0)
 
 
 def _runs(out: Outcome | None) -> bool:
@@ -394,10 +411,12 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
     if shards and plan.offload == "none":
         zero = max(plan.zero or 2, 2)
-        consider("Offload the optimizer to the CPU (DeepSpeed ZeRO-Offload)",
-                 base.with_changes(zero=zero, fsdp=None, offload="optimizer"), COST_OFFLOAD_OPTIMIZER)
-        consider("Offload optimizer and parameters to the CPU (ZeRO-3 Offload)",
-                 base.with_changes(zero=3, fsdp=None, offload="optimizer+params"), COST_OFFLOAD_PARAMS)
+        for title, cand, cost in (
+                ("Offload the optimizer to the CPU (DeepSpeed ZeRO-Offload)",
+                 base.with_changes(zero=zero, fsdp=None, offload="optimizer"), COST_OFFLOAD_OPTIMIZER),
+                ("Offload optimizer and parameters to the CPU (ZeRO-3 Offload)",
+                 base.with_changes(zero=3, fsdp=None, offload="optimizer+params"), COST_OFFLOAD_PARAMS)):
+            consider(title, cand, cost + _pcie_cost(s, spec, cand, machine))
 
     # 7. A shorter sequence (last: it changes what is learned).
     seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ,

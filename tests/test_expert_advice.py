@@ -205,3 +205,32 @@ def test_term_dumb_gets_no_colour():
 
     assert use_color(Tty(), {"TERM": "xterm-256color"})
     assert not use_color(Tty(), {"TERM": "dumb"})
+
+
+# ---- offload: PCIe time per step in the speed and the ranking ----------------------------------------
+def test_offload_shows_its_pcie_time_and_slows_the_step():
+    from fitcheck.estimate.speed import estimate_training_speed, offload_bytes_per_step
+
+    machine = load_profile("rtx-4090")
+    s = spec("llama3.1-8b")
+    plain = resolve_training(Request(mode="qlora", seq_len=8192), s, machine)
+    offload = resolve_training(Request(mode="qlora", seq_len=8192, zero=3, offload="optimizer+params"), s, machine)
+    assert offload_bytes_per_step(s, plain) == 0
+    # three passes (forward, recompute, backward) over the ~7.3 GiB 4-bit base, plus the adapters' traffic
+    assert 3 * 7 * 2**30 < offload_bytes_per_step(s, offload) < 3 * 8 * 2**30
+    fast, slow = estimate_training_speed(s, offload, machine).step_seconds
+    plain_fast, plain_slow = estimate_training_speed(s, plain, machine).step_seconds
+    assert slow > plain_slow and fast >= plain_fast
+    out = run("llama3.1-8b", "--mode", "qlora", "--seq-len", "8192", "--zero", "3", "--offload", "optimizer+params",
+              "--profile", "rtx-4090")
+    assert "offload moves" in out.output and "over PCIe" in out.output
+
+
+def test_offload_ranks_after_a_cheaper_change_and_pays_for_its_transfers():
+    from fitcheck.alternatives import COST_OFFLOAD_PARAMS
+
+    result = check("llama3.1-8b", Request(mode="qlora", seq_len=8192), load_profile("rtx-4090"))
+    titles = [a.title for a in result.alternatives]
+    assert "Offload" not in titles[0], titles
+    offload = next(a for a in result.alternatives if a.request.offload != "none")
+    assert offload.cost > COST_OFFLOAD_PARAMS

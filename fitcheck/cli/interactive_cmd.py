@@ -150,7 +150,7 @@ def parse_command(line: str, n_alternatives: int):
         return ("show",)
     if low in ("help", "h", "?"):
         return ("help",)
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²" is a digit to str.isdigit, not to int()
         n = int(text)
         if not n_alternatives:
             raise Invalid("there are no alternatives to pick (it fits as asked)")

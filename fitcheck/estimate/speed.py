@@ -390,8 +390,10 @@ class TrainingSpeed:
     flops_per_token: float             # 6P full, 4P adapters, +2P recomputation
     tokens_per_step: int               # effective batch × sequence
     mfu: Efficiency
-    rate: Rate | None                  # tokens/s, all devices
+    rate: Rate | None                  # tokens/s, all devices (offload's PCIe time included)
     unknown: str = ""                  # why rate is None
+    offload_bytes: int = 0             # host↔GPU bytes one GPU moves per optimizer step (ZeRO-Offload)
+    offload_seconds: float = 0.0       # their time over PCIe
 
     @property
     def step_seconds(self) -> tuple[float, float] | None:
@@ -399,17 +401,63 @@ class TrainingSpeed:
         return training_seconds(self.tokens_per_step, self.rate) if self.rate else None
 
 
+# Host↔GPU copies from pinned memory: ~25 GB/s on PCIe 4.0 x16 (31.5 GB/s raw) and ~50 GB/s on
+# PCIe 5.0 x16 (the Hopper/Blackwell hosts, compute capability >= 9.0); CUDA samples bandwidthTest,
+# NVIDIA nvbandwidth (github.com/NVIDIA/nvbandwidth) host_to_device_memcpy_ce figures.
+PCIE_BYTES_PER_S = {4: 25e9, 5: 50e9}
+
+
+def pcie_bytes_per_s(machine: Machine) -> float:
+    cc = None
+    if machine.gpus and known(machine.gpus[0].compute_capability):
+        try:
+            cc = float(machine.gpus[0].compute_capability)
+        except ValueError:
+            cc = None
+    return PCIE_BYTES_PER_S[5 if cc is not None and cc >= 9.0 else 4]
+
+
+def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
+    """Bytes one GPU moves over PCIe per optimizer step with DeepSpeed ZeRO-Offload.
+
+    Optimizer offload (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840 §4): each micro-batch's
+    16-bit gradients of the GPU's partition go to the CPU, and after the CPU Adam step the updated
+    16-bit parameters come back once.  Parameter offload (ZeRO-3 Offload / Infinity) adds the GPU's
+    partition of the base weights fetched from RAM for every forward and backward pass (a third pass
+    with gradient checkpointing's recompute), per micro-batch."""
+    if plan.offload == "none":
+        return 0
+    from fitcheck.estimate.training import _base_format, _trainable_shapes
+
+    n = max(plan.gpus, 1)
+    half = 4 if plan.compute_dtype == "fp32" else 2
+    trainable = sum(sh.params for sh in _trainable_shapes(spec, plan))
+    moved = (plan.grad_accum + 1) * trainable * half // n
+    if plan.offload == "optimizer+params":
+        passes = 3 if plan.grad_checkpointing else 2
+        moved += plan.grad_accum * passes * weight_bytes(spec, _base_format(plan)).total // n
+    return moved
+
+
 def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> TrainingSpeed:
-    """How fast `plan` (a TrainingPlan) trains on `machine`: compute-bound, 16-bit peak × MFU."""
+    """How fast `plan` (a TrainingPlan) trains on `machine`: compute-bound, 16-bit peak × MFU, plus
+    offload's PCIe transfers: overlapped with compute at best, after it at worst."""
     on_gpu, n, peak, mfu = _training_hardware(machine, plan.gpus, plan.device)
     rate = training_rate(spec, machine, method=plan.mode, gradient_checkpointing=plan.grad_checkpointing,
                          gpus=plan.gpus, device=plan.device)
     what = machine.gpus[0].name if on_gpu else (machine.cpu.model if known(machine.cpu.model) else "this CPU")
+    tokens = plan.effective_batch * plan.seq_len
+    moved = offload_bytes_per_step(spec, plan) if on_gpu else 0
+    seconds = moved / pcie_bytes_per_s(machine) if moved else 0.0
+    if rate is not None and seconds:
+        fast, slow = tokens / rate.high, tokens / rate.low
+        rate = Rate(tokens / (slow + seconds), tokens / max(fast, seconds))
     return TrainingSpeed(
         device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=peak,
         flops_per_token=training_flops_per_token(spec, plan.mode, plan.grad_checkpointing),
-        tokens_per_step=plan.effective_batch * plan.seq_len, mfu=mfu, rate=rate,
-        unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known")
+        tokens_per_step=tokens, mfu=mfu, rate=rate,
+        unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known",
+        offload_bytes=moved, offload_seconds=seconds)
 
 
 def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:

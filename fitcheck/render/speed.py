@@ -58,6 +58,8 @@ def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
         "training_tokens_per_s": rate_dict(speed.rate),
         "step_seconds": None if step is None else {"low": round(step[0], 3), "high": round(step[1], 3)},
         "assumptions": [efficiency_dict(speed.mfu)], "unknown": speed.unknown or None,
+        "offload_pcie": {"bytes_per_step": speed.offload_bytes, "seconds_per_step": round(speed.offload_seconds, 3)}
+        if speed.offload_bytes else None,
     }
 
 
@@ -72,7 +74,9 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
     devices = f"{speed.devices} × " if speed.devices > 1 else ""
     return (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
             f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "
-            f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}")
+            f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}"
+            + (f", of which offload moves {speed.offload_bytes / 2**30:.2f} GiB over PCIe "
+               f"({speed.offload_seconds:.2g} s, overlapped with compute at best)" if speed.offload_bytes else ""))
 
 
 def _seconds_range(fast: float, slow: float) -> str:
