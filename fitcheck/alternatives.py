@@ -58,6 +58,9 @@ COST_OFFLOAD_OPTIMIZER = 20
 COST_OFFLOAD_PARAMS = 30
 COST_PER_SLOWDOWN = 10      # offload: per step time its PCIe transfers may add, as a multiple of compute
 COST_RUNNABLE = 8           # what the request named does not run here: swapped for what does
+COST_PER_NODE = 10          # each machine more (rented or owned) beside this one: one quantization step, so a
+#                             single machine's cheap steps (checkpointing, 8-bit AdamW) come before renting more
+MAX_NODES_SEARCHED = 64     # the most nodes an alternative proposes
 
 # The lower-precision weights a practitioner reaches for with each engine.
 _LOWER_PRECISIONS = {
@@ -167,6 +170,33 @@ def _gpus_fit(out: Outcome | None) -> bool:
     return not v.reasons and all(d.status == FITS for d in v.devices if d.kind == "gpu")
 
 
+def _multi_node(machine: Machine) -> bool:
+    """Machines one runs several of: cloud nodes, or a profile that describes its cluster."""
+    return bool(machine.gpus) and (machine.cluster is not None or machine.kind == "cloud")
+
+
+def fewest_nodes(fits: Callable[[int], bool], start: int, high: int = MAX_NODES_SEARCHED) -> int | None:
+    """The smallest node count in [start, high] for which ``fits`` holds (more nodes never need more per GPU)."""
+    if start > high or not fits(high):
+        return None
+    lo, hi = start, high
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _more_nodes(s: _Search, cand: Request, plan: AnyPlan, title: str, extra: float = 0.0) -> bool:
+    """Offer the fewest nodes (more than the plan's) on which ``cand`` runs; False when none up to the limit."""
+    n = fewest_nodes(lambda k: _runs(s.evaluate(cand.with_changes(nodes=k))), plan.nodes + 1)
+    if n is not None:
+        s.consider(f"{title} over {n} nodes", cand.with_changes(nodes=n), extra + COST_PER_NODE * (n - plan.nodes))
+    return n is not None
+
+
 def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
                       evaluate: Evaluate) -> tuple[Alternative, ...]:
     if isinstance(plan, TrainingPlan):
@@ -248,6 +278,13 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     if plan.device == "gpu" and all_gpus > plan.gpus:
         s.consider(f"Spread over {all_gpus} GPUs" + (" (tensor parallel)" if plan.engine == "vllm" else ""),
                    base.with_changes(gpus=all_gpus), COST_PER_GPU * (all_gpus - plan.gpus))
+
+    # 5b. More nodes like this one: vLLM, tensor parallel within each node, pipeline parallel across them.
+    if on_gpu and _multi_node(machine) and engines.runs_here("vllm", plan.precision, kind, cc) is None \
+            and not engines.engine_precision_problem("vllm", plan.precision):
+        cand = base.with_changes(engine="vllm", gpus=None, gpu_layers=None, device="auto", transformers_version=None,
+                                 attention=None, kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto")
+        _more_nodes(s, cand, plan, "vLLM, tensor parallel within a node × pipeline parallel", 0.0)
 
     # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
     #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
@@ -409,6 +446,14 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                      base.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"), COST_SHARDING + (zero - 2) * 2)
         consider(f"FSDP full-shard across {n} GPUs",
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
+    # 5b. More nodes like this one, the model states sharded over all their GPUs.
+    if shards and _multi_node(machine) and plan.offload == "none":
+        sharding = {"zero": plan.zero, "fsdp": None} if plan.zero == 3 else {"zero": None, "fsdp": "full-shard"}
+        what = "DeepSpeed ZeRO-3" if plan.zero == 3 else "FSDP full-shard"
+        cand = base.with_changes(gpus=None, **sharding)
+        if not _more_nodes(s, cand, plan, what, extra) and not cand.grad_checkpointing:
+            _more_nodes(s, cand.with_changes(grad_checkpointing=True), plan, what + " with gradient checkpointing",
+                        extra + COST_CHECKPOINTING)
     if shards and plan.offload == "none":
         zero = max(plan.zero or 2, 2)
         for title, cand, cost in (

@@ -59,6 +59,16 @@ def _needs_checkpoint(model_id: str, precision: str) -> str:
 
 
 def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
+    serve, comment = _vllm_serve(model_id, plan, repos)
+    if plan.nodes > 1:
+        others = plan.nodes - 1
+        return (f"{RAY_HEAD} && {serve}{comment}  # first, on the other {others} node"
+                f"{'s' if others > 1 else ''}: {RAY_WORKER}")
+    return serve + comment
+
+
+def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str]) -> tuple[str, str]:
+    """(`vllm serve ...`, a trailing comment or '')."""
     repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
     args = ["vllm", "serve", repo, "--max-model-len", str(plan.context)]
     if plan.batch > 1:
@@ -77,9 +87,42 @@ def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
         args += ["--kv-cache-dtype", "fp8"]
     if plan.gpus > 1:
         args += ["--tensor-parallel-size", str(plan.gpus)]
+    if plan.nodes > 1:
+        args += ["--pipeline-parallel-size", str(plan.nodes), "--distributed-executor-backend", "ray"]
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
-    return shlex.join(args) + comment
+    return shlex.join(args), comment
+
+
+# vLLM's multi-node serving: a Ray cluster, then `vllm serve` on the head node
+# (docs.vllm.ai/en/stable/serving/distributed_serving.html, "Running vLLM on multiple nodes").
+RAY_PORT = 6379
+RAY_HEAD = f"ray start --head --port={RAY_PORT}"
+RAY_WORKER = f"ray start --address=HEAD_IP:{RAY_PORT}"
+# torchrun's c10d rendezvous and accelerate's main process port (PyTorch elastic docs; accelerate launch --help).
+RDZV_PORT = 29500
+
+
+def launch_lines(model_id: str, plan: AnyPlan, quantized_repos: dict[str, str] | None = None) -> tuple[str, ...]:
+    """What to run on each node for a plan over several nodes (empty for one machine)."""
+    if plan.nodes <= 1:
+        return ()
+    if isinstance(plan, TrainingPlan):
+        return training_launch_lines(model_id, plan)
+    if plan.engine != "vllm":
+        return ()
+    serve, comment = _vllm_serve(model_id, plan, quantized_repos or {})
+    return (f"head node (node 0): {RAY_HEAD}",
+            (f"node 1: {RAY_WORKER}" if plan.nodes == 2 else f"each of nodes 1..{plan.nodes - 1}: {RAY_WORKER}"),
+            f"then on the head node: {serve}{comment}")
+
+
+def training_launch_lines(model_id: str, plan: TrainingPlan) -> tuple[str, ...]:
+    """torchrun and accelerate launch lines for a multi-node training plan (node rank R on each node)."""
+    torchrun = ["torchrun", "--nnodes", str(plan.nodes), "--nproc-per-node", str(plan.gpus),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"HEAD_IP:{RDZV_PORT}", "train.py"]
+    return (f"each node: {shlex.join(torchrun)}",
+            f"or each node R (0..{plan.nodes - 1}): {training_engine_command(model_id, plan).split('  # ')[0]}")
 
 
 def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str], local: bool = False) -> str:
@@ -176,7 +219,10 @@ def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
     """`accelerate launch` flags plus the Python-side settings (peft, transformers, DeepSpeed).
 
     On the CPU: `accelerate launch --cpu` with one process, and TrainingArguments(use_cpu=True)."""
-    args = ["accelerate", "launch"] + (["--cpu"] if plan.device == "cpu" else []) + ["--num_processes", str(plan.gpus)]
+    args = ["accelerate", "launch"] + (["--cpu"] if plan.device == "cpu" else []) + ["--num_processes", str(plan.world)]
+    if plan.nodes > 1:
+        args += ["--num_machines", str(plan.nodes), "--machine_rank", "R", "--main_process_ip", "HEAD_IP",
+                 "--main_process_port", str(RDZV_PORT)]
     if plan.compute_dtype in ("bf16", "fp16"):
         args += ["--mixed_precision", plan.compute_dtype]
     if plan.zero is not None:

@@ -150,6 +150,24 @@ class Purchase:
     source: str = ""
 
 
+INTERCONNECTS = ("nvlink", "pcie", "infiniband", "roce", "ethernet", "efa")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """How a machine's GPUs talk: within the node and, where the machine is one node of several, between nodes.
+
+    ``intra_node_gbps`` is per GPU, one direction (NVLink 4 on H100 SXM: 450 GB/s); ``inter_node_gbps``
+    is per node, one direction, all of its NICs together (8x 400 Gb/s InfiniBand NDR: 400 GB/s).
+    ``nodes`` is how many such nodes the cluster has (None: as many as one rents)."""
+
+    intra_node: str = "pcie"
+    intra_node_gbps: float | None = None
+    inter_node: str = "ethernet"
+    inter_node_gbps: float | None = None
+    nodes: int | None = None
+
+
 @dataclass(frozen=True)
 class Machine:
     """A whole machine: this one (probed) or one described by a hardware profile."""
@@ -170,6 +188,7 @@ class Machine:
     description: str = ""
     source: str = "probe"  # 'probe' or the profile's path
     notes: tuple[str, ...] = field(default=())
+    cluster: Cluster | None = None  # the interconnect within a node and between nodes
     # the --gpu/--vram/--ram arguments that changed this machine (fitcheck.profiles.overrides), so
     # tables name them and printed commands repeat them; not part of the profile schema
     overrides: tuple[str, ...] = field(default=(), compare=False, metadata={"profile": False})
@@ -177,3 +196,15 @@ class Machine:
     @property
     def has_gpu(self) -> bool:
         return bool(self.gpus)
+
+
+def nodes_of(machine: Machine, nodes: int) -> Machine:
+    """``nodes`` copies of ``machine`` seen as one pool: its GPUs repeated (node-major), RAM and CPU per node.
+    What the verdict compares a multi-node estimate with."""
+    if nodes <= 1:
+        return machine
+    from dataclasses import replace
+
+    count = len(machine.gpus)
+    gpus = tuple(replace(g, index=n * count + g.index) for n in range(nodes) for g in machine.gpus)
+    return replace(machine, gpus=gpus, name=f"{nodes}x {machine.name}")

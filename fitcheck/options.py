@@ -46,6 +46,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 MAX_CONTEXT = 2**30        # tokens per sequence (Llama 4 Scout advertises 10M)
 MAX_BATCH = 2**20          # concurrent sequences / micro-batch
 MAX_GPUS = 4096
+MAX_NODES = 1024
 MAX_GPU_LAYERS = 100_000
 MAX_LORA_RANK = 65_536
 MAX_GRAD_ACCUM = 2**20
@@ -212,6 +213,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("gpus", ("--gpus",), "int", None, low=1, high=MAX_GPUS, nullable=True,
            help="GPUs to use. Default: inference spreads over all of the machine's GPUs (tensor parallel "
                 "with vLLM, layer split otherwise); training uses all of them with --zero/--fsdp, else one."),
+    Option("nodes", ("--nodes",), "int", 1, low=1, high=MAX_NODES, prompt="Nodes (machines like this one)",
+           help="Machines like this one, linked by the profile's [cluster] interconnect; --gpus is then per node. "
+                "Serving across nodes is vLLM's (tensor parallel within a node, pipeline parallel across "
+                "nodes); training shards (--zero/--fsdp) or replicates (DDP) over nodes × GPUs."),
     Option("device", ("--device",), "choice", "auto", choices=DEVICES,
            help="Where to run or train: auto (the GPU when there is one), gpu, or cpu."),
     Option("gpu_layers", ("--gpu-layers", "-ngl"), "int", None, modes=ONLY_INFERENCE, low=0, high=MAX_GPU_LAYERS,

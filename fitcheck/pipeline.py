@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fitcheck.alternatives import Alternative, Outcome, find_alternatives, with_context
-from fitcheck.commands import engine_command, fitcheck_command
+from fitcheck.commands import engine_command, fitcheck_command, launch_lines
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
 from fitcheck.estimate.cost import CostSettings
@@ -35,7 +35,7 @@ from fitcheck.estimate.speed import (
     estimate_training_speed,
 )
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, UNKNOWN, Verdict, judge, with_software
-from fitcheck.machine import Machine
+from fitcheck.machine import Machine, nodes_of
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
 from fitcheck.request import Request
@@ -69,6 +69,7 @@ class CheckResult:
     cost: CostSettings | None = None              # electricity price and amortisation (fitcheck.estimate.cost)
     tokens: int | None = None                     # training: tokens to train on (--tokens), for time and cost
     software: StackCheck | None = None            # the installed stack checked for this request (this machine)
+    launch: tuple[str, ...] = ()                  # what to run on each node (plans over several nodes)
 
     @property
     def spec(self) -> ModelSpec:
@@ -120,7 +121,7 @@ class Evaluator:
         key = (plan.with_changes(assumptions=()), headroom)
         if key not in self._by_plan:
             est = _estimate(self.spec, plan)
-            verdict = judge(est, self.machine, headroom)
+            verdict = judge(est, nodes_of(self.machine, plan.nodes), headroom)
             if plan.problems:
                 verdict = Verdict(CANNOT_RUN, verdict.devices, headroom, plan.problems)
             self._by_plan[key] = (est, verdict)
@@ -238,6 +239,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         query=query, model=resolved, machine=machine, request=request, plan=plan, estimate=estimate,
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,
         device_advice=advice, training_speed=training_speed, model_args=model_args, profile=profile,
+        launch=launch_lines(model_ref, plan, repos) if not plan.problems else (),
     )
 
 

@@ -64,6 +64,7 @@ class Plan:
     legacy_cache: bool = False
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
+    nodes: int = 1              # machines; vLLM: pipeline-parallel stages, one per node (gpus is per node)
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
@@ -100,6 +101,12 @@ class TrainingPlan:
     assumptions: tuple[Assumption, ...] = ()
     device: str = "gpu"          # gpu | cpu: where the step runs (cpu: one process, RAM is the memory)
     problems: tuple[str, ...] = ()
+    nodes: int = 1               # machines; gpus is per node
+
+    @property
+    def world(self) -> int:
+        """Training processes, one per GPU over all nodes."""
+        return self.gpus * self.nodes
 
     def with_changes(self, **changes) -> TrainingPlan:
         return replace(self, **changes)
@@ -115,11 +122,11 @@ class TrainingPlan:
             return "deepspeed"
         if self.fsdp is not None:
             return "fsdp"
-        return "ddp" if self.gpus > 1 else "single"
+        return "ddp" if self.world > 1 else "single"
 
     @property
     def effective_batch(self) -> int:
-        return self.batch * self.grad_accum * self.gpus
+        return self.batch * self.grad_accum * self.world
 
     # The names an inference Plan has, so renderers read any plan alike.
     @property
@@ -382,6 +389,11 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
             problems.append(f"--attention {attention}: {kernel}; here: {engines.KIND_NAMES[kind]}")
     elif req.attention is not None and req.engine is not None:
         raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
+    if req.nodes > 1:
+        notes.append(Assumption("nodes", str(req.nodes), "from --nodes", "--nodes"))
+        if engine != "vllm" and not problems:
+            problems.append(f"--nodes {req.nodes}: {engine} serves from one machine; serving across nodes "
+                            "is vLLM's (tensor parallel within a node, pipeline parallel across nodes)")
     if engine == "vllm":
         notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
                                 "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
@@ -392,7 +404,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
         compute_capability=cc if device != "cpu" else None, unified_memory=unified, assumptions=tuple(notes),
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
-        attention=attention, legacy_cache=legacy, problems=tuple(problems),
+        attention=attention, legacy_cache=legacy, problems=tuple(problems), nodes=req.nodes,
     )
 
 
@@ -524,6 +536,9 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         notes.append(Assumption("sharding", f"FSDP {req.fsdp}", "from --fsdp", "--fsdp"))
     if req.offload != "none":
         notes.append(Assumption("offload", req.offload, "from --offload", "--offload"))
+    if req.nodes > 1:
+        notes.append(Assumption("nodes", str(req.nodes), f"from --nodes: {gpus * req.nodes} processes, "
+                                f"{gpus} per node", "--nodes"))
     problems = _training_problems(req, precision, device, gpus, machine)
     return TrainingPlan(
         mode=req.mode, precision=precision, compute_dtype=compute, seq_len=req.seq_len, batch=req.batch,
@@ -533,4 +548,5 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
         compute_capability=cc, assumptions=tuple(notes), device=device, problems=tuple(problems),
+        nodes=req.nodes,
     )

@@ -38,6 +38,7 @@ class Request:
     engine: str | None = DEFAULTS["engine"]
     gpu_memory_utilization: float = DEFAULTS["gpu_memory_utilization"]
     gpus: int | None = DEFAULTS["gpus"]
+    nodes: int = DEFAULTS["nodes"]                     # machines like this one (--gpus is per node)
     device: str = DEFAULTS["device"]
     gpu_layers: int | None = DEFAULTS["gpu_layers"]
     transformers_version: str | None = DEFAULTS["transformers_version"]
@@ -84,6 +85,9 @@ class Request:
         if self.gpus is not None and self.device == "cpu":
             raise FitcheckError(f"--gpus {self.gpus} with --device cpu: pick one",
                                 "drop --gpus, or use --device gpu" if not self.training else "drop --gpus")
+        if self.nodes > 1 and self.device == "cpu":
+            raise FitcheckError(f"--nodes {self.nodes} with --device cpu: several nodes are for GPUs",
+                                "drop --nodes, or use --device gpu")
         if self.training:
             self._validate_training()
         else:

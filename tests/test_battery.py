@@ -85,7 +85,14 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
     for result in results.values():
         assert_takeable(result)
     # check and where agree: where lists a profile exactly when check exits 0 for it, with its status.
-    listed = {row.machine.name: row for row in where_rows(model, request_)}
+    rows = where_rows(model, request_)
+    listed = {row.machine.name: row for row in rows if getattr(row, "nodes", 1) == 1}
+    # A machine listed over several nodes (no single one serves it): check with those --nodes agrees.
+    for row in rows:
+        if getattr(row, "nodes", 1) > 1:
+            again = check(model, request_.with_changes(engine="vllm", nodes=row.nodes), row.machine)
+            assert again.exit_code == 0 and again.verdict.status == row.verdict.status, (model, row.machine.name)
+            assert_takeable(again)
     for name, result in results.items():
         assert (name in listed) == (result.exit_code == 0), (model, name)
         if name in listed:

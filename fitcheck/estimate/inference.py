@@ -14,6 +14,7 @@ Engines differ in what they hold:
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
@@ -303,8 +304,29 @@ def _transformers(spec: ModelSpec, plan: Plan):
 
 
 # ---- vLLM --------------------------------------------------------------------------------------
+def pp_layers(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage as vLLM splits them: an even share, the remainder to the stages before the last
+    (vllm/distributed/utils.py get_pp_indices, v0.8: ``partitions[-i] += 1 for i in range(2, remaining + 2)``)."""
+    pp = max(min(pp, num_layers), 1)
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def mla_replicated_bytes(spec: ModelSpec, precision: str) -> int:
+    """MLA's down-projections vLLM keeps whole on every tensor-parallel rank: ``q_a_proj`` (hidden × q_lora_rank)
+    and ``kv_a_proj_with_mqa`` (hidden × (kv_lora_rank + qk_rope_head_dim)) are ``ReplicatedLinear``
+    (vllm/model_executor/models/deepseek_v2.py, DeepseekV2MLAAttention), per layer."""
+    if not spec.is_mla:
+        return 0
+    per_layer = spec.hidden_size * ((spec.q_lora_rank or 0) + spec.kv_lora_rank + spec.qk_rope_head_dim)
+    return int(per_layer * spec.num_layers * weight_format(precision).linear_bits / 8)
+
+
 def _vllm(spec: ModelSpec, plan: Plan):
     tp = max(plan.gpus, 1)
+    pp = max(plan.nodes, 1)
     wb = _weights(spec, plan.precision)
     act_b = 2
     kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm")
@@ -314,34 +336,75 @@ def _vllm(spec: ModelSpec, plan: Plan):
         kv_share = max(1.0, tp / max(spec.num_kv_heads, 1)) / tp  # KV heads split; replicated when fewer than ranks
     act = A.vllm_profile_bytes(spec, tp, act_b)
     reserved = int(plan.gpu_total_bytes * plan.gpu_memory_utilization) if plan.gpu_total_bytes else None
-    devices = []
-    weights_c = _weights_component(spec, plan, wb, 1.0 / tp)
-    kv_c = Component(KV_CACHE, int(kv_total * kv_share), _kv_detail(spec, plan, "vllm", kv_share))
-    act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
-                                         f"{A.VLLM_MAX_NUM_SEQS} sampled sequences")
     nccl = VLLM_NCCL_TP if tp > 1 else 0
     over_c = Component(OVERHEAD, VLLM_NON_TORCH + nccl, "CUDA context and CUDA graphs"
                        + (f", NCCL communicators and all-reduce buffers ({nccl / GiB:.2f} GiB with tp {tp})" if nccl else ""),
                        counted_in="runtime")
-    need = weights_c.bytes + kv_c.bytes + act_c.bytes + over_c.bytes
-    comps = [weights_c, kv_c, act_c, over_c]
+    act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
+                                         f"{A.VLLM_MAX_NUM_SEQS} sampled sequences")
+    stages = pp_layers(spec.num_layers, pp) if pp > 1 else [spec.num_layers]
+    total_w, _ = _stored_weight_total(spec, plan.precision, wb.total)
+    scale = total_w / wb.total if wb.total else 1.0
+    replicated = mla_replicated_bytes(spec, plan.precision) if tp > 1 else 0
+    body = max(wb.total - wb.embed_bytes - wb.lm_head_bytes - replicated, 0)
+    # A tied lm_head is the embedding: with pp > 1 the last stage holds its own copy (vLLM's PPMissingLayer
+    # elsewhere; ParallelLMHead ties to embed_tokens only where both live).
+    head = wb.lm_head_bytes or (wb.embed_bytes if pp > 1 else 0)
+    devices = []
     facts: list[tuple[str, float | int | str]] = []
+    pools: list[int] = []
+    first_comps: list[Component] = []
+    for stage, layers in enumerate(stages):
+        frac = layers / max(spec.num_layers, 1)
+        if pp == 1:
+            weights_c = _weights_component(spec, plan, wb, 1.0 / tp)
+            if replicated:
+                weights_c = replace(weights_c, bytes=int(weights_c.bytes + replicated * scale * (1 - 1 / tp)),
+                                    detail=weights_c.detail + f"; MLA down-projections replicated on every rank "
+                                    f"({replicated * scale / GiB:.2f} GiB)")
+        else:
+            own = body * frac + (wb.embed_bytes if stage == 0 else 0) + (head if stage == pp - 1 else 0)
+            per_gpu = int((own / tp + replicated * frac) * scale)
+            held = ["embeddings"] if stage == 0 else []
+            held += ["lm_head"] if stage == pp - 1 else []
+            weights_c = Component(WEIGHTS, per_gpu,
+                                  f"pipeline stage {stage + 1} of {pp}: {layers} of {spec.num_layers} layers"
+                                  + (f" with {' and '.join(held)}" if held else "")
+                                  + f", 1/{tp} each (tensor parallel)"
+                                  + (f"; MLA down-projections replicated ({replicated * frac * scale / GiB:.2f} GiB)"
+                                     if replicated else "")
+                                  + f"; {spec.total_params / 1e9:.2f}B params as {weight_format(plan.precision).description}")
+        kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
+        comps = [weights_c, kv_c, act_c, over_c]
+        need = sum(c.bytes for c in comps)
+        if reserved is not None:
+            pool = reserved - weights_c.bytes - act_c.bytes - over_c.bytes
+            spare = reserved - need
+            if spare > 0:
+                comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
+                                       "the KV pool", counted_in="reserved"))
+            per_token = kv_c.bytes / max(plan.context * plan.batch, 1)
+            pools.append(int(pool / per_token) if per_token and pool > 0 else 0)
+            if stage == 0 or pool < min(pools):
+                first_comps = comps
+        for i in range(tp):
+            devices.append(DeviceNeed(f"gpu{stage * tp + i}", "gpu", tuple(comps)))
     if reserved is not None:
-        pool = reserved - weights_c.bytes - act_c.bytes - over_c.bytes
-        spare = reserved - need
-        if spare > 0:
-            comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to the KV pool",
-                                   counted_in="reserved"))
-        per_token = kv_c.bytes / max(plan.context * plan.batch, 1)
-        pool_tokens = int(pool / per_token) if per_token and pool > 0 else 0
-        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(pool, 0)),
+        # Every stage holds the KV of its own layers for every token: the pool is the smallest stage's.
+        pool_tokens = min(pools) if pools else 0
+        w = next(c for c in first_comps if c.name == WEIGHTS).bytes
+        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - act - over_c.bytes, 0)),
                   ("vllm_kv_pool_tokens", pool_tokens),
                   ("vllm_max_concurrency", round(pool_tokens / plan.context, 2) if plan.context else 0.0)]
-    for i in range(tp):
-        devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
+    if pp > 1:
+        facts += [("tensor_parallel_size", tp), ("pipeline_parallel_size", pp),
+                  ("pipeline_stage_layers", ",".join(str(n) for n in stages))]
     notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start"]
     if tp > 1:
-        notes.append(f"tensor parallel over {tp} GPUs")
+        notes.append(f"tensor parallel over {tp} GPUs" + (" within each node" if pp > 1 else ""))
+    if pp > 1:
+        notes.append(f"pipeline parallel over {pp} nodes: layers {'+'.join(str(n) for n in stages)} "
+                     f"(vLLM's get_pp_indices); each GPU holds 1/{tp} of its stage")
     return devices, facts, notes
 
 

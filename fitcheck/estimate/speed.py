@@ -25,10 +25,12 @@ from typing import TypeGuard
 
 from fitcheck.engines import ENGINES
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, training_traffic
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
+from fitcheck.estimate.lora import lora_params, parse_targets
 from fitcheck.estimate.weights import weight_bytes
-from fitcheck.machine import Machine, known
+from fitcheck.machine import Machine, known, nodes_of
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import Plan, resolve_inference
@@ -160,6 +162,7 @@ class SpeedEstimate:
     bound: str                     # what limits decode: 'memory bandwidth', 'host overhead', 'compute'
     assumptions: tuple[Efficiency, ...] = ()
     unknown: str = ""              # why decode/prefill could not be estimated ('' when they were)
+    comm: DecodeComm | None = None  # what a decode step waits for on NVLink and between nodes (vLLM TP/PP)
 
 
 @dataclass(frozen=True)
@@ -324,12 +327,18 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
             total += t
             bounds.append(bound)
         times[end] = total
+    comm = decode_comm(spec, plan, machine) if plan.device == "gpu" else None
+    if comm is not None:
+        # Within a node the all-reduces are inside the measured per-layer host time (HOST_OVERHEAD, vLLM);
+        # what a step adds across nodes is the pipeline's sends.  The slow end waits the longer latency.
+        times["low"] += comm.inter_node[1]
+        times["high"] += comm.inter_node[0]
     decode = Rate(B / times["low"], B / times["high"])
     prefill = _prefill_rate(spec, plan, parts)
     # The most frequent limit; a tie goes to the one met first (never to set order, which hashing decides).
     bound = max(dict.fromkeys(bounds), key=bounds.count)
     return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
-                         bound, assumptions)
+                         bound, assumptions, comm=comm)
 
 
 def _prefill_rate(spec: ModelSpec, plan: Plan, parts) -> Rate | None:
@@ -394,6 +403,7 @@ class TrainingSpeed:
     unknown: str = ""                  # why rate is None
     offload_bytes: int = 0             # host↔GPU bytes one GPU moves per optimizer step (ZeRO-Offload)
     offload_seconds: float = 0.0       # their time over PCIe
+    traffic: NodeTraffic | None = None  # what crosses the link between nodes per step (several nodes)
 
     @property
     def step_seconds(self) -> tuple[float, float] | None:
@@ -442,9 +452,14 @@ def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
 def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> TrainingSpeed:
     """How fast `plan` (a TrainingPlan) trains on `machine`: compute-bound, 16-bit peak × MFU, plus
     offload's PCIe transfers: overlapped with compute at best, after it at worst."""
-    on_gpu, n, peak, mfu = _training_hardware(machine, plan.gpus, plan.device)
+    node = machine
+    machine = nodes_of(machine, plan.nodes)
+    on_gpu, n, peak, mfu = _training_hardware(machine, plan.world, plan.device)
     rate = training_rate(spec, machine, method=plan.mode, gradient_checkpointing=plan.grad_checkpointing,
-                         gpus=plan.gpus, device=plan.device)
+                         gpus=plan.world, device=plan.device)
+    trainable = spec.total_params if plan.mode == "full" else lora_params(
+        spec, plan.lora_rank, parse_targets(plan.lora_targets))
+    traffic = training_traffic(spec, plan, node, trainable)
     what = machine.gpus[0].name if on_gpu else (machine.cpu.model if known(machine.cpu.model) else "this CPU")
     tokens = plan.effective_batch * plan.seq_len
     moved = offload_bytes_per_step(spec, plan) if on_gpu else 0
@@ -457,7 +472,7 @@ def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> Training
         flops_per_token=training_flops_per_token(spec, plan.mode, plan.grad_checkpointing),
         tokens_per_step=tokens, mfu=mfu, rate=rate,
         unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known",
-        offload_bytes=moved, offload_seconds=seconds)
+        offload_bytes=moved, offload_seconds=seconds, traffic=traffic)
 
 
 def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:

@@ -129,7 +129,7 @@ def _quant_scratch(spec: ModelSpec, plan: TrainingPlan) -> tuple[int, str]:
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says."""
-    N = plan.gpus
+    N = plan.world  # processes over all nodes: the sharding degree
     ds = plan.zero is not None
     stage = plan.zero if ds else ({"shard-grad-op": 2, "full-shard": 3}[plan.fsdp] if plan.fsdp else 0)
     act_b = _BYTES[plan.compute_dtype]

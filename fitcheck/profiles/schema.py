@@ -63,7 +63,9 @@ from fitcheck.errors import FitcheckError
 from fitcheck.machine import (
     CPU,
     GPU,
+    INTERCONNECTS,
     MACHINE_KINDS,
+    Cluster,
     Disk,
     Host,
     Machine,
@@ -184,6 +186,13 @@ PURCHASE_FIELDS = (
     FieldSpec("read_on", "date", required=True, fact=False),
     FieldSpec("source", "str", fact=False, absent=""),
 )
+CLUSTER_FIELDS = (
+    FieldSpec("intra_node", "str", fact=False, absent="pcie"),
+    FieldSpec("intra_node_gbps", "float", fact=False, absent=None),
+    FieldSpec("inter_node", "str", fact=False, absent="ethernet"),
+    FieldSpec("inter_node_gbps", "float", fact=False, absent=None),
+    FieldSpec("nodes", "int", fact=False, absent=None, positive=True),
+)
 MACHINE_FIELDS = (
     FieldSpec("name", "str", fact=False, absent=None),  # derived: the file's stem
     FieldSpec("kind", "kind", required=True, fact=False),
@@ -201,14 +210,16 @@ MACHINE_FIELDS = (
     FieldSpec("price", "price", fact=False, absent=None),
     FieldSpec("purchase", "purchase", fact=False, absent=None),
     FieldSpec("gpus", "gpus", fact=False, absent=()),
+    FieldSpec("cluster", "cluster", fact=False, absent=None),
 )
 
 # The dataclass each table builds, so tests can check every dataclass field is described.
 SPECS_BY_CLASS: dict[type, tuple[FieldSpec, ...]] = {
     Host: HOST_FIELDS, SystemMemory: MEMORY_FIELDS, CPU: CPU_FIELDS, MigInstance: MIG_FIELDS,
     GPU: GPU_FIELDS, Disk: DISK_FIELDS, Price: PRICE_FIELDS, Purchase: PURCHASE_FIELDS, Machine: MACHINE_FIELDS,
+    Cluster: CLUSTER_FIELDS,
 }
-_NESTED = {"host", "memory", "cpu", "disk", "price", "purchase", "gpus", "mig"}
+_NESTED = {"host", "memory", "cpu", "disk", "price", "purchase", "gpus", "mig", "cluster"}
 
 # ---------------------------------------------------------------------------------------------
 # Machine -> dict
@@ -229,7 +240,7 @@ def _object_to_dict(obj: Any, specs: tuple[FieldSpec, ...]) -> dict[str, Any]:
             unknown[spec.name] = value.reason
         elif value is None:
             continue  # no value and nothing unknown: no cgroup limit, no disk, no price
-        elif spec.kind in ("host", "memory", "cpu", "disk", "price", "purchase"):
+        elif spec.kind in ("host", "memory", "cpu", "disk", "price", "purchase", "cluster"):
             out[spec.name] = _object_to_dict(value, SPECS_BY_CLASS[type(value)])
         elif spec.kind == "gpus":
             out[spec.name] = [_object_to_dict(gpu, GPU_FIELDS) for gpu in value]
@@ -288,6 +299,7 @@ def machine_from_dict(doc: dict[str, Any], where: str = "<profile>", default_nam
         price=values["price"],
         purchase=values["purchase"],
         power_watts=values["power_watts"],
+        cluster=values["cluster"],
         description=values["description"],
         source=values["source"] if values["source"] is not None else where,
         notes=values["notes"],
@@ -449,6 +461,12 @@ class _Reader:
             return Price(**values)
         if kind == "purchase":
             return Purchase(**self.table(raw, PURCHASE_FIELDS, path + "."))
+        if kind == "cluster":
+            values = self.table(raw, CLUSTER_FIELDS, path + ".")
+            for key in ("intra_node", "inter_node"):
+                if values[key] not in INTERCONNECTS:
+                    raise self.error(path + "." + key, f"is {values[key]!r}, not one of: " + ", ".join(INTERCONNECTS))
+            return Cluster(**values)
         if kind == "gpus":
             return self.build_gpus(raw, path)
         if kind == "mig":

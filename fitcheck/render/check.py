@@ -109,6 +109,7 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             "engine": plan.engine,
             "device": plan.device,
             "gpus": 0 if plan.device == "cpu" else plan.gpus,  # a CPU training plan is one process, no GPU
+            "nodes": plan.nodes,
             "gpu_layers": plan.gpu_layers,
             "gpu_memory_utilization": plan.gpu_memory_utilization,
             "headroom_pct": round(result.headroom * 100, 3),
@@ -156,6 +157,7 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
                 for d in result.verdict.devices
             ],
         },
+        "launch": list(result.launch),
         "alternatives": [
             {
                 "title": a.title,
@@ -214,6 +216,31 @@ def _summed(components) -> dict[str, int]:
     return out
 
 
+def _link_text(machine) -> str:
+    c = machine.cluster
+    if c is None or c.inter_node_gbps is None:
+        return ", inter-node link not in the profile ([cluster] inter_node_gbps)"
+    return f", {c.inter_node} {c.inter_node_gbps:g} GB/s per node between nodes"
+
+
+def _grouped(pairs: list) -> tuple[list, list[str]]:
+    """Consecutive devices with the same need and free memory as one column, labelled GPU0-7."""
+    out: list = []
+    labels: list[str] = []
+    first = ""
+    for i, (d, v) in enumerate(pairs):
+        same = out and d.kind == "gpu" and out[-1][0].components == d.components \
+            and out[-1][1].free_bytes == v.free_bytes and out[-1][0].kind == "gpu"
+        if same:
+            labels[-1] = f"{first}-{d.device.upper().removeprefix('GPU')}"
+            continue
+        first = d.device.upper() if d.kind == "gpu" else "CPU (RAM)"
+        out.append((d, v))
+        labels.append(first)
+        del i
+    return out, labels
+
+
 def render_check_table(result: CheckResult) -> str:
     """The human answer: model, machine, request, breakdown per device in GiB, verdict, alternatives."""
     from tabulate import tabulate
@@ -231,8 +258,13 @@ def render_check_table(result: CheckResult) -> str:
     if result.model.note:
         lines.append(f"          {result.model.note}")
     lines.append(f"Machine:  {machine_line(result.machine)}")
+    if plan.nodes > 1:
+        lines.append(f"          × {plan.nodes} nodes{_link_text(result.machine)}")
     where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
              "offload": f"GPU + CPU (-ngl {plan.gpu_layers})"}[plan.device]
+    if plan.nodes > 1:
+        where = f"{plan.nodes} nodes × {where}" + (
+            f" (tensor parallel {plan.gpus} × pipeline parallel {plan.nodes})" if plan.engine == "vllm" else "")
     if plan.training:
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
@@ -247,16 +279,20 @@ def render_check_table(result: CheckResult) -> str:
         for c in d.components:
             if c.name not in names:
                 names.append(c.name)
-    headers = ["GiB"] + [d.device.upper() if d.kind == "gpu" else "CPU (RAM)" for d in est.devices]
-    rows = [[n] + [_gib(d.component(n)) for d in est.devices] for n in names]
-    rows.append(["peak allocated"] + [_gib(d.peak_allocated_bytes) for d in est.devices])
-    rows.append(["total needed"] + [_gib(d.total_bytes) for d in est.devices])
+    shown = list(zip(est.devices, result.verdict.devices, strict=False))
+    labels = [d.device.upper() if d.kind == "gpu" else "CPU (RAM)" for d in est.devices]
+    if plan.nodes > 1:  # identical GPUs side by side (a pipeline stage, a node) as one column
+        shown, labels = _grouped(shown)
+    headers = ["GiB"] + labels
+    rows = [[n] + [_gib(d.component(n)) for d, _ in shown] for n in names]
+    rows.append(["peak allocated"] + [_gib(d.peak_allocated_bytes) for d, _ in shown])
+    rows.append(["total needed"] + [_gib(d.total_bytes) for d, _ in shown])
     free_row = ["free"]
-    for dv in result.verdict.devices:
+    for _, dv in shown:
         free_row.append(_gib(dv.free_bytes) if dv.free_bytes is not None else "unknown")
     rows.append(free_row)
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
-                          colalign=("left",) + ("right",) * len(est.devices)))
+                          colalign=("left",) + ("right",) * len(shown)))
     lines.append("")
     headroom = "" if result.verdict.status == CANNOT_RUN else f" (headroom {result.headroom:.0%})"
     lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
@@ -293,6 +329,9 @@ def render_check_table(result: CheckResult) -> str:
 
     lines += check_cost_lines(result)
     lines += software_lines(getattr(result, "software", None))
+    if result.launch and result.verdict.status != CANNOT_RUN:
+        lines.append("Launch:" if result.verdict.runs else "Launch (as asked, once it fits):")
+        lines += [f"  {line}" for line in result.launch]
     if result.alternatives:
         lines.append("")
         lines.append("What runs here instead (best first):" if result.verdict.status == CANNOT_RUN

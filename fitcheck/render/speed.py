@@ -44,7 +44,21 @@ def speed_document(speed: SpeedEstimate | None) -> dict | None:
         "bandwidth_bytes_per_s": speed.bandwidth_bytes_per_s,
         "assumptions": [efficiency_dict(e) for e in speed.assumptions],
         "unknown": speed.unknown or None,
+        "communication": _comm_document(speed.comm),
     }
+
+
+def _span(pair: tuple[float, float] | None) -> dict | None:
+    return None if pair is None else {"low": round(pair[0], 9), "high": round(pair[1], 9)}
+
+
+def _comm_document(comm) -> dict | None:
+    """Seconds a decode step waits on the links (vLLM tensor/pipeline parallel), or None."""
+    if comm is None:
+        return None
+    return {"what": comm.what, "seconds_per_step": _span(comm.seconds),
+            "inter_node_seconds_per_step": _span(comm.inter_node),
+            "tp_across_nodes_seconds_per_step": _span(comm.tp_across_nodes)}
 
 
 def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
@@ -60,6 +74,9 @@ def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
         "assumptions": [efficiency_dict(speed.mfu)], "unknown": speed.unknown or None,
         "offload_pcie": {"bytes_per_step": speed.offload_bytes, "seconds_per_step": round(speed.offload_seconds, 3)}
         if speed.offload_bytes else None,
+        "inter_node": None if speed.traffic is None else {
+            "bytes_per_step": speed.traffic.bytes_per_step, "what": speed.traffic.what, "link": speed.traffic.link,
+            "seconds_per_step": speed.traffic.seconds},
     }
 
 
@@ -72,11 +89,19 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
         return f"Speed:    unknown ({speed.unknown})"
     fast, slow = step
     devices = f"{speed.devices} × " if speed.devices > 1 else ""
-    return (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
+    line = (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
             f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "
             f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}"
             + (f", of which offload moves {speed.offload_bytes / 2**30:.2f} GiB over PCIe "
                f"({speed.offload_seconds:.2g} s, overlapped with compute at best)" if speed.offload_bytes else ""))
+    return line + (f"\n{traffic_line(speed.traffic)}" if speed.traffic else "")
+
+
+def traffic_line(traffic) -> str:
+    """The inter-node traffic of one training step, and its time on the link."""
+    time = (f"{traffic.seconds:.2g} s per step at line rate" if traffic.seconds is not None else "time unknown")
+    return (f"          between nodes: {traffic.bytes_per_step / 1e9:,.0f} GB sent per node per step "
+            f"({traffic.what}); {time} on {traffic.link}")
 
 
 def _seconds_range(fast: float, slow: float) -> str:
@@ -120,4 +145,11 @@ def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
     elif advice is not None:
         best = {"gpu": "GPU", "cpu": "CPU", None: "neither"}[advice.choice]
         text += f"; better here: {best} ({advice.reason})"
+    comm = speed.comm
+    if comm is not None and speed.decode is not None and (comm.tp_across_nodes is not None):
+        low, high = comm.seconds
+        text += f"\n          communication: {low * 1e3:.2g}–{high * 1e3:.2g} ms per decode step ({comm.what})"
+        a_low, a_high = comm.tp_across_nodes
+        text += (f"; tensor parallel across the nodes instead would wait {a_low * 1e3:.2g}–{a_high * 1e3:.2g} ms "
+                 "(every all-reduce on the inter-node link)")
     return text

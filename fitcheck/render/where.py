@@ -69,6 +69,7 @@ class WhereRow:
     verdict: Verdict | None
     speed: SpeedEstimate | None
     reason: str = ""                # why it does not fit / was not evaluated
+    nodes: int = 1                  # machines like this one (vLLM: pipeline parallel across them)
 
     @property
     def fits(self) -> bool:
@@ -77,7 +78,7 @@ class WhereRow:
 
     @property
     def usd_per_hour(self) -> float | None:
-        return self.machine.price.usd_per_hour if self.machine.price else None
+        return self.machine.price.usd_per_hour * self.nodes if self.machine.price else None
 
     @property
     def usd_per_million_tokens(self) -> tuple[float, float] | None:
@@ -140,7 +141,28 @@ def evaluate_on(spec, request, machine: Machine, headroom: float) -> WhereRow:
         return WhereRow(machine, None, None, None, None, exc.one_line())
     verdict = result.verdict
     return WhereRow(machine, result.plan, result.estimate, verdict, result.speed,
-                    "" if verdict.status == FITS else verdict.summary())
+                    "" if verdict.status == FITS else verdict.summary(), nodes=request.nodes)
+
+
+MAX_WHERE_NODES = 8  # the most nodes `where` rents of one cloud profile
+
+
+def multi_node_row(spec, request: Request, machine: Machine, headroom: float) -> WhereRow | None:
+    """The fewest nodes of a cloud ``machine`` (2..MAX_WHERE_NODES) that serve ``request`` with vLLM
+    (tensor parallel within a node × pipeline parallel across nodes), or None."""
+    from fitcheck.alternatives import fewest_nodes
+
+    if machine.kind != "cloud" or not machine.gpus or request.engine not in (None, "vllm") or request.nodes != 1:
+        return None
+    asked = request.with_changes(engine="vllm", nodes=2)
+    rows: dict[int, WhereRow] = {}
+
+    def fits(n: int) -> bool:
+        rows[n] = evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom)
+        return rows[n].fits
+
+    n = fewest_nodes(fits, 2, MAX_WHERE_NODES)
+    return rows[n] if n is not None else None
 
 
 def where_result(resolved, request: Request, machines, *, headroom: float, kind: str | None = None,
@@ -151,6 +173,10 @@ def where_result(resolved, request: Request, machines, *, headroom: float, kind:
 
     machines = list(machines)
     rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
+    if not request.training and not any(r.fits for r in rows):
+        # No machine is enough alone: the fewest nodes of each cloud one that serve it.
+        more = (multi_node_row(resolved.spec, request, r.machine, headroom) for r in rows if not r.fits)
+        rows += tuple(r for r in more if r is not None)
     rented: tuple[WhereRow, ...] = ()
     if kind in ("laptop", "desktop", "workstation"):  # buying one: break-even against renting, even if not listed
         rented = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, "cloud"))
@@ -165,7 +191,8 @@ def _where_text(row: WhereRow) -> str:
         return "CPU"
     g = row.machine.gpus[0]
     name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
-    return f"{p.gpus}× {name}" if p.gpus > 1 else name
+    text = f"{p.gpus}× {name}" if p.gpus > 1 else name
+    return f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
 
 
 def _memory_text(row: WhereRow) -> str:
@@ -247,6 +274,7 @@ def where_document(result: WhereResult) -> dict:
         machines.append({
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
             "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
+            "nodes": r.nodes,
             "status": r.verdict.status,
             "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
             "decode_tokens_per_s": rate_dict(r.speed.decode if r.speed else None),
