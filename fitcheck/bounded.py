@@ -92,35 +92,18 @@ def open_regular_file(path: str | os.PathLike[str], what: str) -> BinaryIO:
 def read_regular_file(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_TEXT_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; FitcheckError naming ``what`` otherwise.
 
-    Opened with O_NONBLOCK so a FIFO or device is refused instead of blocking the run; the size is
-    checked before reading and the read itself stops at ``max_bytes + 1``.
+    Opened as :func:`open_regular_file` opens it (a FIFO or device is refused instead of blocking the
+    run); the size is checked before reading and the read itself stops at ``max_bytes + 1``.
     """
     where = os.fspath(path)
-    try:
-        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise FitcheckError(f"{where}: cannot read {what}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise FitcheckError(f"{where}: cannot read {what}: it is a folder")
-        if not stat.S_ISREG(info.st_mode):
-            raise FitcheckError(f"{where}: cannot read {what}: not a regular file (a pipe, socket or device)")
-        if info.st_size > max_bytes:
-            raise FitcheckError(f"{where}: {what} is too large ({info.st_size:,} bytes; at most {max_bytes:,})")
-        chunks = []
-        remaining = max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 * MiB))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
-    except OSError as exc:
-        raise FitcheckError(f"{where}: cannot read {what}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+    with open_regular_file(path, what) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise FitcheckError(f"{where}: {what} is too large ({size:,} bytes; at most {max_bytes:,})")
+            data = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise FitcheckError(f"{where}: cannot read {what}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
         raise FitcheckError(f"{where}: {what} is too large (more than {max_bytes:,} bytes)")
     return data

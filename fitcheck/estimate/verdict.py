@@ -152,3 +152,9 @@ def with_software(verdict: Verdict, blocking: tuple[str, ...]) -> Verdict:
         return verdict
     return Verdict(CANNOT_RUN, verdict.devices, verdict.headroom,
                    (*blocking, f"once that is fixed: {verdict.summary()}"))
+
+
+def tightest_device(verdict: Verdict | None):
+    """The device verdict with the least room (need vs free), or None: what a one-line summary shows."""
+    devs = [d for d in (verdict.devices if verdict else ()) if d.free_bytes]
+    return min(devs, key=lambda d: (d.free_bytes or 0) - d.need_bytes, default=None)

@@ -89,8 +89,9 @@ class WhereRow:
     @property
     def tightest(self):
         """The device verdict with the least room: (need, free)."""
-        devs = [d for d in (self.verdict.devices if self.verdict else ()) if d.free_bytes]
-        return min(devs, key=lambda d: d.free_bytes - d.need_bytes, default=None)
+        from fitcheck.estimate.verdict import tightest_device
+
+        return tightest_device(self.verdict)
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,10 @@ class TrainingWhereRow:
 
     @property
     def tightest(self):
-        devs = [d for d in (self.verdict.devices if self.verdict else ()) if d.free_bytes]
-        return min(devs, key=lambda d: d.free_bytes - d.need_bytes, default=None)
+        """The device verdict with the least room: (need, free)."""
+        from fitcheck.estimate.verdict import tightest_device
+
+        return tightest_device(self.verdict)
 
 
 @dataclass(frozen=True)
