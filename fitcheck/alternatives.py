@@ -39,6 +39,13 @@ COST_PER_QUALITY_STEP = 10
 COST_KV = {"fp8": 4, "q8_0": 4, "q4_0": 9}
 COST_PER_GPU = 2            # using more of the machine's own GPUs costs little
 COST_TIGHT = 3              # fits only inside the headroom
+# Partial offload with llama.cpp: 15, plus 30 × the share of a decode step's weights read from RAM
+# (-ngl: the layers on the CPU; --n-cpu-moe: the picked experts of the offloaded layers).
+COST_OFFLOAD = 15
+COST_PER_RAM_SHARE = 30
+# vLLM --cpu-offload-gb moves the offloaded bytes over PCIe in every forward pass: a last resort,
+# after the GGUF builds and the CPU (45), plus COST_PER_SLOWDOWN per multiple of the step it adds.
+COST_STREAMED = 50
 # Training costs.
 COST_CHECKPOINTING = 5      # ≈ 30 % more compute (one extra forward per step)
 COST_ACCUMULATION = 2
@@ -307,7 +314,10 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
             full = cand.with_changes(gpus=None if base.gpus is None else n_gpus)
             placed = _runs(s.consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp", full,
                                       gguf_step + 5 + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
-            if not placed:
+            whole = placed
+            if not whole and spec.is_moe and "experts" in engines.ENGINES["llama.cpp"].offloads:
+                placed = _expert_offload(s, spec, full, evaluate, gguf, gguf_step)
+            if not whole:
                 # RAM need falls and GPU need rises with -ngl: take the most layers the GPUs hold.
                 def holds(k: int, c: Request = full) -> bool:
                     return _gpus_fit(evaluate(c.with_changes(gpu_layers=k)))
@@ -317,13 +327,93 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                     share = 1 - n / spec.num_layers
                     placed = _runs(s.consider(
                         f"Offload {spec.num_layers - n} of {spec.num_layers} layers to the CPU with llama.cpp ({gguf})",
-                        full.with_changes(gpu_layers=n), gguf_step + 15 + 30 * share))
+                        full.with_changes(gpu_layers=n), gguf_step + COST_OFFLOAD + COST_PER_RAM_SHARE * share)) \
+                        or placed
         if not placed and (plan.device != "cpu" or plan.precision != gguf or plan.problems):
             placed = _runs(s.consider(f"Run on the CPU with llama.cpp ({gguf})",
                                       cand.with_changes(device="cpu", gpus=None), gguf_step + (45 if visible else 5)))
         if placed:
             break
+
+    # 7. Last resort: vLLM streaming part of the weights from RAM every forward pass (--cpu-offload-gb).
+    if on_gpu and not plan.problems and "streamed" in engines.ENGINES[plan.engine].offloads:
+        _streamed_offload(s, spec, base, plan, machine, evaluate)
     return s.ranked(MAX_ALTERNATIVES)
+
+
+def _ram_read_share(spec: ModelSpec, plan: AnyPlan) -> float:
+    """Share of a decode step's weight bytes read from RAM (llama.cpp --n-cpu-moe): what the ranking
+    charges, as the layer share it charges -ngl (whose RAM reads are that share of the layers)."""
+    from fitcheck.estimate.speed import active_weight_bytes, ram_weight_bytes_per_step
+
+    if not isinstance(plan, Plan):
+        return 1.0
+    return min(ram_weight_bytes_per_step(spec, plan, plan.batch)
+               / max(active_weight_bytes(spec, plan.precision, plan.batch), 1), 1.0)
+
+
+def _expert_offload(s: _Search, spec: ModelSpec, full: Request, evaluate: Evaluate, gguf: str,
+                    gguf_step: float) -> bool:
+    """llama.cpp with every layer on the GPU but the routed experts of the first N layers (the fewest
+    that let the GPUs hold the rest: llama-server --n-cpu-moe N, or --cpu-moe for all of them)."""
+    layers = spec.num_layers
+
+    def holds(n: int) -> bool:
+        return _gpus_fit(evaluate(full.with_changes(cpu_moe=n)))
+
+    n = fewest_nodes(holds, 1, layers)  # the smallest count that holds (GPU need falls as n grows)
+    if n is None:
+        return False
+    cand = full.with_changes(cpu_moe="all" if n >= layers else n)
+    out = evaluate(cand)
+    if out is None:
+        return False
+    moe = out.plan.cpu_moe if isinstance(out.plan, Plan) else 0
+    what = "every layer's" if n >= layers else f"the first {n} layers'"
+    title = (f"Keep {what} routed experts in RAM, the rest on the GPU, with llama.cpp ({gguf}, "
+             f"{'--cpu-moe' if n >= layers else f'--n-cpu-moe {moe}'})")
+    cost = gguf_step + COST_OFFLOAD + COST_PER_RAM_SHARE * _ram_read_share(spec, out.plan)
+    return _runs(s.consider(title, cand, cost))
+
+
+def _streamed_offload(s: _Search, spec: ModelSpec, base: Request, plan: Plan, machine: Machine,
+                      evaluate: Evaluate) -> None:
+    """vLLM --cpu-offload-gb: the fewest whole GiB per GPU that make it fit; every forward pass moves
+    them over PCIe, so it ranks after everything that runs from VRAM (COST_STREAMED + its slowdown)."""
+    from fitcheck.estimate.speed import estimate_speed
+
+    high = -(-plan_weight_bytes(evaluate, base) // 2**30)  # whole GiB of the weights on one GPU
+    if high < 1:
+        return
+    gib = fewest_nodes(lambda g: _runs(evaluate(base.with_changes(cpu_offload_gb=float(g)))), 1, high)
+    if gib is None:
+        return
+    cand = base.with_changes(cpu_offload_gb=float(gib))
+    out = evaluate(cand)
+    if out is None or not isinstance(out.plan, Plan):
+        return
+    speed = estimate_speed(spec, out.plan, machine)
+    slowdown = 4.0
+    if speed.decode is not None:
+        streamed = gib * 2**30 / _pcie(machine)
+        slowdown = min(streamed / max(1.0 / speed.decode.high - streamed, 1e-9), 4.0)
+    s.consider(f"Stream {gib} GiB of weights per GPU from RAM every forward pass (vLLM --cpu-offload-gb {gib})",
+               cand, COST_STREAMED + COST_PER_SLOWDOWN * slowdown)
+
+
+def _pcie(machine: Machine) -> float:
+    from fitcheck.estimate.speed import pcie_bytes_per_s
+
+    return pcie_bytes_per_s(machine)
+
+
+def plan_weight_bytes(evaluate: Evaluate, request: Request) -> int:
+    """Weight bytes on one GPU of the request as asked (what --cpu-offload-gb can take away)."""
+    out = evaluate(request)
+    if out is None:
+        return 0
+    return max((sum(c.bytes for c in d.components if c.name == "weights") for d in out.estimate.devices
+                if d.kind == "gpu"), default=0)
 
 
 # ---- training ------------------------------------------------------------------------------------

@@ -91,6 +91,8 @@ def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str]) -> tuple[str, 
         args += ["--pipeline-parallel-size", str(plan.nodes), "--distributed-executor-backend", "ray"]
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
+    if plan.cpu_offload_gb:
+        args += ["--cpu-offload-gb", f"{plan.cpu_offload_gb:g}"]
     return shlex.join(args), comment
 
 
@@ -146,6 +148,9 @@ def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str], local: bool = F
         args += ["-ngl", str(plan.gpu_layers)]
     else:
         args += ["-ngl", "999"]
+    if plan.cpu_moe:
+        # llama.cpp common/arg.cpp: --cpu-moe keeps every layer's experts in RAM, --n-cpu-moe N the first N's.
+        args += ["--cpu-moe"] if plan.cpu_moe_all else ["--n-cpu-moe", str(plan.cpu_moe)]
     if plan.kv_dtype in ("q8_0", "q4_0"):
         args += ["-fa", "on", "-ctk", plan.kv_dtype, "-ctv", plan.kv_dtype]
     return shlex.join(args) + comment

@@ -80,6 +80,9 @@ class Engine:
     kv_mla_latent: bool = True                   # MLA's compressed latent (False: K and V expanded per head)
     kv_sliding_extra: int | None = 0             # sliding-window layers keep window + this many cells;
                                                  # None: every token (transformers' DynamicCache)
+    # Weights it keeps in RAM while the GPU runs the rest: "layers" (llama.cpp -ngl), "experts" (llama.cpp
+    # --n-cpu-moe / --cpu-moe, MoE models), "streamed" (vLLM --cpu-offload-gb, over PCIe every forward).
+    offloads: frozenset[str] = frozenset()
 
 
 ENGINES: dict[str, Engine] = {
@@ -92,13 +95,13 @@ ENGINES: dict[str, Engine] = {
         "vllm", _GPU_SERVING,
         {"fp32": _GPU_SERVING, "bf16": _GPU_SERVING, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
          "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ},
-        ("fp16", "bf16", "fp32", "fp8"), "tensor"),
+        ("fp16", "bf16", "fp32", "fp8"), "tensor", offloads=frozenset({"streamed"})),
     "llama.cpp": Engine(
         "llama.cpp", Runs(frozenset({CUDA, ROCM, METAL, CPU}), why="llama.cpp's backends"),
         {**{p: Runs(frozenset({CUDA, ROCM, METAL, CPU})) for p in GGUF_TYPES + FLOATS}},
         ("fp16", "q8_0", "q4_0"), "layers",
         # llama-kv-cache-iswa.cpp: size_swa = min(size_base, GGML_PAD(n_swa * n_seq_max + n_ubatch, n_pad))
-        kv_sliding_extra=LLAMA_CPP_UBATCH),
+        kv_sliding_extra=LLAMA_CPP_UBATCH, offloads=frozenset({"layers", "experts"})),
 }
 ENGINE_ORDER = ("transformers", "vllm", "llama.cpp")
 
@@ -147,6 +150,11 @@ def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | N
         return (f"precision {name} is a GGUF type: only --engine llama.cpp runs it",
                 "drop --engine, or add --engine llama.cpp")
     return f"llama.cpp does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
+
+
+def offload_engine(what: str) -> str:
+    """The engine that keeps ``what`` (an Engine.offloads entry) in RAM."""
+    return next(name for name in ENGINE_ORDER if what in ENGINES[name].offloads)
 
 
 def kv_problem(engine: str, kv: str) -> tuple[str, str] | None:

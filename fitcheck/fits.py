@@ -287,7 +287,7 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
                 parts.append(f"{plan.gpus} GPUs")
             return ", ".join(parts)
         how = f"{plan.precision} {plan.engine}"
-        how += {"cpu": " CPU", "offload": f" -ngl {plan.gpu_layers}"}.get(plan.device, "")
+        how += {"cpu": " CPU", "offload": f" {plan.offload_flag}"}.get(plan.device, "")
         if plan.gpus > 1:
             how += f" ×{plan.gpus} GPUs"
         if plan.kv_dtype in ("fp8", "q8_0", "q4_0"):

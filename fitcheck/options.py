@@ -48,6 +48,7 @@ MAX_BATCH = 2**20          # concurrent sequences / micro-batch
 MAX_GPUS = 4096
 MAX_NODES = 1024
 MAX_GPU_LAYERS = 100_000
+MAX_OFFLOAD_GIB = 1_000_000
 MAX_LORA_RANK = 65_536
 MAX_GRAD_ACCUM = 2**20
 
@@ -88,6 +89,8 @@ class Option:
         if value is None:
             return None
         is_choice = any(str(c).lower() == str(value).strip().lower() for c in self.choices)
+        if is_choice and self.kind == "int":  # a word a count also takes ("all")
+            return next(c for c in self.choices if str(c).lower() == str(value).strip().lower())
         unset = ("auto", "default") if self.kind == "flag" else ("auto", "none", "off")  # a flag's "off" is False
         if self.nullable and not is_choice and isinstance(value, str) and value.strip().lower() in unset:
             return None
@@ -109,7 +112,8 @@ class Option:
         if self.kind == "int":
             number = _int(value)
             if number is None:
-                raise FitcheckError(f"{self.flag} must be a whole number, got {short_number(value)}")
+                words = "".join(f" or {c}" for c in self.choices)
+                raise FitcheckError(f"{self.flag} must be a whole number{words}, got {short_number(value)}")
             self._bounds(number)
             return number
         if self.kind == "float":
@@ -221,6 +225,13 @@ OPTIONS: tuple[Option, ...] = (
            help="Where to run or train: auto (the GPU when there is one), gpu, or cpu."),
     Option("gpu_layers", ("--gpu-layers", "-ngl"), "int", None, modes=ONLY_INFERENCE, low=0, high=MAX_GPU_LAYERS,
            nullable=True, help="llama.cpp: layers on the GPU (partial offload); the rest run from RAM."),
+    Option("cpu_moe", ("--cpu-moe",), "int", None, modes=ONLY_INFERENCE, choices=("all",), low=0,
+           high=MAX_GPU_LAYERS, nullable=True, metavar="N|all",
+           help="llama.cpp, MoE models: keep the routed experts of the first N layers (all: of every layer) in RAM "
+                "and everything else on the GPU (llama-server --n-cpu-moe N / --cpu-moe)."),
+    Option("cpu_offload_gb", ("--cpu-offload-gb",), "float", 0.0, modes=ONLY_INFERENCE, low=0, high=MAX_OFFLOAD_GIB,
+           metavar="GiB",
+           help="vLLM: GiB of weights per GPU kept in RAM and streamed to the GPU over PCIe in every forward pass."),
     Option("transformers_version", ("--transformers-version",), "str", None, modes=ONLY_INFERENCE,
            metavar="X.Y", check=_check_transformers_version, nullable=True, envvar="FITCHECK_TRANSFORMERS_VERSION",
            help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
@@ -314,6 +325,8 @@ def _click_type(opt: Option):
 
     if opt.kind == "choice":
         return click.Choice([str(c) for c in opt.choices], case_sensitive=False)
+    if opt.kind == "int" and opt.choices:  # a count or a word: the callback parses it
+        return click.STRING
     if opt.kind == "int":
         return click.IntRange(min=None if opt.low is None else int(opt.low),
                               max=None if opt.high is None else int(opt.high))

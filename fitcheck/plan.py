@@ -65,6 +65,11 @@ class Plan:
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
     nodes: int = 1              # machines; vLLM: pipeline-parallel stages, one per node (gpus is per node)
+    # llama.cpp --n-cpu-moe: the first cpu_moe layers keep their routed experts in RAM (device 'offload',
+    # every layer's attention, norms, router and shared experts on the GPU); 0: none.
+    cpu_moe: int = 0
+    cpu_moe_all: bool = False    # --cpu-moe all: every layer's experts (llama-server --cpu-moe)
+    cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb: GiB of weights per GPU in RAM, streamed every forward
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
@@ -72,6 +77,13 @@ class Plan:
     @property
     def training(self) -> bool:
         return False
+
+    @property
+    def offload_flag(self) -> str:
+        """How a partial-offload plan splits, as llama-server spells it ('' when it does not)."""
+        if self.cpu_moe:
+            return "--cpu-moe" if self.cpu_moe_all else f"--n-cpu-moe {self.cpu_moe}"
+        return f"-ngl {self.gpu_layers}" if self.device == "offload" else ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,22 @@ class TrainingPlan:
     @property
     def gpu_memory_utilization(self) -> None:
         return None
+
+    @property
+    def cpu_moe(self) -> int:
+        return 0
+
+    @property
+    def cpu_moe_all(self) -> bool:
+        return False
+
+    @property
+    def offload_flag(self) -> str:
+        return ""
+
+    @property
+    def cpu_offload_gb(self) -> float:
+        return 0.0
 
 
 AnyPlan = Plan | TrainingPlan
@@ -280,18 +308,21 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     has_gpu = bool(machine.gpus)
     problems: list[str] = []
 
-    # Device: auto -> the GPU when there is one; --gpu-layers means llama.cpp partial offload.
+    # Device: auto -> the GPU when there is one; --gpu-layers and --cpu-moe mean llama.cpp partial offload.
+    cpu_moe = _cpu_moe_layers(req, spec)
     if req.device == "cpu":
         device = "cpu"
-    elif req.device == "gpu" or req.gpus or req.gpu_layers is not None or has_gpu:
+    elif (req.device == "gpu" or req.gpus or req.gpu_layers is not None or req.cpu_moe is not None
+          or req.cpu_offload_gb or has_gpu):
         device = "gpu"
     else:
         device = "cpu"
     if device == "gpu" and not has_gpu:
         asked = ("--device gpu" if req.device == "gpu" else f"--gpus {req.gpus}" if req.gpus
-                 else "--gpu-layers")
+                 else "--gpu-layers" if req.gpu_layers is not None else "--cpu-moe" if req.cpu_moe is not None
+                 else "--cpu-offload-gb")
         problems += _gpu_problems(machine, asked, req.gpus or 1)
-    if req.gpu_layers is not None:
+    if req.gpu_layers is not None or cpu_moe:
         device = "offload"
     notes.append(Assumption("device", device, "from --device" if req.device != "auto" else
                             ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
@@ -299,7 +330,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
 
     # The engine asked for, or implied by a KV-cache type only one engine has.
     implied = {"q8_0": "llama.cpp", "q4_0": "llama.cpp", "fp8": "vllm"}.get(req.kv_dtype)
-    hint = req.engine or implied or ("llama.cpp" if device == "offload" else None)
+    hint = req.engine or implied or (engines.offload_engine("experts" if cpu_moe else "layers") if device == "offload"
+                                     else engines.offload_engine("streamed") if req.cpu_offload_gb else None)
 
     # Precision: typed, the checkpoint's stored format where it runs here, else the best here.
     if req.precision:
@@ -321,7 +353,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     elif hint and not engines.engine_precision_problem(hint, precision):
         engine = hint
         notes.append(Assumption("engine", engine, f"--kv-dtype {req.kv_dtype} is a {engine} type" if implied
-                                else "partial offload (--gpu-layers) is llama.cpp's", "--engine"))
+                                else "--cpu-offload-gb is vLLM's" if engine == "vllm"
+                                else "partial offload (--gpu-layers, --cpu-moe) is llama.cpp's", "--engine"))
     else:
         engine = engines.default_engine(precision, kind, cc, device)
         why = ("GGUF type or CPU" if engine == "llama.cpp" else "GPU with a non-GGUF precision"
@@ -330,8 +363,20 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     problem = engines.engine_precision_problem(engine, precision)
     if problem:
         raise FitcheckError(*problem)
-    if device == "offload" and engine != "llama.cpp":
-        raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+    what = "experts" if cpu_moe else "layers"
+    if device == "offload" and what not in engines.ENGINES[engine].offloads:
+        flag = "--cpu-moe (experts in RAM)" if cpu_moe else "--gpu-layers (partial offload)"
+        raise FitcheckError(f"{flag} is a {engines.offload_engine(what)} option",
+                            f"add --engine {engines.offload_engine(what)}")
+    if req.cpu_offload_gb and "streamed" not in engines.ENGINES[engine].offloads:
+        raise FitcheckError(f"--cpu-offload-gb (weights streamed from RAM) is a {engines.offload_engine('streamed')} "
+                            "option", f"add --engine {engines.offload_engine('streamed')}")
+    if cpu_moe:
+        notes.append(Assumption("cpu_moe", str(cpu_moe), f"from --cpu-moe: the routed experts of the first {cpu_moe} "
+                                f"of {spec.num_layers} layers in RAM (llama-server --n-cpu-moe)", "--cpu-moe"))
+    if req.cpu_offload_gb:
+        notes.append(Assumption("cpu_offload_gb", f"{req.cpu_offload_gb:g}", "from --cpu-offload-gb: GiB of weights "
+                                "per GPU in RAM, streamed over PCIe every forward pass", "--cpu-offload-gb"))
     if not problems:
         why_not = engines.runs_here(engine, precision, kind, cc)
         if why_not:
@@ -405,7 +450,21 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         compute_capability=cc if device != "cpu" else None, unified_memory=unified, assumptions=tuple(notes),
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
         attention=attention, legacy_cache=legacy, problems=tuple(problems), nodes=req.nodes,
+        cpu_moe=cpu_moe, cpu_moe_all=bool(cpu_moe) and cpu_moe >= spec.num_layers, cpu_offload_gb=req.cpu_offload_gb,
     )
+
+
+def _cpu_moe_layers(req: Request, spec: ModelSpec) -> int:
+    """Layers whose routed experts --cpu-moe keeps in RAM: llama.cpp's --n-cpu-moe N overrides the
+    tensors ``blk.{i}.ffn_(up|down|gate)_exps`` for i < N (dense layers among them have none), and
+    --cpu-moe all of them.  https://github.com/ggml-org/llama.cpp/blob/145b6280d6aa1890e22457143dad0badb3fd6820/
+    common/arg.cpp (--cpu-moe, --n-cpu-moe; llm_ffn_exps_block_regex)."""
+    if req.cpu_moe is None:
+        return 0
+    if not spec.is_moe:
+        raise FitcheckError(f"--cpu-moe keeps a mixture of experts' routed experts in RAM, and {spec.name} is a "
+                            "dense model", "use --gpu-layers for partial offload")
+    return spec.num_layers if req.cpu_moe == "all" else min(int(req.cpu_moe), spec.num_layers)
 
 
 # ---- training ----------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ class Request:
     nodes: int = DEFAULTS["nodes"]                     # machines like this one (--gpus is per node)
     device: str = DEFAULTS["device"]
     gpu_layers: int | None = DEFAULTS["gpu_layers"]
+    cpu_moe: int | str | None = DEFAULTS["cpu_moe"]    # llama.cpp: experts of the first N layers in RAM ("all")
+    cpu_offload_gb: float = DEFAULTS["cpu_offload_gb"]  # vLLM: GiB of weights per GPU kept in RAM
     transformers_version: str | None = DEFAULTS["transformers_version"]
     grad_accum: int = DEFAULTS["grad_accum"]
     optimizer: str = DEFAULTS["optimizer"]
@@ -94,13 +96,30 @@ class Request:
             self._validate_inference()
 
     def _validate_inference(self) -> None:
-        from fitcheck.engines import engine_precision_problem, kv_problem
+        from fitcheck.engines import ENGINES, engine_precision_problem, kv_problem, offload_engine
 
         if self.gpu_layers is not None and self.device == "cpu":
             raise FitcheckError("--gpu-layers offloads layers to a GPU, and --device cpu has none",
                                 "drop --gpu-layers, or --device cpu")
         if self.gpu_layers is not None and self.engine not in (None, "llama.cpp"):
             raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+        if self.cpu_moe is not None:
+            if self.device == "cpu":
+                raise FitcheckError("--cpu-moe keeps experts in RAM and the rest on a GPU, and --device cpu has none",
+                                    "drop --cpu-moe, or --device cpu")
+            if self.engine is not None and "experts" not in ENGINES[self.engine].offloads:
+                raise FitcheckError(f"--cpu-moe (experts in RAM) is a {offload_engine('experts')} option",
+                                    f"add --engine {offload_engine('experts')}")
+            if self.gpu_layers is not None:
+                raise FitcheckError("--cpu-moe keeps every layer on the GPU but its experts: it replaces --gpu-layers",
+                                    "drop --gpu-layers, or --cpu-moe")
+        if self.cpu_offload_gb:
+            if self.engine is not None and "streamed" not in ENGINES[self.engine].offloads:
+                raise FitcheckError(f"--cpu-offload-gb (weights streamed from RAM) is a {offload_engine('streamed')} "
+                                    "option", f"add --engine {offload_engine('streamed')}")
+            if self.device == "cpu":
+                raise FitcheckError("--cpu-offload-gb streams weights to a GPU, and --device cpu has none",
+                                    "drop --cpu-offload-gb, or --device cpu")
         if self.engine is not None and self.precision is not None:
             problem = engine_precision_problem(self.engine, self.precision)
             if problem:

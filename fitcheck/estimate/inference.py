@@ -19,6 +19,13 @@ from dataclasses import replace
 from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
 from fitcheck.estimate.allocator import load_waste_runs
+from fitcheck.estimate.expert_offload import (
+    LLAMA_CPP_OFFLOAD_MIN_BATCH,
+    cpu_offload_bytes,
+    offloaded_expert_bytes,
+    offloaded_moe_layers,
+    one_layer_expert_bytes,
+)
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.result import (
@@ -354,6 +361,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
     facts: list[tuple[str, float | int | str]] = []
     pools: list[int] = []
     first_comps: list[Component] = []
+    ram_bytes = 0
     for stage, layers in enumerate(stages):
         frac = layers / max(spec.num_layers, 1)
         if pp == 1:
@@ -374,6 +382,12 @@ def _vllm(spec: ModelSpec, plan: Plan):
                                   + (f"; MLA down-projections replicated ({replicated * frac * scale / GiB:.2f} GiB)"
                                      if replicated else "")
                                   + f"; {spec.total_params / 1e9:.2f}B params as {weight_format(plan.precision).description}")
+        if plan.cpu_offload_gb:
+            off = min(cpu_offload_bytes(plan.cpu_offload_gb), weights_c.bytes)
+            ram_bytes += off * tp
+            weights_c = replace(weights_c, bytes=weights_c.bytes - off,
+                                detail=weights_c.detail + f"; {off / GiB:.2f} GiB of them in RAM (--cpu-offload-gb), "
+                                "streamed over PCIe every forward pass")
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
         comps = [weights_c, kv_c, act_c, over_c]
         need = sum(c.bytes for c in comps)
@@ -399,9 +413,17 @@ def _vllm(spec: ModelSpec, plan: Plan):
     if pp > 1:
         facts += [("tensor_parallel_size", tp), ("pipeline_parallel_size", pp),
                   ("pipeline_stage_layers", ",".join(str(n) for n in stages))]
+    if plan.cpu_offload_gb:
+        devices.append(DeviceNeed("cpu", "cpu", (
+            Component(WEIGHTS, ram_bytes, f"weights offloaded by --cpu-offload-gb {plan.cpu_offload_gb:g} "
+                      "(per GPU), pinned in RAM"),)))
+        facts.append(("cpu_offload_bytes", ram_bytes))
     notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start"]
     if tp > 1:
         notes.append(f"tensor parallel over {tp} GPUs" + (" within each node" if pp > 1 else ""))
+    if plan.cpu_offload_gb:
+        notes.append(f"vLLM --cpu-offload-gb {plan.cpu_offload_gb:g}: that many GiB of weights per GPU stay in RAM "
+                     "and cross PCIe in every forward pass (decode is bound by it)")
     if pp > 1:
         notes.append(f"pipeline parallel over {pp} nodes: layers {'+'.join(str(n) for n in stages)} "
                      f"(vLLM's get_pp_indices); each GPU holds 1/{tp} of its stage")
@@ -431,32 +453,53 @@ def _llama_cpp(spec: ModelSpec, plan: Plan):
     kv_gpu = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype,
                             engine="llama.cpp", layers=layers_on_gpu) if layers_on_gpu else 0
     compute = A.llama_cpp_compute_bytes(spec, context_cells=cells)
+    # --n-cpu-moe / --cpu-moe: the routed experts of the first layers stay in RAM (expert_offload.py).
+    moe_off = offloaded_moe_layers(spec, plan.cpu_moe) if layers_on_gpu else 0
+    experts_ram = int(offloaded_expert_bytes(spec, plan.precision, plan.cpu_moe) * scale) if moe_off else 0
+    # Prompt micro-batches of >= 32 tokens run the experts on the GPU: one layer's expert tensors are
+    # copied into its compute buffer at a time (ggml-cuda offload_op).
+    copied = int(one_layer_expert_bytes(spec, plan.precision) * scale) \
+        if moe_off and plan.prompt_tokens >= LLAMA_CPP_OFFLOAD_MIN_BATCH else 0
     devices = []
     if n_gpu:
         for i in range(n_gpu):
             share = 1.0 / n_gpu
-            w = layer_w * layers_on_gpu * share + (head_w if head_on_gpu and i == n_gpu - 1 else 0)
+            w = (layer_w * layers_on_gpu - experts_ram) * share + (head_w if head_on_gpu and i == n_gpu - 1 else 0)
+            what = (f"{layers_on_gpu} of {L} layers" + (" + output head" if head_on_gpu else "")
+                    + (f", less the routed experts of {moe_off} layers (in RAM: --n-cpu-moe {plan.cpu_moe})"
+                       if moe_off else ""))
             comps = [
-                Component(WEIGHTS, int(w), f"{layers_on_gpu} of {L} layers" + (" + output head" if head_on_gpu else "")
+                Component(WEIGHTS, int(w), what
                           + f" as {weight_format(plan.precision).description}" + (f"; {exact}" if exact else "")),
                 Component(KV_CACHE, int(kv_gpu * share), _kv_detail(spec, plan, "llama.cpp", share * layers_on_gpu / max(L, 1))),
                 Component(ACTIVATIONS, compute, "compute buffer for a 512-token micro-batch (flash attention)"),
                 Component(OVERHEAD, LLAMA_CPP_CUDA_CONTEXT, "CUDA context and cuBLAS", counted_in="runtime"),
             ]
+            if copied:
+                comps.insert(3, Component(ACTIVATIONS, copied, "one layer's routed experts copied from RAM for a "
+                                          f"prompt micro-batch (>= {LLAMA_CPP_OFFLOAD_MIN_BATCH} tokens run on the GPU)"))
             devices.append(DeviceNeed(f"gpu{i}", "gpu", tuple(comps)))
     cpu_layers = L - layers_on_gpu
-    cpu_w = embed_w + layer_w * cpu_layers + (0 if head_on_gpu or spec.tie_word_embeddings else head_w)
+    cpu_w = embed_w + layer_w * cpu_layers + (0 if head_on_gpu or spec.tie_word_embeddings else head_w) + experts_ram
+    cpu_what = ("token embedding (kept in RAM by llama.cpp)" if n_gpu else "all weights") \
+        + (f" + {cpu_layers} layers" if n_gpu and cpu_layers else "") \
+        + (f" + the routed experts of {moe_off} layers ({experts_ram / GiB:.2f} GiB)" if moe_off else "")
     cpu_comps = [
-        Component(WEIGHTS, int(cpu_w), ("token embedding (kept in RAM by llama.cpp)" if n_gpu else "all weights")
-                  + (f" + {cpu_layers} layers" if n_gpu and cpu_layers else "") + ", memory-mapped"),
+        Component(WEIGHTS, int(cpu_w), cpu_what + ", memory-mapped"),
         Component(KV_CACHE, int(kv_all - kv_gpu), _kv_detail(spec, plan, "llama.cpp", cpu_layers / max(L, 1)) if cpu_layers else "none on CPU"),
-        Component(ACTIVATIONS, (A.llama_cpp_host_compute_bytes(spec) if n_gpu and not cpu_layers else compute)
+        Component(ACTIVATIONS, (A.llama_cpp_host_compute_bytes(spec) if n_gpu and not cpu_layers and not moe_off
+                                else compute)
                   + A.llama_cpp_output_bytes(spec, plan.batch), "compute and output buffers"),
         Component(OVERHEAD, LLAMA_CPP_CPU_RUNTIME, "llama.cpp process", counted_in="runtime"),
     ]
     devices.append(DeviceNeed("cpu", "cpu", tuple(cpu_comps)))
-    facts = [("gpu_layers", gpu_layers), ("n_ctx", cells)]
+    facts: list[tuple[str, float | int | str]] = [("gpu_layers", gpu_layers), ("n_ctx", cells)]
     notes = []
+    if moe_off:
+        facts += [("cpu_moe_layers", moe_off), ("experts_in_ram_bytes", experts_ram)]
+        notes.append(f"llama.cpp --n-cpu-moe {plan.cpu_moe}: the routed experts of {moe_off} of {spec.num_moe_layers} "
+                     "MoE layers stay in RAM and run on the CPU while decoding; attention, norms, router, shared "
+                     "experts, output head and the whole KV cache stay on the GPU")
     if plan.batch > 1:
         notes.append(f"llama.cpp: -c {cells} shared by -np {plan.batch} sequences of {plan.context} tokens")
     return devices, facts, notes

@@ -11,6 +11,10 @@ prefill (compute bound), per prompt token:
     FLOPs = 2 × active parameters + 2 × 2 × layers × (prompt / 2) × (heads × head_dim)
     (the causal average: a prompt token attends to half the prompt; Kaplan et al. 2020, table 1)
 partial offload (llama.cpp -ngl): t = GPU layers' time + CPU layers' time (they run in turn).
+expert offload (llama.cpp --n-cpu-moe): t = GPU time (all but the offloaded experts, and the whole
+    KV cache) + CPU time (the experts the tokens pick in the offloaded layers, read from RAM);
+    prefill adds those experts' PCIe copy per 512-token micro-batch (estimate/expert_offload.py).
+vLLM --cpu-offload-gb: t += offloaded bytes / PCIe bandwidth (streamed every forward pass).
 training: 6 × P FLOPs per token (Kaplan et al. 2020, C ≈ 6N); × 4/3 with activation
     recomputation (one more forward: Chowdhery et al. 2022, PaLM appendix B, 8N vs 6N);
     LoRA ≈ 4 × P (forward 2P + activation gradients 2P, no weight gradients; Hu et al. 2021).
@@ -23,9 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from fitcheck.engines import ENGINES
+from fitcheck.engines import ENGINES, LLAMA_CPP_UBATCH
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.activations import VLLM_PROFILE_TOKENS
 from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, training_traffic
+from fitcheck.estimate.expert_offload import LLAMA_CPP_OFFLOAD_MIN_BATCH, cpu_offload_bytes, offloaded_expert_bytes
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.lora import lora_params, parse_targets
@@ -301,19 +307,24 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     kv = kv_seq * B
     step_flops = B * (2.0 * matmul_params(spec) + attention_flops_per_token(spec, ctx))
     cpu, gpu = _cpu_device(machine), _gpu_device(machine, plan)
+    # (share of the weights and FLOPs, share of the KV cache, device): the parts run in turn.
+    parts: list[tuple[float, float, _Device]]
     if plan.device == "cpu":
-        parts = [(1.0, cpu)]
+        parts = [(1.0, 1.0, cpu)]
     elif plan.device == "gpu":
-        parts = [(1.0, gpu)]
+        parts = [(1.0, 1.0, gpu)]
+    elif plan.cpu_moe:  # --n-cpu-moe: the CPU reads the picked experts of the offloaded layers, the GPU the rest
+        ram = min(ram_weight_bytes_per_step(spec, plan, B) / max(weights, 1), 1.0)
+        parts = [(1.0 - ram, 1.0, gpu), (ram, 0.0, cpu)]
     else:  # offload: -ngl layers on the GPU, the rest on the CPU, run in turn
         on_gpu = min(plan.gpu_layers or 0, L) / max(L, 1)
-        parts = [(on_gpu, gpu), (1.0 - on_gpu, cpu)]
-    parts = [(share, dev) for share, dev in parts if share > 0]
+        parts = [(on_gpu, on_gpu, gpu), (1.0 - on_gpu, 1.0 - on_gpu, cpu)]
+    parts = [(share, kv_share, dev) for share, kv_share, dev in parts if share > 0]
     assumptions = tuple(dict.fromkeys(
-        [DECODE_BANDWIDTH[d.kind] for _, d in parts] + [PREFILL_MFU[d.kind] for _, d in parts]
+        [DECODE_BANDWIDTH[d.kind] for _, _, d in parts] + [PREFILL_MFU[d.kind] for _, _, d in parts]
         + [host_overhead(plan.engine, plan.precision)]))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
-    missing = [d.why_unknown for _, d in parts if d.bandwidth is None]
+    missing = [d.why_unknown for _, _, d in parts if d.bandwidth is None]
     if missing:
         return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
                              assumptions, "; ".join(dict.fromkeys(missing)))
@@ -321,12 +332,13 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     host_units = host_layers(spec, plan.engine, B)
     for end in ("low", "high"):
         total = 0.0
-        for share, dev in parts:
-            t, bound = _step_time(weights * share, kv * share, step_flops * share, host_units * share, dev,
+        for share, kv_share, dev in parts:
+            t, bound = _step_time(weights * share, kv * kv_share, step_flops * share, host_units * share, dev,
                                   host_overhead(plan.engine, plan.precision), end)
             total += t
             bounds.append(bound)
-        times[end] = total
+        streamed = _streamed_seconds(plan, machine)
+        times[end] = total + streamed
     comm = decode_comm(spec, plan, machine) if plan.device == "gpu" else None
     if comm is not None:
         # Within a node the all-reduces are inside the measured per-layer host time (HOST_OVERHEAD, vLLM);
@@ -334,24 +346,52 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         times["low"] += comm.inter_node[1]
         times["high"] += comm.inter_node[0]
     decode = Rate(B / times["low"], B / times["high"])
-    prefill = _prefill_rate(spec, plan, parts)
+    prefill = _prefill_rate(spec, plan, parts, machine)
     # The most frequent limit; a tie goes to the one met first (never to set order, which hashing decides).
     bound = max(dict.fromkeys(bounds), key=bounds.count)
+    if _streamed_seconds(plan, machine) > times["high"] / 2:
+        bound = "PCIe"  # the weights streamed from RAM take most of the step
     return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
                          bound, assumptions, comm=comm)
 
 
-def _prefill_rate(spec: ModelSpec, plan: Plan, parts) -> Rate | None:
+def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate | None:
     flops = prefill_flops_per_token(spec, plan.prompt_tokens)
+    copied = 0.0  # seconds per prompt token spent moving weights from RAM to the GPU
+    if plan.cpu_moe and plan.prompt_tokens >= LLAMA_CPP_OFFLOAD_MIN_BATCH and machine.gpus:
+        # Prompt micro-batches of >= 32 tokens run the offloaded experts on the GPU: the experts the
+        # micro-batch routes to are copied over PCIe once per micro-batch (expert_offload.py).
+        ubatch = min(plan.prompt_tokens, LLAMA_CPP_UBATCH)
+        moved = offloaded_expert_bytes(spec, plan.precision, plan.cpu_moe) * experts_touched_fraction(spec, ubatch)
+        copied = moved / (pcie_bytes_per_s(machine) * ubatch)
+        parts = [(1.0, 1.0, dev) for _, _, dev in parts if dev.kind == "gpu"]
+    elif plan.cpu_offload_gb and machine.gpus:
+        chunk = min(plan.prompt_tokens, VLLM_PROFILE_TOKENS)
+        copied = cpu_offload_bytes(plan.cpu_offload_gb) / (pcie_bytes_per_s(machine) * chunk)
     ends = []
     for pick in (lambda e: e.low, lambda e: e.high):
-        seconds = 0.0
-        for share, dev in parts:
+        seconds = copied
+        for share, _, dev in parts:
             if not dev.peak_flops:
                 return None
             seconds += flops * share / (dev.peak_flops * pick(PREFILL_MFU[dev.kind]))
         ends.append(1.0 / seconds)
     return Rate(*ends)
+
+
+def ram_weight_bytes_per_step(spec: ModelSpec, plan: Plan, batch: int = 1) -> int:
+    """Weight bytes a decode step reads from RAM with --n-cpu-moe: the experts the batch's tokens
+    pick (experts_touched_fraction) in the layers whose experts stay in RAM."""
+    if not plan.cpu_moe:
+        return 0
+    return int(offloaded_expert_bytes(spec, plan.precision, plan.cpu_moe) * experts_touched_fraction(spec, batch))
+
+
+def _streamed_seconds(plan: Plan, machine: Machine) -> float:
+    """vLLM --cpu-offload-gb: each forward pass moves the offloaded weights over PCIe (each GPU its own)."""
+    if not plan.cpu_offload_gb or not machine.gpus:
+        return 0.0
+    return cpu_offload_bytes(plan.cpu_offload_gb) / pcie_bytes_per_s(machine)
 
 
 # ---- training ----------------------------------------------------------------------------------
@@ -593,5 +633,5 @@ def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
         return "cpu", f"CPU is enough: {versus}; a GPU adds little at batch 1"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S:
         return "gpu", f"{versus}; the CPU alone is fast enough to read along"
-    where = "VRAM" if g_plan.device == "gpu" else "GPU + RAM"
+    where = "VRAM" if g_plan.device == "gpu" and not g_plan.cpu_offload_gb else "GPU + RAM"
     return "gpu", f"{versus}; the model fits in {where}"

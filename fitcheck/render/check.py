@@ -7,7 +7,7 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
   "schema": "fitcheck.check/1", "fitcheck_version": str,
   "model":   {query, id, source, note, architecture, params_total, params_active, generic},
   "request": {mode, precision, context, batch, prompt_tokens, kv_dtype, engine, device, gpus,
-              gpu_layers, gpu_memory_utilization, headroom_pct},
+              gpu_layers, cpu_moe, cpu_offload_gb, gpu_memory_utilization, headroom_pct},
   "machine": {name, kind, source, summary},
   "estimate": {devices: [{device, kind, components: {name: bytes}, breakdown: [{name, bytes,
                detail, counted_in}], peak_allocated_bytes, peak_reserved_bytes, total_bytes}],
@@ -111,6 +111,8 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             "gpus": 0 if plan.device == "cpu" else plan.gpus,  # a CPU training plan is one process, no GPU
             "nodes": plan.nodes,
             "gpu_layers": plan.gpu_layers,
+            "cpu_moe": plan.cpu_moe,
+            "cpu_offload_gb": plan.cpu_offload_gb,
             "gpu_memory_utilization": plan.gpu_memory_utilization,
             "headroom_pct": round(result.headroom * 100, 3),
             **_training_request(plan),
@@ -261,7 +263,7 @@ def render_check_table(result: CheckResult) -> str:
     if plan.nodes > 1:
         lines.append(f"          × {plan.nodes} nodes{_link_text(result.machine)}")
     where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
-             "offload": f"GPU + CPU (-ngl {plan.gpu_layers})"}[plan.device]
+             "offload": f"GPU + CPU ({plan.offload_flag})"}[plan.device]
     if plan.nodes > 1:
         where = f"{plan.nodes} nodes × {where}" + (
             f" (tensor parallel {plan.gpus} × pipeline parallel {plan.nodes})" if plan.engine == "vllm" else "")

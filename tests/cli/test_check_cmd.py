@@ -20,7 +20,7 @@ COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_d
 RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus", "nodes",
-                "gpu_layers", "gpu_memory_utilization", "headroom_pct"}
+                "gpu_layers", "cpu_moe", "cpu_offload_gb", "gpu_memory_utilization", "headroom_pct"}
 ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes", "facts",
                  "assumptions", "notes"}
 DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
