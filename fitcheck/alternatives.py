@@ -446,6 +446,10 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                      base.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"), COST_SHARDING + (zero - 2) * 2)
         consider(f"FSDP full-shard across {n} GPUs",
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
+    # 5a. Hybrid sharding replicates the model states on every node: shard them over all the nodes' GPUs.
+    if shards and plan.nodes > 1 and plan.fsdp and engines.FSDP_STRATEGIES[plan.fsdp].within_node:
+        consider(f"FSDP full-shard over all {plan.world} GPUs of the {plan.nodes} nodes (not replicated per node)",
+                 base.with_changes(fsdp="full-shard"), COST_SHARDING)
     # 5b. More nodes like this one, the model states sharded over all their GPUs.
     if shards and _multi_node(machine) and plan.offload == "none":
         sharding = {"zero": plan.zero, "fsdp": None} if plan.zero == 3 else {"zero": None, "fsdp": "full-shard"}

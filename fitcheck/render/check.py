@@ -234,7 +234,7 @@ def _grouped(pairs: list) -> tuple[list, list[str]]:
         if same:
             labels[-1] = f"{first}-{d.device.upper().removeprefix('GPU')}"
             continue
-        first = d.device.upper() if d.kind == "gpu" else "CPU (RAM)"
+        first = d.device.upper() if d.kind == "gpu" else "RAM per node"
         out.append((d, v))
         labels.append(first)
         del i
