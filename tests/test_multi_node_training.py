@@ -260,3 +260,50 @@ def test_many_nodes_write_the_hostfile_with_a_loop():
     r = check("llama-3.1-8b", Request(mode="full", zero=3, nodes=12), load_profile(H100), alternatives=False,
               search=False)
     assert hostfile_command(r.plan) == 'for i in $(seq 1 12); do echo "node$i slots=8"; done > hostfile'
+
+
+# ---- where --mode full|lora|qlora over several nodes ----------------------------------------------------
+def test_where_full_405b_rents_the_fewest_nodes_that_fit():
+    args = ("where", "llama-3.1-405b", "--mode", "full", "--fsdp", "full-shard", "--grad-checkpointing")
+    r = run(*args, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    multi = [m for m in doc["machines"] if m["nodes"] > 1]
+    assert multi and multi == doc["machines"]  # nothing trains 405B in full alone
+    h100 = next(m for m in multi if m["name"] == H100)
+    assert h100["gpus"] == 8 and h100["usd_per_hour"] == pytest.approx(h100["nodes"] * 55.04)
+    # What the row says, check reproduces: the same per-GPU need, and one node fewer does not fit.
+    again = run(*h100["command"].split()[1:], "--json")
+    assert again.exit_code == 0, again.output
+    checked = json.loads(again.output)
+    tightest = max(d["need_bytes"] for d in checked["verdict"]["devices"] if d["kind"] == "gpu")
+    assert tightest == h100["need_bytes"]
+    fewer = h100["command"].replace(f"--nodes {h100['nodes']}", f"--nodes {h100['nodes'] - 1}")
+    assert run(*fewer.split()[1:]).exit_code == 1
+    text = run(*args).output
+    assert f"{h100['nodes']} nodes × 8× H100" in text and "$/hour" in text
+
+
+def test_where_training_without_sharding_shards_with_fsdp_over_nodes():
+    doc = json.loads(run("where", "llama-3.1-70b", "--mode", "full", "--grad-checkpointing", "--tokens", "100M",
+                         "--json").output)
+    rows = doc["machines"]
+    assert rows and all(m["nodes"] > 1 and "--fsdp full-shard" in m["command"] for m in rows)
+    usd = [(m["run"]["usd"]["low"] * m["run"]["usd"]["high"]) ** 0.5 for m in rows]
+    assert usd == sorted(usd)
+    for m in rows:  # the run is rented at price × nodes
+        hours = m["run"]["hours"]
+        assert m["run"]["usd"]["low"] == pytest.approx(m["usd_per_hour"] * hours["low"], rel=1e-3)
+
+
+def test_where_training_keeps_one_machine_when_one_is_enough():
+    doc = json.loads(run("where", "qwen-7b", "--mode", "lora", "--json").output)
+    assert doc["machines"] and all(m["nodes"] == 1 for m in doc["machines"])
+    priced = [m["usd_per_hour"] / (m["training_tokens_per_s"]["low"] * m["training_tokens_per_s"]["high"]) ** 0.5
+              for m in doc["machines"] if m["usd_per_hour"] is not None and m["training_tokens_per_s"]]
+    assert priced == sorted(priced)  # cheapest per training token first
+
+
+def test_where_hybrid_sharding_is_not_spread_over_nodes():
+    r = run("where", "llama-3.1-405b", "--mode", "full", "--fsdp", "hybrid-shard", "--grad-checkpointing", "--json")
+    assert r.exit_code == 1 and json.loads(r.output)["machines"] == []
