@@ -466,6 +466,10 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                 ("Offload optimizer and parameters to the CPU (ZeRO-3 Offload)",
                  base.with_changes(zero=3, fsdp=None, offload="optimizer+params"), COST_OFFLOAD_PARAMS)):
             consider(title, cand, cost + _pcie_cost(s, spec, cand, machine))
+            if cand.offload == "optimizer+params" and _multi_node(machine) and not _runs(s.evaluate(cand)):
+                # Each node's RAM holds its own ranks' share of the offloaded states: more nodes, less RAM each.
+                _more_nodes(s, cand.with_changes(gpus=None), plan, "ZeRO-3 Offload",
+                            extra + cost + _pcie_cost(s, spec, cand, machine))
 
     # 7. A shorter sequence (last: it changes what is learned).
     seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ,

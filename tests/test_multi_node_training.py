@@ -307,3 +307,24 @@ def test_where_training_keeps_one_machine_when_one_is_enough():
 def test_where_hybrid_sharding_is_not_spread_over_nodes():
     r = run("where", "llama-3.1-405b", "--mode", "full", "--fsdp", "hybrid-shard", "--grad-checkpointing", "--json")
     assert r.exit_code == 1 and json.loads(r.output)["machines"] == []
+
+
+def test_405b_on_four_nodes_offers_zero3_offload_over_enough_nodes_for_the_ram():
+    r = run("llama-3.1-405b", "--mode", "full", "--profile", H100, "--nodes", "4", "--fsdp", "full-shard",
+            "--grad-checkpointing", "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.output)
+    # Per-GPU memory and the launch lines for the request as asked.
+    gpu = [d for d in doc["verdict"]["devices"] if d["kind"] == "gpu"]
+    assert len(gpu) == 32 and gpu[0]["need_bytes"] > gpu[0]["free_bytes"]
+    assert any(line.startswith("each node: torchrun --nnodes 4") for line in doc["launch"])
+    offload = [a for a in doc["alternatives"] if "--offload optimizer+params" in a["fitcheck_command"]]
+    assert offload, [a["title"] for a in doc["alternatives"]]
+    cmd = offload[0]["fitcheck_command"]
+    n = int(cmd.split("--nodes ")[1].split()[0])
+    assert n > 4
+    again = run(*cmd.split()[1:])
+    assert again.exit_code == 0, again.output
+    assert "RAM per node" in again.output and "per node" in run("llama-3.1-405b", "--mode", "full", "--profile",
+                                                                H100, "--nodes", "4", "--fsdp", "full-shard",
+                                                                "--grad-checkpointing").output
