@@ -381,3 +381,12 @@ def test_model_states_over_the_cluster_follow_the_shard_group(node, nodes, gpus,
     if fsdp and "hybrid" in fsdp:
         assert model_state_bytes(many) == model_state_bytes(one)
     assert len(many.gpu_devices) == gpus * nodes
+
+
+def test_where_training_rows_repeat_params():
+    doc = json.loads(run("where", "my-private-model", "--params", "70b", "--mode", "full", "--grad-checkpointing",
+                         "--json").output)
+    assert doc["machines"]
+    for m in doc["machines"]:
+        assert m["command"].startswith("fitcheck my-private-model --params 70b ")
+        assert run(*m["command"].split()[1:]).exit_code == 0

@@ -99,6 +99,7 @@ class TrainingWhereResult:
     tokens: int | None
     cost: CostSettings
     rows: tuple[TrainingWhereRow, ...]
+    model_args: tuple[str, ...] = ()  # what to type for the same model (MODEL [--params N]); () : the query
 
     @property
     def fitting(self) -> list[TrainingWhereRow]:
@@ -185,7 +186,8 @@ def multi_node_training_row(spec, request: Any, machine: Machine, headroom: floa
 
 def where_training_result(resolved, request, machines, *, headroom: float, kind: str | None = None,
                           max_price: float | None = None, query: str | None = None, tokens: int | None = None,
-                          cost: CostSettings | None = None) -> TrainingWhereResult:
+                          cost: CostSettings | None = None,
+                          model_args: tuple[str, ...] = ()) -> TrainingWhereResult:
     from fitcheck.profiles import machines_of_kind
 
     cost = cost or CostSettings()
@@ -196,7 +198,7 @@ def where_training_result(resolved, request, machines, *, headroom: float, kind:
         more = (multi_node_training_row(resolved.spec, request, r.machine, headroom, tokens, cost) for r in rows)
         rows += tuple(r for r in more if r is not None)
     return TrainingWhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind,
-                               max_price, tokens, cost, rows)
+                               max_price, tokens, cost, rows, model_args)
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -215,7 +217,7 @@ def row_command(result: TrainingWhereResult, row: TrainingWhereRow) -> str:
     request = result.request.with_changes(nodes=row.plan.nodes, fsdp=row.plan.fsdp, zero=row.plan.zero)
     if result.headroom * 100 != request.headroom:
         request = request.with_changes(headroom=result.headroom * 100)
-    return fitcheck_command((result.query,), request, profile=row.machine.name)
+    return fitcheck_command(result.model_args or (result.query,), request, profile=row.machine.name)
 
 
 def _memory(row: TrainingWhereRow) -> str:
