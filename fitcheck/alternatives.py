@@ -197,6 +197,31 @@ def _more_nodes(s: _Search, cand: Request, plan: AnyPlan, title: str, extra: flo
     return n is not None
 
 
+def hybrid_advice(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
+                  evaluate: Evaluate) -> str | None:
+    """A note for FSDP full-shard / shard-grad-op over several nodes when the hybrid twin (sharded within a
+    node, replicated across nodes) fits as well: it keeps the parameter all-gathers on NVLink and sends only
+    the gradients' all-reduce between nodes."""
+    if not isinstance(plan, TrainingPlan) or plan.nodes <= 1 or plan.fsdp not in ("full-shard", "shard-grad-op"):
+        return None
+    from fitcheck.estimate.distributed import gb_text, training_traffic
+    from fitcheck.estimate.lora import lora_params, parse_targets
+
+    twin = "hybrid-shard" if plan.fsdp == "full-shard" else "hybrid-shard-zero2"
+    out = evaluate(request.with_changes(fsdp=twin))
+    if out is None or out.verdict.status != FITS or not isinstance(out.plan, TrainingPlan):
+        return None
+    trainable = spec.total_params if plan.mode == "full" else lora_params(
+        spec, plan.lora_rank, parse_targets(plan.lora_targets))
+    ours, theirs = (training_traffic(spec, p, machine, trainable) for p in (plan, out.plan))
+    if ours is None or theirs is None or theirs.bytes_per_step >= ours.bytes_per_step:
+        return None
+    need = max(d.total_bytes for d in out.estimate.gpu_devices)
+    return (f"--fsdp {twin} fits too ({need / 2**30:.2f} GiB per GPU, the model states replicated on each node): "
+            f"{gb_text(theirs.bytes_per_step)} per node per step between nodes instead of "
+            f"{gb_text(ours.bytes_per_step)}")
+
+
 def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
                       evaluate: Evaluate) -> tuple[Alternative, ...]:
     if isinstance(plan, TrainingPlan):

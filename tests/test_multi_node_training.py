@@ -390,3 +390,16 @@ def test_where_training_rows_repeat_params():
     for m in doc["machines"]:
         assert m["command"].startswith("fitcheck my-private-model --params 70b ")
         assert run(*m["command"].split()[1:]).exit_code == 0
+
+
+def test_full_shard_over_nodes_names_hybrid_when_it_fits_too():
+    lora = run("llama-3.1-70b", "--mode", "lora", "--profile", H100, "--nodes", "2", "--fsdp", "full-shard",
+               "--grad-checkpointing")
+    assert lora.exit_code == 0 and "--fsdp hybrid-shard fits too" in lora.output, lora.output
+    again = run("llama-3.1-70b", "--mode", "lora", "--profile", H100, "--nodes", "2", "--fsdp", "hybrid-shard",
+                "--grad-checkpointing")
+    assert again.exit_code == 0
+    # Full fine-tuning of 70B needs all 24 GPUs' shards: a replica per node does not fit, no such note.
+    full = run("llama-3.1-70b", "--mode", "full", "--profile", H100, "--nodes", "3", "--fsdp", "full-shard",
+               "--grad-checkpointing")
+    assert full.exit_code == 0 and "hybrid-shard fits too" not in full.output

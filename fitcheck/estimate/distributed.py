@@ -93,6 +93,12 @@ def decode_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
 ELEMENT_BYTES = 2  # bf16/fp16 collectives (FSDP MixedPrecision param_dtype/reduce_dtype, DeepSpeed bf16)
 
 
+def gb_text(n: float) -> str:
+    """Bytes as decimal GB: '2,359 GB', '0.21 GB' (link bandwidths are quoted in GB/s)."""
+    gb = n / 1e9
+    return f"{gb:,.0f} GB" if gb >= 10 else f"{gb:.2g} GB"
+
+
 @dataclass(frozen=True)
 class NodeTraffic:
     """Bytes a node sends to the others per optimizer step, and the seconds that takes on the link."""

@@ -102,11 +102,13 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
 def traffic_line(traffic) -> str:
     """The inter-node traffic of one training step, and its time on the link."""
     time = (f"{traffic.seconds:.2g} s per step at line rate" if traffic.seconds is not None else "time unknown")
-    line = (f"          between nodes: {traffic.bytes_per_step / 1e9:,.0f} GB sent per node per step "
+    from fitcheck.estimate.distributed import gb_text
+
+    line = (f"          between nodes: {gb_text(traffic.bytes_per_step)} sent per node per step "
             f"({traffic.what}); {time} on {traffic.link}")
     if traffic.full_shard_bytes is not None:
         other = (f", {traffic.full_shard_seconds:.2g} s" if traffic.full_shard_seconds is not None else "")
-        line += f" (full-shard over every GPU: {traffic.full_shard_bytes / 1e9:,.0f} GB{other})"
+        line += f" (full-shard over every GPU: {gb_text(traffic.full_shard_bytes)}{other})"
     return line
 
 
