@@ -403,3 +403,14 @@ def test_full_shard_over_nodes_names_hybrid_when_it_fits_too():
     full = run("llama-3.1-70b", "--mode", "full", "--profile", H100, "--nodes", "3", "--fsdp", "full-shard",
                "--grad-checkpointing")
     assert full.exit_code == 0 and "hybrid-shard fits too" not in full.output
+
+
+def test_a_plan_file_takes_hybrid_shard(tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[[case]]\nmodel = "llama-3.1-70b"\nprofile = "8x-h100"\nmode = "lora"\nfsdp = "hybrid-shard"\n'
+                    'nodes = 2\ngrad_checkpointing = true\n')
+    r = run("check", "--plan", str(plan))
+    assert r.exit_code == 0 and "FITS" in r.output, r.output
+    plan.write_text(plan.read_text().replace('"hybrid-shard"', '"hybrid-sharded"'))
+    bad = run("check", "--plan", str(plan))
+    assert bad.exit_code == 2 and "hybrid-shard-zero2" in bad.output
