@@ -133,6 +133,12 @@ def training_launch_lines(model_id: str, plan: TrainingPlan) -> tuple[str, ...]:
         lines.append(f"accelerate config file: distributed_type: FSDP, fsdp_config: {{fsdp_sharding_strategy: "
                      f"{FSDP_STRATEGIES[plan.fsdp].strategy}}}, num_machines: {plan.nodes}, "
                      f"num_processes: {plan.world}")
+        if FSDP_STRATEGIES[plan.fsdp].within_node:
+            # FSDP2 spells HSDP as a 2-D device mesh (torch.distributed.fsdp.fully_shard, "mesh" argument).
+            reshard = "" if FSDP_STRATEGIES[plan.fsdp].stage == 3 else ", reshard_after_forward=False"
+            lines.append(f"or with FSDP2 in train.py: fully_shard(layer{reshard}, mesh=init_device_mesh('cuda', "
+                         f"({plan.nodes}, {plan.gpus}), mesh_dim_names=('replicate', 'shard'))) for each decoder "
+                         "layer, then the model")
     return tuple(lines)
 
 

@@ -212,6 +212,7 @@ def test_hybrid_launch_and_json():
     assert r.exit_code == 0, r.output
     assert "--fsdp_sharding_strategy HYBRID_SHARD " in r.output
     assert "fsdp_sharding_strategy: HYBRID_SHARD}" in r.output
+    assert "mesh=init_device_mesh('cuda', (2, 8), mesh_dim_names=('replicate', 'shard'))" in r.output
     assert "full-shard over every GPU:" in r.output
     doc = json.loads(run(*args, "--json").output)
     inter = doc["speed"]["inter_node"]
