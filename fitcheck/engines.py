@@ -109,6 +109,8 @@ OPTIMIZER_RUNS = {"adamw": _ANY, "sgd": _ANY, "adafactor": _ANY,
 ATTENTION_RUNS = {"sdpa": _ANY, "eager": _ANY,
                   "flash": Runs(CUDA_ROCM, 8.0, why="flash-attention 2")}
 SHARDING_RUNS = Runs(CUDA_ROCM, why="DeepSpeed and FSDP (NCCL/RCCL)")
+TRAINING_BASE_RUNS = {"bf16": _ANY, "fp16": Runs(GPU_KINDS, why="fp16 mixed precision"), "fp32": _ANY,
+                      "int8": _BNB, "nf4": _BNB, "gptq-int4": _GPTQ, "int4": _GPTQ, "awq": _AWQ}
 
 
 @dataclass(frozen=True)
@@ -149,8 +151,6 @@ def shard_degree(zero: int | None, fsdp: str | None, gpus: int, nodes: int) -> i
     if fsdp is not None and FSDP_STRATEGIES[fsdp].within_node:
         return max(gpus, 1)
     return max(gpus, 1) * max(nodes, 1)
-TRAINING_BASE_RUNS = {"bf16": _ANY, "fp16": Runs(GPU_KINDS, why="fp16 mixed precision"), "fp32": _ANY,
-                      "int8": _BNB, "nf4": _BNB, "gptq-int4": _GPTQ, "int4": _GPTQ, "awq": _AWQ}
 
 
 # ---- the machine side -------------------------------------------------------------------------
