@@ -204,6 +204,31 @@ def _more_nodes(s: _Search, cand: Request, plan: AnyPlan, title: str, extra: flo
     return n is not None
 
 
+def hybrid_advice(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
+                  evaluate: Evaluate) -> str | None:
+    """A note for FSDP full-shard / shard-grad-op over several nodes when the hybrid twin (sharded within a
+    node, replicated across nodes) fits as well: it keeps the parameter all-gathers on NVLink and sends only
+    the gradients' all-reduce between nodes."""
+    if not isinstance(plan, TrainingPlan) or plan.nodes <= 1 or plan.fsdp not in ("full-shard", "shard-grad-op"):
+        return None
+    from fitcheck.estimate.distributed import gb_text, training_traffic
+    from fitcheck.estimate.lora import lora_params, parse_targets
+
+    twin = "hybrid-shard" if plan.fsdp == "full-shard" else "hybrid-shard-zero2"
+    out = evaluate(request.with_changes(fsdp=twin))
+    if out is None or out.verdict.status != FITS or not isinstance(out.plan, TrainingPlan):
+        return None
+    trainable = spec.total_params if plan.mode == "full" else lora_params(
+        spec, plan.lora_rank, parse_targets(plan.lora_targets))
+    ours, theirs = (training_traffic(spec, p, machine, trainable) for p in (plan, out.plan))
+    if ours is None or theirs is None or theirs.bytes_per_step >= ours.bytes_per_step:
+        return None
+    need = max(d.total_bytes for d in out.estimate.gpu_devices)
+    return (f"--fsdp {twin} fits too ({need / 2**30:.2f} GiB per GPU, the model states replicated on each node): "
+            f"{gb_text(theirs.bytes_per_step)} per node per step between nodes instead of "
+            f"{gb_text(ours.bytes_per_step)}")
+
+
 def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
                       evaluate: Evaluate) -> tuple[Alternative, ...]:
     if isinstance(plan, TrainingPlan):
@@ -536,6 +561,10 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                      base.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"), COST_SHARDING + (zero - 2) * 2)
         consider(f"FSDP full-shard across {n} GPUs",
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
+    # 5a. Hybrid sharding replicates the model states on every node: shard them over all the nodes' GPUs.
+    if shards and plan.nodes > 1 and plan.fsdp and engines.FSDP_STRATEGIES[plan.fsdp].within_node:
+        consider(f"FSDP full-shard over all {plan.world} GPUs of the {plan.nodes} nodes (not replicated per node)",
+                 base.with_changes(fsdp="full-shard"), COST_SHARDING)
     # 5b. More nodes like this one, the model states sharded over all their GPUs.
     if shards and _multi_node(machine) and plan.offload == "none":
         sharding = {"zero": plan.zero, "fsdp": None} if plan.zero == 3 else {"zero": None, "fsdp": "full-shard"}
@@ -552,6 +581,10 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                 ("Offload optimizer and parameters to the CPU (ZeRO-3 Offload)",
                  base.with_changes(zero=3, fsdp=None, offload="optimizer+params"), COST_OFFLOAD_PARAMS)):
             consider(title, cand, cost + _pcie_cost(s, spec, cand, machine))
+            if cand.offload == "optimizer+params" and _multi_node(machine) and not _runs(s.evaluate(cand)):
+                # Each node's RAM holds its own ranks' share of the offloaded states: more nodes, less RAM each.
+                _more_nodes(s, cand.with_changes(gpus=None), plan, "ZeRO-3 Offload",
+                            extra + cost + _pcie_cost(s, spec, cand, machine))
 
     # 7. A shorter sequence (last: it changes what is learned).
     seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ,

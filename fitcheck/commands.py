@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 
+from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.estimate.formats import weight_format
 from fitcheck.options import command_args
 from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION, AnyPlan, Plan, TrainingPlan
@@ -120,11 +121,58 @@ def launch_lines(model_id: str, plan: AnyPlan, quantized_repos: dict[str, str] |
 
 
 def training_launch_lines(model_id: str, plan: TrainingPlan) -> tuple[str, ...]:
-    """torchrun and accelerate launch lines for a multi-node training plan (node rank R on each node)."""
+    """What to run for a multi-node training plan: DeepSpeed's launcher from the head node (hostfile,
+    ds_config.json) for ZeRO, torchrun on each node otherwise; and `accelerate launch` on each node R,
+    with the accelerate config line FSDP's sharding strategy takes."""
+    accelerate = f"or each node R (0..{plan.nodes - 1}): {training_engine_command(model_id, plan).split('  # ')[0]}"
+    if plan.zero is not None:
+        return (*deepspeed_launch_lines(plan), accelerate)
     torchrun = ["torchrun", "--nnodes", str(plan.nodes), "--nproc-per-node", str(plan.gpus),
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"HEAD_IP:{RDZV_PORT}", "train.py"]
-    return (f"each node: {shlex.join(torchrun)}",
-            f"or each node R (0..{plan.nodes - 1}): {training_engine_command(model_id, plan).split('  # ')[0]}")
+    lines = [f"each node: {shlex.join(torchrun)}", accelerate]
+    if plan.fsdp is not None:
+        # accelerate config file (accelerate config → FSDP): the same strategy as --fsdp_sharding_strategy.
+        lines.append(f"accelerate config file: distributed_type: FSDP, fsdp_config: {{fsdp_sharding_strategy: "
+                     f"{FSDP_STRATEGIES[plan.fsdp].strategy}}}, num_machines: {plan.nodes}, "
+                     f"num_processes: {plan.world}")
+        if FSDP_STRATEGIES[plan.fsdp].within_node:
+            # FSDP2 spells HSDP as a 2-D device mesh (torch.distributed.fsdp.fully_shard, "mesh" argument).
+            reshard = "" if FSDP_STRATEGIES[plan.fsdp].stage == 3 else ", reshard_after_forward=False"
+            lines.append(f"or with FSDP2 in train.py: fully_shard(layer{reshard}, mesh=init_device_mesh('cuda', "
+                         f"({plan.nodes}, {plan.gpus}), mesh_dim_names=('replicate', 'shard'))) for each decoder "
+                         "layer, then the model")
+    return tuple(lines)
+
+
+# DeepSpeed's multi-node launcher (www.deepspeed.ai/getting-started/#resource-configuration-multi-node):
+# a hostfile of `hostname slots=GPUs` lines, one per node, reachable by passwordless ssh from the head node
+# (the launcher starts every rank over pdsh), then `deepspeed --hostfile ... --num_nodes --num_gpus`.
+HOSTFILE_LISTED = 8  # nodes written out line by line; more are written by a loop
+
+
+def hostfile_command(plan: TrainingPlan) -> str:
+    """A shell command that writes DeepSpeed's hostfile: node1..nodeN, `slots` = GPUs per node."""
+    if plan.nodes <= HOSTFILE_LISTED:
+        lines = "".join(f"node{i} slots={plan.gpus}\\n" for i in range(1, plan.nodes + 1))
+        return f"printf '{lines}' > hostfile"
+    return f'for i in $(seq 1 {plan.nodes}); do echo "node$i slots={plan.gpus}"; done > hostfile'
+
+
+def ds_config_json(plan: TrainingPlan) -> str:
+    """ds_config.json for DeepSpeed's launcher: the micro-batch and accumulation, precision and
+    zero_optimization (stage, offload_optimizer / offload_param to the CPU, www.deepspeed.ai/docs/config-json/
+    "ZeRO Optimizations for FP16 Training", "Parameter offloading", "Optimizer offloading")."""
+    return ('{"train_micro_batch_size_per_gpu": ' + str(plan.batch) + ', "gradient_accumulation_steps": '
+            + str(plan.grad_accum) + ", " + deepspeed_config(plan)[1:])
+
+
+def deepspeed_launch_lines(plan: TrainingPlan) -> tuple[str, ...]:
+    launcher = ["deepspeed", "--hostfile", "hostfile", "--num_nodes", str(plan.nodes), "--num_gpus", str(plan.gpus),
+                "train.py", "--deepspeed", "ds_config.json"]
+    return (f"head node (node1): {hostfile_command(plan)}  # node1..node{plan.nodes}: the nodes' hostnames, "
+            "reachable by passwordless ssh from node1",
+            f"head node: echo {shlex.quote(ds_config_json(plan))} > ds_config.json",
+            f"head node (starts every rank over ssh): {shlex.join(launcher)}")
 
 
 def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str], local: bool = False) -> str:
@@ -237,7 +285,7 @@ def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
         if plan.offload == "optimizer+params":
             args += ["--offload_param_device", "cpu"]
     if plan.fsdp is not None:
-        args += ["--use_fsdp", "--fsdp_sharding_strategy", plan.fsdp.upper().replace("-", "_")]
+        args += ["--use_fsdp", "--fsdp_sharding_strategy", FSDP_STRATEGIES[plan.fsdp].strategy]
         if plan.offload != "none":
             args += ["--fsdp_offload_params", "true"]
     args += ["--gradient_accumulation_steps", str(plan.grad_accum), "train.py"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitcheck.bounded import short_number
+from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
 
 INFERENCE = "inference"
@@ -38,7 +39,7 @@ KV_DTYPES = ("auto", "fp16", "bf16", "fp32", "fp8", "q8_0", "q4_0")
 OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
 ATTENTIONS = ("flash", "sdpa", "eager")
 OFFLOADS = ("none", "optimizer", "optimizer+params")
-FSDP_MODES = ("full-shard", "shard-grad-op")
+FSDP_MODES = tuple(FSDP_STRATEGIES)  # the capability table's strategies (fitcheck.engines)
 MASTER_WEIGHTS = ("fp32", "none")
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -261,7 +262,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("zero", ("--zero",), "choice", None, modes=TRAINING, choices=ZERO_STAGES, nullable=True,
            help="Training: DeepSpeed ZeRO stage across --gpus (default: all of the machine's GPUs)."),
     Option("fsdp", ("--fsdp",), "choice", None, modes=TRAINING, choices=FSDP_MODES, nullable=True,
-           help="Training: PyTorch FSDP sharding across --gpus (default: all of the machine's GPUs)."),
+           help="Training: PyTorch FSDP sharding across --gpus (default: all of the machine's GPUs); hybrid-shard "
+                "shards within each node and replicates across --nodes (HYBRID_SHARD)."),
     Option("offload", ("--offload",), "choice", "none", modes=TRAINING, choices=OFFLOADS,
            help="Training: ZeRO-Offload to RAM (RAM need is checked too)."),
     Option("headroom", ("--headroom",), "float", 10.0, low=0, high=99, envvar="FITCHECK_HEADROOM",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fitcheck.alternatives import Alternative, Outcome, find_alternatives, with_context
+from fitcheck.alternatives import Alternative, Outcome, find_alternatives, hybrid_advice, with_context
 from fitcheck.commands import engine_command, fitcheck_command, launch_lines
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
@@ -228,6 +228,9 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     speed = advice = training_speed = None
     if isinstance(plan, TrainingPlan):
         training_speed = estimate_training_speed(spec, plan, machine)
+        hint = hybrid_advice(spec, request, plan, machine, evaluate) if verdict.status == FITS else None
+        if hint:
+            estimate = replace(estimate, notes=(*estimate.notes, hint))
     else:
         speed = estimate_speed(spec, plan, machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.

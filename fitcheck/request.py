@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
 from fitcheck.options import BY_NAME, DEFAULTS, INFERENCE, mode_error, not_applying, validate_values
 
@@ -134,7 +135,7 @@ class Request:
             raise FitcheckError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are alternatives", "pass one of them")
         if self.offload != "none":
             if self.fsdp is not None:
-                if self.offload != "optimizer+params" or self.fsdp != "full-shard":
+                if self.offload != "optimizer+params" or FSDP_STRATEGIES[self.fsdp].stage != 3:
                     raise FitcheckError("FSDP offloads parameters, gradients and optimizer together",
                                         "use --fsdp full-shard --offload optimizer+params")
             elif self.zero is None or self.zero == 0:

@@ -72,7 +72,8 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
         from fitcheck.render import where_training as wt
 
         tresult = wt.where_training_result(resolved, request, list_profiles(), headroom=headroom, kind=kind,
-                                           max_price=max_price, query=model, tokens=tokens, cost=costs)
+                                           max_price=max_price, query=model, tokens=tokens, cost=costs,
+                                           model_args=(model,) + (("--params", params) if params else ()))
         if as_json:
             click.echo(json.dumps(wt.where_training_document(tresult), indent=2, sort_keys=True))
         else:

@@ -10,6 +10,11 @@ parameters all-gathered in forward and again in backward, then the gradients red
   ZeRO-3 / FSDP FULL_SHARD:    all-gather ×2 + reduce-scatter          3Ψ   (per micro-batch: FSDP and ZeRO-3
                                                                           reshard after each forward/backward)
 
+FSDP HYBRID_SHARD / _HYBRID_SHARD_ZERO2 (torch/distributed/fsdp/api.py) run those collectives within a node
+and add one all-reduce of each rank's gradient shard (Ψ/G) across the N nodes' peers
+(`_HYBRID_SHARD` inter-node process group, torch/distributed/fsdp/_runtime_utils.py `_reduce_grad`): the link
+carries 2(N-1)/N · Ψ per node instead of (W-1)/W · 3Ψ.
+
 in 16-bit elements.  A ring collective moves (W-1)/W of the buffer out of every rank; the ring crosses each
 node boundary once, so a node's NICs together send (W-1)/W of it (NCCL spreads its rings over the NICs).
 The time is that over the profile's inter-node bandwidth (``[cluster] inter_node_gbps``), a floor: NCCL
@@ -18,8 +23,9 @@ overlaps some of it with compute and rarely reaches the line rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from fitcheck.engines import FSDP_STRATEGIES, sharding_stage
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 
@@ -87,6 +93,12 @@ def decode_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
 ELEMENT_BYTES = 2  # bf16/fp16 collectives (FSDP MixedPrecision param_dtype/reduce_dtype, DeepSpeed bf16)
 
 
+def gb_text(n: float) -> str:
+    """Bytes as decimal GB: '2,359 GB', '0.21 GB' (link bandwidths are quoted in GB/s)."""
+    gb = n / 1e9
+    return f"{gb:,.0f} GB" if gb >= 10 else f"{gb:.2g} GB"
+
+
 @dataclass(frozen=True)
 class NodeTraffic:
     """Bytes a node sends to the others per optimizer step, and the seconds that takes on the link."""
@@ -95,15 +107,24 @@ class NodeTraffic:
     what: str                    # which collectives
     link: str                    # 'efa 400 GB/s per node' or why unknown
     seconds: float | None        # None: the link's bandwidth is not in the profile
+    full_shard_bytes: int | None = None  # FSDP hybrid: what full-shard over every GPU would send instead
+    full_shard_seconds: float | None = None
 
 
 def _volume(plan) -> tuple[float, str]:
     """(multiples of Ψ per step, the collectives)."""
     accum = max(plan.grad_accum, 1)
-    if plan.fsdp == "full-shard" or plan.zero == 3:
+    stage = sharding_stage(plan.zero, plan.fsdp)
+    if plan.fsdp and FSDP_STRATEGIES[plan.fsdp].within_node:
+        times = 2.0 * (accum if stage == 3 else 1)
+        inside = ("parameters all-gathered and gradients reduce-scattered within each node" if stage == 3 else
+                  "gradients reduce-scattered and parameters all-gathered within each node")
+        return times, inside + ", gradient shards all-reduced across nodes" + (
+            f", per micro-batch (× {accum})" if stage == 3 and accum > 1 else "")
+    if stage == 3:
         return 3.0 * accum, "parameters all-gathered in forward and backward, gradients reduce-scattered" + (
             f", per micro-batch (× {accum})" if accum > 1 else "")
-    if plan.fsdp == "shard-grad-op" or plan.zero == 2:
+    if stage == 2:
         return 2.0, "gradients reduce-scattered, parameters all-gathered after the step"
     return 2.0, "gradients all-reduced"
 
@@ -112,7 +133,18 @@ def training_traffic(spec: ModelSpec, plan, machine: Machine, trainable: int) ->
     """Per-node inter-node traffic of one step of a multi-node TrainingPlan (None on one node)."""
     if plan.nodes <= 1:
         return None
-    sharded_params = plan.fsdp == "full-shard" or plan.zero == 3
+    cluster = machine.cluster
+    bw = cluster.inter_node_gbps * 1e9 if cluster is not None and cluster.inter_node_gbps else None
+    if plan.fsdp and FSDP_STRATEGIES[plan.fsdp].within_node:
+        # Only the gradients' all-reduce among the nodes' peers crosses the link: each of the G ranks
+        # all-reduces its Ψ/G shard over N peers (a ring sends 2(N-1)/N of it), G × that per node.
+        times, what = _volume(plan)
+        per_node = int(times * trainable * ELEMENT_BYTES * (plan.nodes - 1) / plan.nodes)
+        full = training_traffic(spec, plan.with_changes(fsdp="full-shard"), machine, trainable)
+        assert full is not None
+        return replace(_on_link(per_node, what, cluster, bw), full_shard_bytes=full.bytes_per_step,
+                       full_shard_seconds=full.seconds)
+    sharded_params = sharding_stage(plan.zero, plan.fsdp) == 3
     world = plan.world
     times, what = _volume(plan)
     # Ψ: what is communicated.  Gradients are the trainable parameters'; a sharded frozen base
@@ -124,8 +156,11 @@ def training_traffic(spec: ModelSpec, plan, machine: Machine, trainable: int) ->
     else:
         psi = times * trainable
     per_node = int(psi * ELEMENT_BYTES * (world - 1) / world)
-    cluster = machine.cluster
-    if cluster is None or cluster.inter_node_gbps is None:
+    return _on_link(per_node, what, cluster, bw)
+
+
+def _on_link(per_node: int, what: str, cluster, bw: float | None) -> NodeTraffic:
+    if cluster is None or bw is None:
         return NodeTraffic(per_node, what, "inter-node bandwidth not in the profile ([cluster] inter_node_gbps)", None)
     return NodeTraffic(per_node, what, f"{cluster.inter_node} {cluster.inter_node_gbps:g} GB/s per node",
-                       per_node / (cluster.inter_node_gbps * 1e9))
+                       per_node / bw)

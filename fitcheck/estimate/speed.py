@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from fitcheck.engines import ENGINES, LLAMA_CPP_UBATCH
+from fitcheck.engines import ENGINES, LLAMA_CPP_UBATCH, shard_degree
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.activations import VLLM_PROFILE_TOKENS
 from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, training_traffic
@@ -479,7 +479,7 @@ def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
         return 0
     from fitcheck.estimate.training import _base_format, _trainable_shapes
 
-    n = max(plan.gpus, 1)
+    n = shard_degree(plan.zero, plan.fsdp, plan.gpus, plan.nodes)  # this GPU's partition: 1/n
     half = 4 if plan.compute_dtype == "fp32" else 2
     trainable = sum(sh.params for sh in _trainable_shapes(spec, plan))
     moved = (plan.grad_accum + 1) * trainable * half // n

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fitcheck.engines import FSDP_STRATEGIES, shard_degree, sharding_stage
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
 from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, parse_targets
@@ -129,9 +130,10 @@ def _quant_scratch(spec: ModelSpec, plan: TrainingPlan) -> tuple[int, str]:
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says."""
-    N = plan.world  # processes over all nodes: the sharding degree
+    world = plan.world  # processes over all nodes
+    N = shard_degree(plan.zero, plan.fsdp, plan.gpus, plan.nodes)  # the sharding degree (hybrid: one node's GPUs)
     ds = plan.zero is not None
-    stage = plan.zero if ds else ({"shard-grad-op": 2, "full-shard": 3}[plan.fsdp] if plan.fsdp else 0)
+    stage = sharding_stage(plan.zero, plan.fsdp)
     act_b = _BYTES[plan.compute_dtype]
     fp32_compute = plan.compute_dtype == "fp32"
     master_on = plan.master_weights == "fp32" and not fp32_compute
@@ -326,33 +328,61 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                            counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
     gpu = tuple(comps)
-    devices = [DeviceNeed(f"gpu{i}", "gpu", gpu) for i in range(N)]
+    devices = [DeviceNeed(f"gpu{i}", "gpu", gpu) for i in range(world)]
 
     # ---- RAM under offload -----------------------------------------------------------------------
     notes: list[str] = []
     if offload_opt:
         factor = DS_OFFLOAD_BUFFER_FACTOR if ds else 1.0
+        # Each node's RAM holds the CPU copies of its own ranks' shards: gpus/N of the model's states
+        # (all of them on one node; 1/nodes under ZeRO over several; a full replica per node under FSDP
+        # hybrid).  DeepSpeed's estimator: cpu_mem = params × 18 × gpus_factor × 1.5 with gpus_factor
+        # = 1/num_nodes (deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs).
+        share = min(plan.gpus, N) / N
+        whose = ("all ranks of this machine" if share == 1 and plan.nodes == 1 else
+                 f"this node's {plan.gpus} ranks' shards ({plan.gpus}/{N} of the model's)" if share < 1 else
+                 "a full replica on each node (hybrid sharding)")
+
+        def node_part(n: int) -> int:
+            return int(n * share)
+
         cpu = [
-            Component(OPTIMIZER, opt_total, describe(plan.optimizer, state_b) + ", all ranks of this machine"),
-            Component(MASTER_WEIGHTS, master_total, "fp32 master copy"),
-            Component(GRADIENTS, trainable_all * 4, "fp32 gradients for the CPU optimizer step"),
+            Component(OPTIMIZER, node_part(opt_total), describe(plan.optimizer, state_b) + ", " + whose),
+            Component(MASTER_WEIGHTS, node_part(master_total), "fp32 master copy"),
+            Component(GRADIENTS, node_part(trainable_all * 4), "fp32 gradients for the CPU optimizer step"),
         ]
         if offload_params:
-            cpu.append(Component(WEIGHTS, base, "16-bit weights offloaded (ZeRO-3 / FSDP cpu_offload)"))
+            cpu.append(Component(WEIGHTS, node_part(base), "16-bit weights offloaded (ZeRO-3 / FSDP cpu_offload)"))
         states = sum(c.bytes for c in cpu)
         if factor > 1:
             cpu.append(Component(TEMP_BUFFERS, int(states * (factor - 1)),
                                  "pinned transfer buffers (DeepSpeed additional_buffer_factor 1.5)"))
-        cpu.append(Component(OVERHEAD, TORCH_CPU_RUNTIME * N, f"{N} training process(es): torch and libraries",
-                             counted_in="runtime"))
+        procs = plan.gpus
+        cpu.append(Component(OVERHEAD, TORCH_CPU_RUNTIME * procs,
+                             f"{procs} training process(es){' on each node' if plan.nodes > 1 else ''}: "
+                             "torch and libraries", counted_in="runtime"))
         devices.append(DeviceNeed("cpu", "cpu", tuple(cpu)))
         notes.append("offloaded optimizer steps run on the CPU: expect a much slower step")
     notes += _notes(plan, fmt, gpu_grads - grads_shown)
-    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), _facts(plan, trainable_all, gpu_grads))
+    facts = _facts(plan, trainable_all, gpu_grads)
+    if plan.nodes > 1:
+        facts += (("nodes", plan.nodes),)
+        if offload_opt:
+            facts += (("ram_per_node_bytes", devices[-1].total_bytes),)
+    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), facts)
 
 
 def _notes(plan: TrainingPlan, fmt, deferred_gradients: int) -> list[str]:
     notes = []
+    if plan.fsdp and FSDP_STRATEGIES[plan.fsdp].within_node:
+        twin = "full-shard" if FSDP_STRATEGIES[plan.fsdp].stage == 3 else "shard-grad-op"
+        if plan.nodes <= 1:
+            notes.append(f"FSDP {plan.fsdp} on one node is {twin}: the shard group is the node, there is no "
+                         "replica to all-reduce with")
+        else:
+            notes.append(f"FSDP {plan.fsdp}: model states sharded over each node's {plan.gpus} GPUs and replicated "
+                         f"on all {plan.nodes} nodes (1/{plan.gpus} per GPU, not 1/{plan.world}); only the "
+                         "gradients' all-reduce crosses the link between nodes")
     if deferred_gradients:
         notes.append(f"gradients ({deferred_gradients / GiB:.2f} GiB) are created during backward as the activations "
                      "are freed: the peak, the loss's backward, comes before them")

@@ -110,6 +110,8 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
                 unified_gpu_need += need.total_bytes
         else:
             free, what = _free(machine, "cpu", 0)
+            if (estimate.fact("nodes") or 1) > 1:
+                what += " per node"  # each node's RAM holds its own ranks' share (training over nodes)
             if unified_gpu_need and free is not None:
                 free = max(free - unified_gpu_need, 0)  # unified memory: the GPU's share comes out of RAM
                 what += " after the GPU's share of unified memory"

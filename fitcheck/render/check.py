@@ -236,7 +236,7 @@ def _grouped(pairs: list) -> tuple[list, list[str]]:
         if same:
             labels[-1] = f"{first}-{d.device.upper().removeprefix('GPU')}"
             continue
-        first = d.device.upper() if d.kind == "gpu" else "CPU (RAM)"
+        first = d.device.upper() if d.kind == "gpu" else "RAM per node"
         out.append((d, v))
         labels.append(first)
         del i
@@ -339,7 +339,7 @@ def render_check_table(result: CheckResult) -> str:
         lines.append("What runs here instead (best first):" if result.verdict.status == CANNOT_RUN
                      else "What fits instead (best first):")
         for i, a in enumerate(result.alternatives, 1):
-            need = _needs_line(a.estimate.devices)
+            need = _needs_line(a.estimate.devices, per_node=(a.estimate.fact("nodes") or 1) > 1)
             tight = " (tight)" if a.verdict.status == TIGHT else ""
             lines.append(f"  {i}. {a.title}{tight} — needs {need}")
             lines.append(f"     {a.fitcheck_command}")
@@ -365,15 +365,17 @@ def nothing_fits(plan) -> str:
             "shorter sequence")
 
 
-def _needs_line(devices) -> str:
-    """'GPU0 9.22 GiB, RAM 0.40 GiB'; equal GPUs folded: '45.61 GiB on each of 8 GPUs, RAM 0.62 GiB'."""
+def _needs_line(devices, per_node: bool = False) -> str:
+    """'GPU0 9.22 GiB, RAM 0.40 GiB'; equal GPUs folded: '45.61 GiB on each of 8 GPUs, RAM 0.62 GiB'
+    ('RAM ... per node' over several nodes)."""
     gpus = [d for d in devices if d.kind == "gpu" and d.total_bytes]
     parts = []
     if len(gpus) > 1 and max(d.total_bytes for d in gpus) - min(d.total_bytes for d in gpus) < 2**30 // 10:
         parts.append(f"{_gib(max(d.total_bytes for d in gpus))} GiB on each of {len(gpus)} GPUs")
     else:
         parts += [f"{d.device.upper()} {_gib(d.total_bytes)} GiB" for d in gpus]
-    parts += [f"RAM {_gib(d.total_bytes)} GiB" for d in devices if d.kind == "cpu" and d.total_bytes]
+    parts += [f"RAM {_gib(d.total_bytes)} GiB{' per node' if per_node else ''}" for d in devices
+              if d.kind == "cpu" and d.total_bytes]
     return ", ".join(parts)
 
 

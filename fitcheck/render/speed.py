@@ -76,7 +76,9 @@ def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
         if speed.offload_bytes else None,
         "inter_node": None if speed.traffic is None else {
             "bytes_per_step": speed.traffic.bytes_per_step, "what": speed.traffic.what, "link": speed.traffic.link,
-            "seconds_per_step": speed.traffic.seconds},
+            "seconds_per_step": speed.traffic.seconds,
+            "full_shard_bytes_per_step": speed.traffic.full_shard_bytes,
+            "full_shard_seconds_per_step": speed.traffic.full_shard_seconds},
     }
 
 
@@ -100,8 +102,14 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
 def traffic_line(traffic) -> str:
     """The inter-node traffic of one training step, and its time on the link."""
     time = (f"{traffic.seconds:.2g} s per step at line rate" if traffic.seconds is not None else "time unknown")
-    return (f"          between nodes: {traffic.bytes_per_step / 1e9:,.0f} GB sent per node per step "
+    from fitcheck.estimate.distributed import gb_text
+
+    line = (f"          between nodes: {gb_text(traffic.bytes_per_step)} sent per node per step "
             f"({traffic.what}); {time} on {traffic.link}")
+    if traffic.full_shard_bytes is not None:
+        other = (f", {traffic.full_shard_seconds:.2g} s" if traffic.full_shard_seconds is not None else "")
+        line += f" (full-shard over every GPU: {gb_text(traffic.full_shard_bytes)}{other})"
+    return line
 
 
 def _seconds_range(fast: float, slow: float) -> str:

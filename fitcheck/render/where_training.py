@@ -4,15 +4,18 @@ Each profile is judged with the training estimate (all of its GPUs, data paralle
 training tokens/s from fitcheck.estimate.speed, and with --tokens the run's wall time and cost
 (fitcheck.estimate.cost.run_cost: price per hour × hours when rented, electricity — plus the amortised
 purchase when its price is known — when owned).  Those that fit are listed cheapest run first (a full
-cost: rented, or owned with a purchase price), then the others fastest first; the cheapest and the
-fastest are named.
+cost: rented, or owned with a purchase price; without --tokens, rented machines by price per training
+token, which orders runs of any length alike), then the others fastest first; the cheapest and the fastest
+are named.  When no machine is enough alone, each cloud profile is tried over several nodes (the fewest,
+2..MAX_WHERE_TRAINING_NODES, on which the model states sharded over all their GPUs fit; FSDP full-shard
+unless --zero/--fsdp says otherwise; profiles that describe their link between nodes), priced per hour × nodes.
 
 JSON document (schema "fitcheck.where-training/1"; tests lock its key set):
 {
   "schema", "fitcheck_version", "model": {query, id, params_total, params_active},
   "request": {mode, precision, seq_len, batch, grad_accum, gpus, headroom_pct, kind, max_price_usd_per_hour, tokens},
-  "machines": [{name, kind, description, precision, device, gpus, status, need_bytes, free_bytes,
-                training_tokens_per_s: {low, high} | null, usd_per_hour, run: {...} | null}],
+  "machines": [{name, kind, description, precision, device, gpus, nodes, status, need_bytes, free_bytes,
+                training_tokens_per_s: {low, high} | null, usd_per_hour, run: {...} | null, command}],
   "not_fitting": [{name, kind, status, reason}],
   "cheapest": name | null, "fastest": name | null,
   "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day}
@@ -22,7 +25,7 @@ JSON document (schema "fitcheck.where-training/1"; tests lock its key set):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fitcheck import __version__
@@ -51,8 +54,20 @@ class TrainingWhereRow:
         return self.verdict is not None and self.verdict.status in (FITS, TIGHT)
 
     @property
+    def nodes(self) -> int:
+        """Machines like this one the row trains on (gpus is per node)."""
+        return self.plan.nodes if self.plan is not None else 1
+
+    @property
     def usd_per_hour(self) -> float | None:
-        return self.machine.price.usd_per_hour if self.machine.price else None
+        return self.machine.price.usd_per_hour * self.nodes if self.machine.price else None
+
+    @property
+    def usd_per_token(self) -> float | None:
+        """Price per training token (rented machines with a known rate): what ranks runs of any length."""
+        if self.usd_per_hour is None or not self.tokens_per_s:
+            return None
+        return self.usd_per_hour / 3600 / self.tokens_per_s
 
     @property
     def tokens_per_s(self) -> float:
@@ -84,11 +99,16 @@ class TrainingWhereResult:
     tokens: int | None
     cost: CostSettings
     rows: tuple[TrainingWhereRow, ...]
+    model_args: tuple[str, ...] = ()  # what to type for the same model (MODEL [--params N]); () : the query
 
     @property
     def fitting(self) -> list[TrainingWhereRow]:
         ok = [r for r in self.rows if r.fits and (self.max_price is None or
                                                  (r.usd_per_hour is not None and r.usd_per_hour <= self.max_price))]
+        if self.tokens is None:  # no run to cost: rented machines by price per training token
+            priced = sorted((r for r in ok if r.usd_per_token is not None), key=lambda r: (r.usd_per_token, r.nodes))
+            chosen = {id(r) for r in priced}
+            return priced + sorted((r for r in ok if id(r) not in chosen), key=lambda r: -r.tokens_per_s)
         costed = sorted((r for r in ok if r.run_usd_mid is not None), key=lambda r: (r.run_usd_mid, -r.tokens_per_s))
         rest = sorted((r for r in ok if r.run_usd_mid is None), key=lambda r: -r.tokens_per_s)
         return costed + rest
@@ -126,21 +146,59 @@ def evaluate_training_on(spec, request: Any, machine: Machine, headroom: float, 
     except FitcheckError as exc:
         return TrainingWhereRow(machine, None, None, None, None, exc.one_line())
     plan, verdict, speed = result.plan, result.verdict, result.training_speed
-    run = (run_cost(tokens, (speed.rate.low, speed.rate.high), machine, cost)
+    rented = machine
+    if plan.nodes > 1 and machine.price is not None:  # N nodes rent at N times the price
+        rented = replace(machine, price=replace(machine.price, usd_per_hour=machine.price.usd_per_hour * plan.nodes))
+    run = (run_cost(tokens, (speed.rate.low, speed.rate.high), rented, cost)
            if tokens is not None and speed is not None and speed.rate is not None else None)
     return TrainingWhereRow(machine, plan, verdict, speed, run, "" if verdict.status == FITS else verdict.summary())
 
 
+MAX_WHERE_TRAINING_NODES = 32  # the most nodes `where` rents of one cloud profile for fine-tuning (256 GPUs of 8)
+
+
+def multi_node_training_row(spec, request: Any, machine: Machine, headroom: float, tokens: int | None,
+                            cost: CostSettings) -> TrainingWhereRow | None:
+    """The fewest nodes (2..MAX_WHERE_TRAINING_NODES) of a cloud ``machine`` on which ``request`` trains, the
+    model states sharded over all of their GPUs (FSDP full-shard unless the request shards otherwise), or None.
+    Hybrid sharding keeps a replica per node, so more nodes never lower its per-GPU need: not tried.  Only
+    profiles that give the link between nodes ([cluster] inter_node_gbps): sharded training moves hundreds
+    of GB per step over it, so a node without a described fabric is not offered as a cluster."""
+    from fitcheck.alternatives import fewest_nodes
+    from fitcheck.engines import FSDP_STRATEGIES
+
+    if machine.kind != "cloud" or not machine.gpus or request.nodes != 1 or machine.cluster is None \
+            or machine.cluster.inter_node_gbps is None:
+        return None
+    asked = request if (request.zero is not None or request.fsdp is not None) else request.with_changes(
+        fsdp="full-shard")
+    if asked.fsdp is not None and FSDP_STRATEGIES[asked.fsdp].within_node:
+        return None
+    rows: dict[int, TrainingWhereRow] = {}
+
+    def fits(n: int) -> bool:
+        rows[n] = evaluate_training_on(spec, asked.with_changes(nodes=n), machine, headroom, tokens, cost)
+        return rows[n].fits
+
+    n = fewest_nodes(fits, 2, MAX_WHERE_TRAINING_NODES)
+    return rows[n] if n is not None else None
+
+
 def where_training_result(resolved, request, machines, *, headroom: float, kind: str | None = None,
                           max_price: float | None = None, query: str | None = None, tokens: int | None = None,
-                          cost: CostSettings | None = None) -> TrainingWhereResult:
+                          cost: CostSettings | None = None,
+                          model_args: tuple[str, ...] = ()) -> TrainingWhereResult:
     from fitcheck.profiles import machines_of_kind
 
     cost = cost or CostSettings()
     rows = tuple(evaluate_training_on(resolved.spec, request, m, headroom, tokens, cost)
                  for m in machines_of_kind(machines, kind))
+    if not any(r.fits for r in rows):
+        # No machine is enough alone: the fewest nodes of each cloud one that train it.
+        more = (multi_node_training_row(resolved.spec, request, r.machine, headroom, tokens, cost) for r in rows)
+        rows += tuple(r for r in more if r is not None)
     return TrainingWhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind,
-                               max_price, tokens, cost, rows)
+                               max_price, tokens, cost, rows, model_args)
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -148,7 +206,18 @@ def _runs_on(row: TrainingWhereRow) -> str:
     if row.plan.device == "cpu":
         return "CPU"
     name = str(row.machine.gpus[0].name).replace("NVIDIA ", "").replace("GeForce ", "")
-    return f"{row.plan.gpus}× {name}" if row.plan.gpus > 1 else name
+    text = f"{row.plan.gpus}× {name}" if row.plan.gpus > 1 else name
+    return f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
+
+
+def row_command(result: TrainingWhereResult, row: TrainingWhereRow) -> str:
+    """`fitcheck MODEL --mode ... --profile NAME` that checks this row again (its nodes and sharding)."""
+    from fitcheck.commands import fitcheck_command
+
+    request = result.request.with_changes(nodes=row.plan.nodes, fsdp=row.plan.fsdp, zero=row.plan.zero)
+    if result.headroom * 100 != request.headroom:
+        request = request.with_changes(headroom=result.headroom * 100)
+    return fitcheck_command(result.model_args or (result.query,), request, profile=row.machine.name)
 
 
 def _memory(row: TrainingWhereRow) -> str:
@@ -156,6 +225,10 @@ def _memory(row: TrainingWhereRow) -> str:
     if d is None:
         return "unknown"
     return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {'RAM' if d.kind == 'cpu' else 'GPU'}"
+
+
+def _usd_hour(usd: float | None) -> str:
+    return "-" if usd is None else f"${usd:,.2f}" if usd < 100 else f"${usd:,.0f}"
 
 
 def _cost_cell(run: RunCost | None) -> str:
@@ -183,11 +256,11 @@ def render_where_training_table(result: TrainingWhereResult) -> str:
         rows = []
         for r in fitting:
             row = [r.machine.name, r.machine.kind, _runs_on(r), r.plan.precision, _memory(r),
-                   rate_text(r.speed.rate if r.speed else None, "")]
+                   rate_text(r.speed.rate if r.speed else None, ""), _usd_hour(r.usd_per_hour)]
             if result.tokens:
                 row += [hours_range(r.run.hours) if r.run else "unknown", _cost_cell(r.run)]
             rows.append(row)
-        headers = ["profile", "kind", "trains on", "base", "memory needed", "train tok/s"]
+        headers = ["profile", "kind", "trains on", "base", "memory needed", "train tok/s", "$/hour"]
         if result.tokens:
             headers += ["wall time", "cost"]
         lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
@@ -226,11 +299,11 @@ def where_training_document(result: TrainingWhereResult) -> dict:
         d = r.tightest
         machines.append({
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
-            "precision": r.plan.precision, "device": r.plan.device, "gpus": r.plan.gpus,
+            "precision": r.plan.precision, "device": r.plan.device, "gpus": r.plan.gpus, "nodes": r.nodes,
             "status": r.verdict.status if r.verdict else None,
             "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
             "training_tokens_per_s": rate_dict(r.speed.rate if r.speed else None),
-            "usd_per_hour": r.usd_per_hour, "run": run_dict(r.run),
+            "usd_per_hour": r.usd_per_hour, "run": run_dict(r.run), "command": row_command(result, r),
         })
     cheap, fast = result.cheapest, result.fastest
     return {

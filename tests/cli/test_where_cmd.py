@@ -117,8 +117,8 @@ TRAINING_TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines
                      "fastest", "cost"}
 TRAINING_REQUEST_KEYS = {"mode", "precision", "seq_len", "batch", "grad_accum", "gpus", "headroom_pct", "kind",
                          "max_price_usd_per_hour", "tokens"}
-TRAINING_MACHINE_KEYS = {"name", "kind", "description", "precision", "device", "gpus", "status", "need_bytes",
-                         "free_bytes", "training_tokens_per_s", "usd_per_hour", "run"}
+TRAINING_MACHINE_KEYS = {"name", "kind", "description", "precision", "device", "gpus", "nodes", "status", "need_bytes",
+                         "free_bytes", "training_tokens_per_s", "usd_per_hour", "run", "command"}
 RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 
 
