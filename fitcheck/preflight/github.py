@@ -11,14 +11,14 @@ ones the table and the JSON document print.
 
 from __future__ import annotations
 
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
 from fitcheck.render.check import nothing_fits
 from fitcheck.units import format_gib
 
 _WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", CANNOT_RUN: "cannot run",
-         UNKNOWN: "cannot be judged"}
-_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", CANNOT_RUN: "❌", UNKNOWN: "❔"}
+         UNKNOWN: "cannot be judged", DOES_NOT_FIT_ON_DISK: "does not fit on disk"}
+_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", CANNOT_RUN: "❌", UNKNOWN: "❔", DOES_NOT_FIT_ON_DISK: "❌"}
 
 
 def escape_data(text: str) -> str:
@@ -71,6 +71,8 @@ def check_message(result, strict: bool = False) -> str:
         msg += f" Fits instead: {best.title} — {alternative_commands(result)[0]}"
     elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
         msg += f" {nothing_fits(result.plan)}."
+    elif result.verdict.status == DOES_NOT_FIT_ON_DISK:
+        msg += " Use --download-dir PATH on a disk with room, or a smaller format."
     return msg
 
 
