@@ -197,3 +197,30 @@ def test_reading_the_storage_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(disk_mod, "MAX_ENTRIES", 10)
     assert len(disk_mod._names(str(llama))) == 10
     assert disk_mod.nearest_existing(str(Path(tmp_path) / "a" / "b" / "c")) == str(tmp_path)
+
+
+def test_an_ollama_model_already_pulled_is_found_in_the_store(disk):
+    from tests.model.layouts import ollama_store
+
+    tmp, free = disk
+    r = run("llama3.1:8b", *GPU)
+    assert f"to {tmp / 'ollama'}" in r.output and "Download: none" not in r.output     # not pulled: the store
+    store, blob = ollama_store(tmp / "ollama", layers=3, hidden=512, ff=1024, heads=8, kv_heads=4)
+    r = run("llama3.1:8b", *GPU)
+    assert f"Download: none — already here: {blob}" in r.output, r.output
+
+
+def test_a_hugging_face_cache_snapshot_gives_exact_bytes_and_config_only_is_not_downloaded(disk, monkeypatch):
+    from tests.model.layouts import hub_cache
+
+    tmp, free = disk
+    hub_cache(tmp / "hub", "unsloth/Llama-3.2-1B-Instruct", "unsloth--Llama-3.2-1B-Instruct")
+    doc = json.loads(run("unsloth/Llama-3.2-1B-Instruct", *GPU, "--json").output)["download"]
+    assert doc["exact"] and doc["download_bytes"] == 0 and "/snapshots/" in doc["already_at"]
+    assert doc["basis"] == "exact, from the safetensors headers"
+    other = tmp / "other"
+    other.mkdir()
+    hub_cache(other, "unsloth/Llama-3.2-1B-Instruct", "unsloth--Llama-3.2-1B-Instruct", weights=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(other))
+    doc = json.loads(run("unsloth/Llama-3.2-1B-Instruct", *GPU, "--json").output)["download"]
+    assert doc["already_at"] is None and doc["download_bytes"] == doc["checkpoint_bytes"] > 0 and not doc["exact"]
