@@ -224,3 +224,16 @@ def test_a_hugging_face_cache_snapshot_gives_exact_bytes_and_config_only_is_not_
     monkeypatch.setenv("HF_HUB_CACHE", str(other))
     doc = json.loads(run("unsloth/Llama-3.2-1B-Instruct", *GPU, "--json").output)["download"]
     assert doc["already_at"] is None and doc["download_bytes"] == doc["checkpoint_bytes"] > 0 and not doc["exact"]
+
+
+def test_interactive_this_machine_checks_the_disk_and_download_dir_changes_it(disk):
+    tmp, free = disk
+    free[str(tmp / "hub")] = 8 * GiB
+    (tmp / "big").mkdir()
+    free[str(tmp / "big")] = 300 * GiB
+    lines = ("qwen-7b", "", "bf16", "", "", "this", f"download-dir {tmp / 'big'}", "quit")
+    r = CliRunner().invoke(cli, ["interactive"], input="".join(x + "\n" for x in lines))
+    assert r.exit_code == 0, r.output
+    first, after = r.output.split("Changed: download_dir", 1)
+    assert f"to {tmp / 'hub'}" in first and "only 8.0 GiB free: does not fit on disk" in first
+    assert f"to {tmp / 'big'}" in after and "300.0 GiB free" in after
