@@ -130,6 +130,21 @@ def _headline(result, outcomes, strict: bool, exit_code: int) -> str:
     return f"### {_outcome_icon(status, exit_code)} {title}"
 
 
+_DISK_WORD = {"fits": "fits", "does_not_fit": "does not fit", "unknown": "not checked"}
+
+
+def _disk_rows(download) -> list[str]:
+    """The download as a row of the summary's table: where it lands, its bytes, the free space there."""
+    if download is None:
+        return []
+    if download.present_at:
+        return [f"| Download (already at `{download.present_at}`) | 0 | - | fits |"]
+    place = download.place
+    where = f"`{place.path}`" if place is not None else "disk not known"
+    free = place.free_bytes if place is not None else None
+    return [f"| Download to {where} | {_gib(download.download_bytes)} | {_gib(free)} | {_DISK_WORD[download.status]} |"]
+
+
 def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | None = None) -> str:
     """Markdown for one check: the step's outcome, memory per device, requirements, what fits instead.
 
@@ -144,6 +159,7 @@ def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | No
     for d in result.verdict.devices:
         label = d.device.upper() if d.kind == "gpu" else "RAM"
         lines.append(f"| {label} | {_gib(d.need_bytes)} | {_gib(d.free_bytes)} | {_WORD[d.status]} |")
+    lines += _disk_rows(getattr(result, "download", None))
     lines += _requirements_md(outcomes)
     if result.alternatives:
         lines += ["", "**What fits instead (best first)**", ""]
