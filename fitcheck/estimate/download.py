@@ -203,6 +203,13 @@ def _own(model: Any, gguf: bool) -> Artifact:
     return Artifact(key, fmt, repo, place, checkpoint_bytes(spec), False, _computed_basis(spec))
 
 
+@dataclass(frozen=True)
+class _Base:
+    """A catalog entry's checkpoint, asked as a model of its own (its spec is all _own_serves reads)."""
+
+    spec: ModelSpec
+
+
 def _own_serves(model: Any, plan: Any, gguf: bool, repos: dict[str, str]) -> bool:
     """Whether the model's own files are what the plan loads."""
     spec: ModelSpec = model.spec
@@ -234,6 +241,11 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
     if _own_serves(model, plan, gguf, repos):
         return _own(model, gguf)
     fmt = weight_format(plan.precision)
+    if gguf and not fmt.gguf and entry is not None and _own_serves(_Base(entry.spec), plan, False, repos):
+        # An Ollama name or a GGUF build served by transformers or vLLM: the base model's checkpoint.
+        base = entry.spec
+        return Artifact(f"hf:{entry.hf_id}", f"safetensors, {_dtype_word(base)}", entry.hf_id, HF_CACHE,
+                        checkpoint_bytes(base), False, _computed_basis(base))
     computed = weight_bytes(spec, fmt).total
     if fmt.gguf:
         quant = plan.precision.upper()

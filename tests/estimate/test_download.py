@@ -176,3 +176,13 @@ def test_check_offers_smaller_formats_that_fit_on_the_disk():
         assert alt.download is not None and alt.download.download_bytes <= 6 * GiB, alt.title
     assert result.max_context is not None        # the memory's largest context still shows
     assert check("qwen-7b", Request(), machine).verdict.status == FITS   # no storage: the disk is not checked
+
+
+def test_an_ollama_name_served_by_transformers_downloads_the_base_checkpoint():
+    resolved = resolve_model("llama3.1:8b")
+    _, plan = _plan("llama3.1:8b", precision="bf16", engine="transformers")
+    art = artifact_for(resolved, plan)
+    assert art.repo == resolved.entry.hf_id == "meta-llama/Llama-3.1-8B-Instruct" and art.format == "safetensors, bf16"
+    assert abs(art.bytes - 16.06 * GB) / (16.06 * GB) < 0.03          # the repository's four shards
+    gguf = artifact_for(resolved, _plan("llama3.1:8b")[1])
+    assert gguf.place == "ollama" and gguf.format == "GGUF Q4_K_M" and abs(gguf.bytes - 4.92 * GB) < 0.15 * GB
