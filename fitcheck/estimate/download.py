@@ -27,7 +27,7 @@ folder (the Trainer's ``output_dir``, under the current folder).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fitcheck.estimate.formats import MXFP4_BITS, weight_format, weight_format_or_none
@@ -53,6 +53,7 @@ DISK_FITS = "fits"
 DISK_DOES_NOT_FIT = "does_not_fit"
 DISK_UNKNOWN = "unknown"
 DISK_STATUSES = (DISK_FITS, DISK_DOES_NOT_FIT, DISK_UNKNOWN)
+PROFILE_DISK = "profile"   # Place.disk_id of a hardware profile's one [disk]
 
 # transformers TrainingArguments defaults (training_args.py): save_strategy "steps", save_steps 500,
 # save_only_model False (optimizer.pt and scheduler.pt are saved with the model), save_total_limit
@@ -98,7 +99,7 @@ def profile_storage(machine: Any) -> Storage:
         why = f"{disk.free_bytes}" if disk is not None else f"the profile {machine.name} has no [disk]"
         return Storage(unknown_reason=f"free disk not checked: {why}")
     path = disk.path or f"the {machine.name} disk"
-    return Storage(places=tuple(Place(k, path, free, "profile") for k in PLACE_KINDS))
+    return Storage(places=tuple(Place(k, path, free, PROFILE_DISK) for k in PLACE_KINDS))
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,8 @@ def plan_download(model: Any, plan: Any, storage: Storage | None, download_dir: 
     present = storage.where_present(art.key)
     need = 0 if present else art.bytes
     place = storage.place(DOWNLOAD_DIR if download_dir else art.place)
+    if download_dir and place is not None and place.disk_id == PROFILE_DISK:
+        place = replace(place, path=download_dir)      # a profile's one disk, at the folder asked
     saves = training_saves(model.spec, plan) if getattr(plan, "training", False) else None
     output = storage.place(OUTPUT) if saves is not None else None
     # What lands on each disk: the download, and one checkpoint in the output folder.

@@ -38,7 +38,7 @@ def nearest_existing(path: str) -> str:
 
 def read_disk(env: Mapping[str, str]) -> Disk:
     """Free and total bytes on the disk holding the model cache."""
-    path = nearest_existing(model_cache_dir(env, os.path.expanduser("~")))
+    path = nearest_existing(hub_cache_dir(env, os.path.expanduser("~")))
     try:
         usage = shutil.disk_usage(path)
     except OSError as exc:

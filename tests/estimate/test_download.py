@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fitcheck.estimate.download import (
     DISK_DOES_NOT_FIT,
@@ -186,3 +188,20 @@ def test_an_ollama_name_served_by_transformers_downloads_the_base_checkpoint():
     assert abs(art.bytes - 16.06 * GB) / (16.06 * GB) < 0.03          # the repository's four shards
     gguf = artifact_for(resolved, _plan("llama3.1:8b")[1])
     assert gguf.place == "ollama" and gguf.format == "GGUF Q4_K_M" and abs(gguf.bytes - 4.92 * GB) < 0.15 * GB
+
+
+def test_download_dir_on_a_profile_is_its_disk_at_that_folder():
+    resolved, plan = _plan("qwen-7b", profile="github-gpu-t4", precision="fp16")
+    d = plan_download(resolved, plan, profile_storage(load_profile("github-gpu-t4")), download_dir="/mnt/models")
+    assert d.place.path == "/mnt/models" and d.place.free_bytes == 176 * GB and d.status == DISK_FITS
+
+
+@settings(max_examples=60, deadline=None)
+@given(free=st.integers(0, 40 * GiB), present=st.booleans())
+def test_the_disk_fits_exactly_when_the_download_is_at_most_the_free_space(free, present):
+    resolved, plan = _plan("qwen-7b")
+    here = [("hf:Qwen/Qwen2.5-7B-Instruct", "/snap")] if present else []
+    d = plan_download(resolved, plan, _storage(free, present=here))
+    assert 0 <= d.download_bytes <= d.artifact.bytes and (d.download_bytes == 0) == present
+    assert (d.status == DISK_FITS) == (d.download_bytes <= free)
+    assert with_disk(_verdict(FITS), d).exit_code == (0 if d.status == DISK_FITS else 1)
