@@ -102,6 +102,7 @@ class Alternative:
     changes: tuple[tuple[str, Any], ...]      # request fields replaced, with their new (typed) values
     fitcheck_command: str = ""
     engine_command: str = ""
+    download: Any = None                      # fitcheck.estimate.download.Download of its plan
 
 
 def changed_fields(before: Request, after: Request) -> tuple[tuple[str, Any], ...]:

@@ -72,6 +72,7 @@ class Option:
     prompt: str | None = None         # the interactive question, where it asks this one
     nullable: bool = False            # "auto"/"none" typed means None
     envvar: str | None = None         # FITCHECK_* variable a user keeps the setting in (the command line wins)
+    this_machine: bool = False        # about this machine (its disk): `where`, which judges profiles, has no use for it
 
     @property
     def flag(self) -> str:
@@ -268,6 +269,12 @@ OPTIONS: tuple[Option, ...] = (
            help="Training: ZeRO-Offload to RAM (RAM need is checked too)."),
     Option("headroom", ("--headroom",), "float", 10.0, low=0, high=99, envvar="FITCHECK_HEADROOM",
            help="Safety margin, percent of free memory kept unused."),
+    Option("download_dir", ("--download-dir",), "str", None, metavar="PATH", nullable=True,
+           envvar="FITCHECK_DOWNLOAD_DIR", prompt="Download folder (auto: the engine's own cache)", this_machine=True,
+           help="Where the weights will be downloaded (checked for free space on this machine). Default: the "
+                "engine's own cache — the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else "
+                "~/.cache/huggingface/hub), llama.cpp's for -hf GGUF builds (LLAMA_CACHE), the Ollama store "
+                "(OLLAMA_MODELS, else ~/.ollama/models) for Ollama names."),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}

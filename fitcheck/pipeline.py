@@ -42,6 +42,7 @@ from fitcheck.request import Request
 
 if TYPE_CHECKING:
     from fitcheck.estimate.compat import StackCheck
+    from fitcheck.estimate.download import Download, Storage
 
 MAX_BATCH_SEARCHED = 4096
 MAX_MICRO_BATCH_SEARCHED = 1024
@@ -70,6 +71,7 @@ class CheckResult:
     tokens: int | None = None                     # training: tokens to train on (--tokens), for time and cost
     software: StackCheck | None = None            # the installed stack checked for this request (this machine)
     launch: tuple[str, ...] = ()                  # what to run on each node (plans over several nodes)
+    download: Download | None = None              # the bytes to download, where, the free disk (estimate.download)
 
     @property
     def spec(self) -> ModelSpec:
@@ -182,12 +184,17 @@ def resolve_model_arg(model: Any, params: str | None = None,
 
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
-          profile: str | None = None, as_typed: tuple[str, ...] | None = None) -> CheckResult:
+          profile: str | None = None, as_typed: tuple[str, ...] | None = None,
+          storage: Storage | None = None) -> CheckResult:
     """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
 
     Malformed input raises FitcheckError (exit 2); anything else is a verdict: fits, tight, does
-    not fit, cannot run here (kernels, compute capability, GPUs missing) or unknown.
+    not fit, cannot run here (kernels, compute capability, GPUs missing), does not fit on disk
+    (``storage``: the free space where downloads land and the copies already here, read at the
+    edge by fitcheck.probe.disk.read_storage; None: the disk is not checked) or unknown.
     """
+    from fitcheck.estimate.download import plan_download, with_disk
+
     resolved, query, model_args = resolve_model_arg(model, params, revision)
     if as_typed is not None and resolved.source in ("local", "generic"):
         # A model resolved (and perhaps altered) by the caller: its commands name it as the user typed it.
@@ -198,6 +205,22 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     evaluate = Evaluator(spec, machine)
     outcome = evaluate.outcome(request)
     plan, estimate, verdict = outcome.plan, outcome.estimate, outcome.verdict
+    downloads: dict[Any, Download] = {}
+
+    def download_of(p: AnyPlan) -> Download:
+        key = p.with_changes(assumptions=())
+        if key not in downloads:
+            downloads[key] = plan_download(resolved, p, storage, request.download_dir)
+        return downloads[key]
+
+    download = download_of(plan)
+    verdict = with_disk(verdict, download)
+    checked: Any = evaluate
+    if storage is not None and storage.places:
+        # An alternative must fit on disk too: its download judged with its memory.
+        def checked(req: Request) -> Outcome | None:
+            out = evaluate(req)
+            return None if out is None else replace(out, verdict=with_disk(out.verdict, download_of(out.plan)))
     past = context_note(spec, request.seq_len if request.training else request.context,
                         "--seq-len" if request.training else "--context")
     if past:
@@ -213,8 +236,9 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     if alternatives and verdict.status != FITS:
         extra = machine_args(machine)
         alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile, extra=extra),
-                             engine_command=engine_command(model_ref, a.plan, repos, local=local))
-                     for a in find_alternatives(spec, request, plan, machine, evaluate))
+                             engine_command=engine_command(model_ref, a.plan, repos, local=local),
+                             download=download_of(a.plan))
+                     for a in find_alternatives(spec, request, plan, machine, checked))
 
     max_context = max_batch = None
     if search and verdict.status not in (CANNOT_RUN, UNKNOWN):
@@ -242,7 +266,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         query=query, model=resolved, machine=machine, request=request, plan=plan, estimate=estimate,
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,
         device_advice=advice, training_speed=training_speed, model_args=model_args, profile=profile,
-        launch=launch_lines(model_ref, plan, repos) if not plan.problems else (),
+        launch=launch_lines(model_ref, plan, repos) if not plan.problems else (), download=download,
     )
 
 

@@ -58,6 +58,7 @@ class Request:
     offload: str = DEFAULTS["offload"]
     headroom: float = DEFAULTS["headroom"]             # percent of free memory kept unused
     prompt_tokens: int | None = DEFAULTS["prompt_tokens"]  # inference prefill (default: the whole context)
+    download_dir: str | None = DEFAULTS["download_dir"]   # where the weights land (default: the engine's cache)
     # Not options: the Python API may set them (training internals).
     lora_dropout: float = 0.0                          # peft LoraConfig default
     ds_bucket_elements: int | None = None              # DeepSpeed reduce_bucket_size (None: HF "auto" = hidden²)

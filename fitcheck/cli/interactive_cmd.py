@@ -33,7 +33,7 @@ _SHORT = {"p": "precision", "ctx": "context", "c": "context", "b": "batch", "pro
           "kv": "kv_dtype", "ngl": "gpu_layers", "transformers": "transformers_version",
           "checkpointing": "grad_checkpointing", "rank": "lora_rank"}
 SHOWN_FIELDS = ("model", "mode", "precision", "context", "prompt", "batch", "machine", "engine", "kv", "gpus", "device",
-                "transformers", "optimizer", "checkpointing", "lora-rank", "zero")
+                "transformers", "optimizer", "checkpointing", "lora-rank", "zero", "download-dir")
 
 
 def _aliases() -> dict[str, str]:
@@ -260,7 +260,11 @@ def _evaluate(session: Session) -> int:
     from fitcheck.render.check import render_check_table
 
     try:
-        session.result = check(session.model(), session.answers.request, session.machine())
+        from fitcheck.probe.disk import storage_for
+
+        model, machine, request = session.model(), session.machine(), session.answers.request
+        session.result = check(model, request, machine,
+                               storage=storage_for(model, session.answers.model, request.download_dir, machine))
     except FitcheckError as exc:
         session.result = None
         click.echo(f"  cannot check: {exc.one_line()} — change an answer")

@@ -15,12 +15,13 @@ from fitcheck.cli.options import (
     typed_for_other_mode,
 )
 from fitcheck.machine import PROFILE_KINDS as KINDS
-from fitcheck.options import click_options
+from fitcheck.options import OPTIONS, click_options
 
 
 @click.command("where")
 @click.argument("model", shell_complete=complete_model)
-@click_options(help_overrides={
+# --download-dir is this machine's disk: `where` judges hardware profiles.
+@click_options([o.name for o in OPTIONS if not o.this_machine], help_overrides={
     "precision": "Weights format. Default: each machine's own default (bf16 on modern GPUs, q4_k_m on CPUs).",
     "engine": "Default: each machine's default (llama.cpp for GGUF types and CPU-only machines).",
     "gpus": "GPUs to use on each machine. Default: all of each machine's GPUs for inference (tensor parallel "

@@ -4,6 +4,9 @@ fits          need <= free × (1 − headroom) on every device
 tight         need <= free on every device, but inside the headroom on one
 does not fit  need > free on some device (or more GPUs asked than there are)
 unknown       a device's free memory could not be read (and nothing already fails)
+does not fit on disk
+              the memory fits (or is unknown) but the download does not fit in the free disk space where
+              it lands (fitcheck.estimate.download.with_disk; the memory verdict is the next reason)
 cannot run    this machine cannot run the request at all: kernels missing, compute capability too
               low, no GPU or fewer GPUs than asked (the plan's problems, from fitcheck.engines), or the
               installed software stack cannot run it (driver older than the CUDA build, no kernels for
@@ -24,15 +27,16 @@ TIGHT = "tight"
 DOES_NOT_FIT = "does_not_fit"
 UNKNOWN = "unknown"
 CANNOT_RUN = "cannot_run"
-STATUSES = (FITS, TIGHT, DOES_NOT_FIT, CANNOT_RUN, UNKNOWN)
-_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT: 3, CANNOT_RUN: 4}
+DOES_NOT_FIT_ON_DISK = "does_not_fit_on_disk"
+STATUSES = (FITS, TIGHT, DOES_NOT_FIT, CANNOT_RUN, UNKNOWN, DOES_NOT_FIT_ON_DISK)
+_ORDER = {FITS: 0, TIGHT: 1, UNKNOWN: 2, DOES_NOT_FIT_ON_DISK: 3, DOES_NOT_FIT: 3, CANNOT_RUN: 4}
 # How each status reads: in the table's verdict line (WORDS) and in a sentence (SENTENCE_WORDS).
 WORDS = {FITS: "FITS", TIGHT: "TIGHT", DOES_NOT_FIT: "DOES NOT FIT", CANNOT_RUN: "CANNOT RUN HERE",
-         UNKNOWN: "UNKNOWN"}
+         UNKNOWN: "UNKNOWN", DOES_NOT_FIT_ON_DISK: "DOES NOT FIT ON DISK"}
 SENTENCE_WORDS = {FITS: "Fits", TIGHT: "Fits, tightly", DOES_NOT_FIT: "Does not fit",
-                  CANNOT_RUN: "Cannot run here", UNKNOWN: "Unknown"}
+                  CANNOT_RUN: "Cannot run here", UNKNOWN: "Unknown", DOES_NOT_FIT_ON_DISK: "Does not fit on disk"}
 EXIT_CODES = {FITS: EXIT_FITS, TIGHT: EXIT_FITS, DOES_NOT_FIT: EXIT_DOES_NOT_FIT, CANNOT_RUN: EXIT_DOES_NOT_FIT,
-              UNKNOWN: EXIT_UNKNOWN}
+              UNKNOWN: EXIT_UNKNOWN, DOES_NOT_FIT_ON_DISK: EXIT_DOES_NOT_FIT}
 
 
 @dataclass(frozen=True)

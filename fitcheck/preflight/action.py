@@ -15,7 +15,8 @@ It prints the command, runs it in this process (tables, annotations, and the Mar
 ``--format github`` appends to ``$GITHUB_STEP_SUMMARY``), then appends the step outputs a workflow
 branches on to ``$GITHUB_OUTPUT``:
 
-    status       fits | tight | does_not_fit | unknown (the verdict; a plan: its worst case);
+    status       fits | tight | does_not_fit | does_not_fit_on_disk | unknown (the verdict; a plan: its worst
+                 case);
                  met | failed | unknown (requirements only); error (bad input: exit 2)
     exit-code    the step's exit status: 0 passes, 1 fails, 2 bad input, 3 unknown
     max-context  the largest context (tokens) that fits at the requested batch ('' when none/plan)
@@ -39,7 +40,7 @@ from fitcheck.errors import EXIT_BAD_INPUT
 
 OUTPUTS = ("status", "exit-code", "max-context", "max-batch", "report")
 # worst first: a plan's status is that of its worst case
-_STATUS_ORDER = ("does_not_fit", "unknown", "tight", "fits")
+_STATUS_ORDER = ("does_not_fit", "does_not_fit_on_disk", "unknown", "tight", "fits")
 
 
 class ActionInputError(ValueError):

@@ -79,7 +79,10 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
         resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
         typed = ((model.strip(),) + (("--params", params) if params else ())
                  + (("--revision", revision) if revision else ()))
-        result = check(resolved, request, machine, as_typed=typed)
+        from fitcheck.probe.disk import storage_for
+
+        storage = storage_for(resolved, model, request.download_dir, machine)
+        result = check(resolved, request, machine, as_typed=typed, storage=storage)
         if finish is not None:
             result = finish(result)
     except FitcheckError as exc:

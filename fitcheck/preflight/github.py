@@ -11,14 +11,14 @@ ones the table and the JSON document print.
 
 from __future__ import annotations
 
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
 from fitcheck.render.check import nothing_fits
 from fitcheck.units import format_gib
 
 _WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", CANNOT_RUN: "cannot run",
-         UNKNOWN: "cannot be judged"}
-_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", CANNOT_RUN: "❌", UNKNOWN: "❔"}
+         UNKNOWN: "cannot be judged", DOES_NOT_FIT_ON_DISK: "does not fit on disk"}
+_ICON = {FITS: "✅", TIGHT: "⚠️", DOES_NOT_FIT: "❌", CANNOT_RUN: "❌", UNKNOWN: "❔", DOES_NOT_FIT_ON_DISK: "❌"}
 
 
 def escape_data(text: str) -> str:
@@ -71,6 +71,8 @@ def check_message(result, strict: bool = False) -> str:
         msg += f" Fits instead: {best.title} — {alternative_commands(result)[0]}"
     elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
         msg += f" {nothing_fits(result.plan)}."
+    elif result.verdict.status == DOES_NOT_FIT_ON_DISK:
+        msg += " Use --download-dir PATH on a disk with room, or a smaller format."
     return msg
 
 
@@ -128,6 +130,21 @@ def _headline(result, outcomes, strict: bool, exit_code: int) -> str:
     return f"### {_outcome_icon(status, exit_code)} {title}"
 
 
+_DISK_WORD = {"fits": "fits", "does_not_fit": "does not fit", "unknown": "not checked"}
+
+
+def _disk_rows(download) -> list[str]:
+    """The download as a row of the summary's table: where it lands, its bytes, the free space there."""
+    if download is None:
+        return []
+    if download.present_at:
+        return [f"| Download (already at `{download.present_at}`) | 0 | - | fits |"]
+    place = download.place
+    where = f"`{place.path}`" if place is not None else "disk not known"
+    free = place.free_bytes if place is not None else None
+    return [f"| Download to {where} | {_gib(download.download_bytes)} | {_gib(free)} | {_DISK_WORD[download.status]} |"]
+
+
 def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | None = None) -> str:
     """Markdown for one check: the step's outcome, memory per device, requirements, what fits instead.
 
@@ -142,6 +159,7 @@ def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | No
     for d in result.verdict.devices:
         label = d.device.upper() if d.kind == "gpu" else "RAM"
         lines.append(f"| {label} | {_gib(d.need_bytes)} | {_gib(d.free_bytes)} | {_WORD[d.status]} |")
+    lines += _disk_rows(getattr(result, "download", None))
     lines += _requirements_md(outcomes)
     if result.alternatives:
         lines += ["", "**What fits instead (best first)**", ""]

@@ -9,14 +9,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, WORDS
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, WORDS
 from fitcheck.preflight.requirements import FAILED, OK
 
 ERROR = "error"   # a plan case that is malformed (exit 2); the other cases still run
 _COLOURS = {FITS: "green", TIGHT: "yellow", DOES_NOT_FIT: "red", CANNOT_RUN: "red", UNKNOWN: "yellow", OK: "green",
-            FAILED: "red", ERROR: "red"}
+            FAILED: "red", ERROR: "red", DOES_NOT_FIT_ON_DISK: "red"}
 # requirements.UNKNOWN is the same word as the verdict's UNKNOWN ("unknown"): yellow for both
-_WIDTH = max(len(w) for w in WORDS.values())
+# (the column fits "TIGHT (strict)"; "DOES NOT FIT ON DISK" fits in it too)
+_WIDTH = max(len(w) for s, w in WORDS.items() if s != DOES_NOT_FIT_ON_DISK)
 
 
 def use_color(stream, env: Mapping[str, str] | None = None) -> bool:

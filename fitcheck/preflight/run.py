@@ -39,7 +39,15 @@ def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str =
 
     label = f"{where}: case {case.index} ({case.name})"
     try:
-        result = check(case.model, request_for(case), machine, params=case.get("params"))
+        from fitcheck.model.resolve import resolve_model
+        from fitcheck.probe.disk import storage_for
+
+        request = request_for(case)
+        params = case.get("params")
+        resolved = resolve_model(case.model, params=params) if params else resolve_model(case.model)
+        typed = (case.model.strip(),) + (("--params", params) if params else ())
+        result = check(resolved, request, machine, as_typed=typed,
+                       storage=storage_for(resolved, case.model, request.download_dir, machine))
     except FitcheckError as exc:
         return CaseResult(case, None, EXIT_BAD_INPUT, f"{label}: {exc.one_line()}")
     code = result.exit_code

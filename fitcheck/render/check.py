@@ -27,10 +27,14 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
            (owned or rented machines only; run: the --tokens training run, see fitcheck.render.cost),
   "software": {environments, torch, packages, problems, issues, status} | null
               (the installed stack checked for this request; null with --profile: fitcheck.render.software),
+  "download": {download_bytes, checkpoint_bytes, format, repo, exact, basis, already_at, place, download_dir,
+               disk_free_bytes, status, reason, saves} (what the plan downloads, where, the free disk there:
+               fitcheck.render.download),
   "requirements": [{requirement, fact, status: ok|failed|unknown, measured, shown, message}],
   "exit_code": int   # the command's exit status: the verdict, --strict and the requirements combined
 }
-verdict.status may also be "cannot_run" (exit 1): the installed stack cannot run the request here.
+verdict.status may also be "cannot_run" (exit 1): the installed stack cannot run the request here, and
+"does_not_fit_on_disk" (exit 1): the memory fits but the download does not fit on the disk it lands on.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import shlex
 from typing import Any
 
 from fitcheck import __version__
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, TIGHT, UNKNOWN, WORDS
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, TIGHT, UNKNOWN, WORDS
 from fitcheck.machine import Machine, known
 from fitcheck.pipeline import CheckResult
 from fitcheck.plan import TrainingPlan
@@ -170,12 +174,14 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
                 "devices": [{"device": d.device, "total_bytes": d.total_bytes} for d in a.estimate.devices],
                 "fitcheck_command": a.fitcheck_command,
                 "engine_command": a.engine_command,
+                "download_bytes": a.download.download_bytes if a.download is not None else None,
             }
             for a in result.alternatives
         ],
         "speed": _speed_section(result),
         "cost": _cost_section(result),
         "software": _software_section(result),
+        "download": _download_section(result),
         "requirements": [outcome_dict(o) for o in outcomes],
         "exit_code": check_exit_code(result, False, outcomes) if exit_code is None else exit_code,
     }
@@ -186,6 +192,12 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "on" if value else "off"
     return "auto" if value is None else value
+
+
+def _download_section(result) -> dict | None:
+    from fitcheck.render.download import download_document
+
+    return download_document(getattr(result, "download", None))
 
 
 def _software_section(result) -> dict | None:
@@ -296,10 +308,13 @@ def render_check_table(result: CheckResult) -> str:
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
                           colalign=("left",) + ("right",) * len(shown)))
     lines.append("")
-    headroom = "" if result.verdict.status == CANNOT_RUN else f" (headroom {result.headroom:.0%})"
+    headroom = "" if result.verdict.status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK) \
+        else f" (headroom {result.headroom:.0%})"
     lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
                  f"{headroom}")
     for extra in result.verdict.reasons[1:]:
+        if result.verdict.status == DOES_NOT_FIT_ON_DISK and extra.startswith("memory: "):
+            extra += f" (headroom {result.headroom:.0%})"
         lines.append(f"          {extra}")
     if est.fact("vllm_max_concurrency") is not None:
         lines.append(f"          vLLM KV pool: {est.fact('vllm_kv_pool_tokens'):,} tokens, maximum concurrency "
@@ -327,8 +342,10 @@ def render_check_table(result: CheckResult) -> str:
 
         lines.append(training_speed_line(result.training_speed))
     from fitcheck.render.cost import check_cost_lines
+    from fitcheck.render.download import download_lines
     from fitcheck.render.software import software_lines
 
+    lines += download_lines(getattr(result, "download", None))
     lines += check_cost_lines(result)
     lines += software_lines(getattr(result, "software", None))
     if result.launch and result.verdict.status != CANNOT_RUN:
@@ -340,13 +357,20 @@ def render_check_table(result: CheckResult) -> str:
                      else "What fits instead (best first):")
         for i, a in enumerate(result.alternatives, 1):
             need = _needs_line(a.estimate.devices, per_node=(a.estimate.fact("nodes") or 1) > 1)
+            if result.verdict.status == DOES_NOT_FIT_ON_DISK and a.download is not None:
+                need += f"; download {format_gib(a.download.download_bytes)}"
             tight = " (tight)" if a.verdict.status == TIGHT else ""
             lines.append(f"  {i}. {a.title}{tight} — needs {need}")
             lines.append(f"     {a.fitcheck_command}")
             lines.append(f"     {a.engine_command}")
-    elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
+    elif result.verdict.status == DOES_NOT_FIT_ON_DISK:
         lines.append("")
-        lines.append(f"{nothing_fits(plan)}; `fitcheck profiles` lists machines to try with --profile NAME.")
+        lines.append("Nothing smaller fits on this disk: free space there, or --download-dir PATH on a disk with room.")
+    elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
+        disk = "" if result.download is None or result.download.fits else \
+            " with a download that fits on this disk (or --download-dir PATH on a disk with room)"
+        lines.append("")
+        lines.append(f"{nothing_fits(plan)}{disk}; `fitcheck profiles` lists machines to try with --profile NAME.")
     lines.append("")
     lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
                                             for a in est.assumptions))

@@ -10,7 +10,11 @@ from fitcheck.cli import cli
 # The JSON document's key set is a contract (README and schemas/check.schema.json document it): within
 # a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed", "cost", "software", "requirements", "exit_code", "launch"}
+            "speed", "cost", "software", "requirements", "exit_code", "launch", "download"}
+# "download" (fitcheck.render.download): what the plan downloads, where it lands, the free disk there.
+DOWNLOAD_KEYS = {"download_bytes", "checkpoint_bytes", "format", "repo", "exact", "basis", "already_at", "place",
+                 "download_dir", "disk_free_bytes", "status", "reason", "saves"}
+SAVES_KEYS = {"bytes_per_checkpoint", "weights_bytes", "optimizer_bytes", "detail", "output_dir", "disk_free_bytes"}
 # "launch": what to run on each node, empty on one machine (tests/test_multi_node.py).
 # "software" (fitcheck.render.software): null with --profile; tests/estimate/test_compat.py locks its keys.
 # "cost" (fitcheck.render.cost): null for a machine neither owned nor rented; "run" only with --tokens.
@@ -25,7 +29,8 @@ ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved
                  "assumptions", "notes"}
 DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
 VERDICT_KEYS = {"status", "exit_code", "summary", "reasons", "max_context", "max_batch", "devices"}
-ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command"}
+ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command",
+            "download_bytes"}
 SPEED_KEYS = {"device", "engine", "precision", "batch", "at_context", "decode_tokens_per_s", "per_sequence_tokens_per_s",
               "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "assumptions", "unknown",
               "best_device", "communication"}
@@ -51,10 +56,13 @@ def test_json_contract_key_set():
     assert set(doc["speed"]) == SPEED_KEYS
     assert set(doc["speed"]["best_device"]) == BEST_DEVICE_KEYS
     assert doc["cost"] is None and doc["software"] is None  # does not fit; a profile
+    assert set(doc["download"]) == DOWNLOAD_KEYS and doc["download"]["saves"] is None
+    assert doc["download"]["disk_free_bytes"] is None and doc["download"]["status"] == "unknown"  # no [disk]
     owned = json.loads(run("qwen-7b", "--profile", "rtx-4090", "--json").output)["cost"]
     assert set(owned) == COST_KEYS and owned["owned"] and owned["run"] is None
     rented = json.loads(run("qwen-7b", "--mode", "lora", "--tokens", "10M", "--profile", "h100-sxm", "--json").output)
     assert set(rented["cost"]) == COST_KEYS and set(rented["cost"]["run"]) == RUN_KEYS
+    assert set(rented["download"]["saves"]) == SAVES_KEYS
     dev = doc["estimate"]["devices"][0]
     assert dev["peak_allocated_bytes"] <= dev["peak_reserved_bytes"] <= dev["total_bytes"]
     assert all(isinstance(v, int) for v in dev["components"].values())

@@ -66,3 +66,16 @@ def test_inference_commands_match_the_json_document():
     expected = [a["fitcheck_command"] for a in check_document(result)["alternatives"]]
     assert expected and github.alternative_commands(result) == expected
     assert expected[0] in github.check_annotations(result)[0]
+
+
+def test_the_summary_and_annotation_carry_the_disk():
+    from fitcheck.estimate.download import HF_CACHE, Place, Storage
+
+    storage = Storage((Place(HF_CACHE, "/runner/hub", 5 * 2**30, "d"),), looked=True)
+    result = check("qwen-7b", Request(), load_profile("rtx-4090"), storage=storage)
+    (line,) = github.check_annotations(result)
+    assert line.startswith("::error title=fitcheck%3A qwen-7b does not fit on disk on rtx-4090::")
+    assert "on disk at /runner/hub but only 5.00 GiB is free" in line
+    md = github.check_summary(result)
+    assert "| Download to `/runner/hub` | 14.19 GiB | 5.00 GiB | does not fit |" in md
+    assert "| Download to disk not known |" in github.check_summary(check("qwen-7b", Request(), load_profile("rtx-4090")))
