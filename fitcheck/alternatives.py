@@ -491,3 +491,33 @@ def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> R
     if base_runs is not None and base_runs.problem(kind, cc):
         fixed = fixed.with_changes(mode="lora", precision="bf16", master_weights=None)
     return fixed
+
+
+# ---- where: each machine's best precision ---------------------------------------------------------
+def best_precision(request: Request, plan: Plan, machine: Machine, evaluate: Evaluate) -> Alternative | None:
+    """For a request whose precision was left to the machine and does not run at its default: the
+    weights format the inference alternatives above would try (the engine's lower precisions, then
+    GGUF builds with llama.cpp where no engine was given), nothing else of the request changed (same
+    device, context, batch and KV cache, no partial offload), the cheapest that runs (quality first)."""
+    base = request.with_changes(precision=plan.precision, engine=plan.engine)
+    s = _Search(base, evaluate)
+    kind, cc = engines.machine_kind(machine, plan.device)
+    runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
+    current_bits = weight_format(plan.precision).linear_bits
+    for p in _LOWER_PRECISIONS[plan.engine]:
+        if p in runnable and WEIGHT_FORMATS[p].linear_bits < current_bits:
+            step = max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+            s.consider(f"{weight_format(p).description} with {plan.engine}", base.with_changes(precision=p), step)
+    if request.engine in (None, "llama.cpp"):
+        start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
+        gguf_base = base.with_changes(engine="llama.cpp", transformers_version=None, attention=None,
+                                      gpu_memory_utilization=Request().gpu_memory_utilization)
+        for gguf in _GGUF_LADDER:
+            if weight_format(gguf).linear_bits > weight_format(start).linear_bits or gguf == plan.precision:
+                continue
+            step = max(_quality(gguf) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+            if _runs(s.consider(f"GGUF {gguf} with llama.cpp", gguf_base.with_changes(precision=gguf), step + 5)):
+                break  # the lower GGUF types only when the higher fail
+    same = [a for a in s.found if isinstance(a.plan, Plan) and a.plan.device == plan.device
+            and a.plan.gpu_layers is None and a.plan.nodes == plan.nodes and not a.plan.problems]
+    return min(same, key=lambda a: a.cost, default=None)
