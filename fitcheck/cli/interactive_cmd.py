@@ -82,8 +82,8 @@ class Answers:
 
     def changes_from(self, before: Answers) -> list[str]:
         out = [f"{f} {before.get(f)} → {self.get(f)}" for f in OWN_FIELDS if before.get(f) != self.get(f)]
-        out += [f"{typed_name(name)} {_shown(old)} → {_shown(new)}"
-                for name, new in changed_fields(before.request, self.request) for old in (getattr(before.request, name),)]
+        out += [f"{typed_name(name)} {_shown(getattr(before.request, name))} → {_shown(new)}"
+                for name, new in changed_fields(before.request, self.request)]
         return out
 
 
