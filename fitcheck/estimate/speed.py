@@ -218,7 +218,9 @@ def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
 
 
 def kv_bytes_per_sequence(spec: ModelSpec, plan: Plan, context: int) -> int:
-    return kv_cache_bytes(spec, tokens=context, sequences=1, kv_dtype=plan.kv_dtype, engine=plan.engine)
+    # the cache a decode step reads (sliding-window layers: what the engine keeps once generation starts)
+    return kv_cache_bytes(spec, tokens=context, sequences=1, kv_dtype=plan.kv_dtype, engine=plan.engine,
+                          transformers_version=plan.transformers_version)
 
 
 def matmul_params(spec: ModelSpec) -> int:
