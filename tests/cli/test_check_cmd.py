@@ -27,8 +27,8 @@ DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_byte
 VERDICT_KEYS = {"status", "exit_code", "summary", "reasons", "max_context", "max_batch", "devices"}
 ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command"}
 SPEED_KEYS = {"device", "engine", "precision", "batch", "at_context", "decode_tokens_per_s", "per_sequence_tokens_per_s",
-              "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "assumptions", "unknown",
-              "best_device", "communication"}
+              "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "ram_bandwidth_source",
+              "assumptions", "unknown", "best_device", "communication"}
 BEST_DEVICE_KEYS = {"choice", "reason", "gpu", "cpu"}
 
 
