@@ -170,7 +170,7 @@ def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -
     if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
         return row
     asked = request.with_changes(headroom=headroom * 100)
-    best = best_precision(asked, row.plan, row.machine, Evaluator(spec, row.machine))
+    best = best_precision(spec, asked, row.plan, row.machine, Evaluator(spec, row.machine))
     if best is None:
         return row
     chosen = evaluate_on(spec, request.with_changes(precision=best.plan.precision, engine=best.plan.engine),
