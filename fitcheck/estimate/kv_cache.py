@@ -38,9 +38,12 @@ def kv_elements_per_token(spec: ModelSpec, engine: str) -> int:
 # - vLLM's hybrid KV-cache manager frees the blocks that fall outside the window: W tokens.
 # - llama.cpp's SWA cache (src/llama-kv-cache-iswa.cpp): size_swa = GGML_PAD(min(size_base,
 #   n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256) cells per stream, one stream per sequence;
-#   --swa-full keeps size_base (every token).
+#   --swa-full keeps size_base (every token).  Only the architectures whose loader sets a SWA pattern
+#   (src/llama-model.cpp, load_hparams: set_swa_pattern; gguf_header._SWA_PATTERN, llama4's chunked
+#   attention n_swa 8192) have that cache; the others (Mistral v0.1, StarCoder2) keep every token.
 TRANSFORMERS_SLIDING_SINCE = (4, 56)
 HYBRID_CACHE_ARCHITECTURES = frozenset({"gemma2", "gemma3", "gemma3_text"})
+LLAMA_CPP_SWA_ARCHITECTURES = frozenset({"gemma2", "gemma3", "gemma3_text", "gpt_oss", "cohere2", "llama4"})
 LLAMA_CPP_SWA_PAD = 256
 
 
@@ -62,6 +65,9 @@ def sliding_cache(spec: ModelSpec, engine: str, *, tokens: int, prompt_tokens: i
     window = spec.sliding_window or 0
     if not window or not spec.num_sliding_layers:
         return SlidingCache(tokens, tokens, "")
+    if engine == "llama.cpp" and spec.architecture not in LLAMA_CPP_SWA_ARCHITECTURES:
+        return SlidingCache(tokens, tokens, f"window {window:,}, but llama.cpp runs {spec.architecture} with full "
+                                            "attention: every token")
     if engine == "llama.cpp":
         extra = ENGINES[engine].kv_sliding_extra or 0
         cells = -(-(window + extra) // LLAMA_CPP_SWA_PAD) * LLAMA_CPP_SWA_PAD

@@ -46,6 +46,9 @@ def layer_tokens(detail: str) -> tuple[int, int, int, int]:
     ("mistral-7b-v0.1", "--profile", "h200", "--context", "16384", "--transformers-version", "4.50"),
     ("gemma-2-9b", "--profile", "h200", "--context", "8192", "--engine", "vllm", "--batch", "3"),
     ("gpt-oss-20b", "--profile", "h200", "--context", "8192", "-p", "q8_0"),
+    ("mistral-7b-v0.1", "--profile", "h200", "--context", "16384", "-p", "q4_k_m"),
+    ("llama-4-scout", "--profile", "h200", "--context", "65536", "--engine", "vllm"),
+    ("llama-4-scout", "--profile", "h200", "--context", "65536", "-p", "q4_k_m"),
 ])
 def test_the_words_add_up_to_the_figure(args):
     kv, detail = kv_of(*args)
@@ -78,6 +81,9 @@ def test_older_transformers_releases():
 def test_llama_cpp_swa_cache_is_padded_to_256():
     _, detail = kv_of("gpt-oss-20b", "--profile", "h200", "--context", "8192", "-p", "q8_0")
     assert layer_tokens(detail)[2:] == (12, 768)  # GGML_PAD(128 + 512, 256)
+    # architectures llama.cpp runs without a sliding-window cache keep every token there
+    _, mistral = kv_of("mistral-7b-v0.1", "--profile", "h200", "--context", "16384", "-p", "q4_k_m")
+    assert layer_tokens(mistral) == (0, 0, 32, 16384) and "full attention" in mistral
 
 
 def test_the_measured_prefill_cache_is_reproduced():
