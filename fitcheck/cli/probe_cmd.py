@@ -46,7 +46,13 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
         reading = measure_bandwidth()
         machine = with_measured_bandwidth(machine, reading)
         if not (gpu or vram or ram):  # this machine as it is: later answers use the reading
-            kept = bandwidth_cache.store(machine, reading.bytes_per_s, reading.how)
+            from fitcheck.errors import FitcheckError
+
+            try:
+                path = bandwidth_cache.store(machine, reading.bytes_per_s, reading.how)
+                kept = f"Kept the measured RAM bandwidth in {path}: later answers for this machine use it"
+            except FitcheckError as exc:  # an unwritable cache loses the reading, not the answer
+                kept = f"Could not keep the measured RAM bandwidth ({exc.one_line()})"
     software = None
     if profile and python_envs:
         raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
@@ -70,7 +76,7 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
 
         click.echo(render_machine(machine, software))
     if bench and not (gpu or vram or ram):
-        click.echo(f"Kept the measured RAM bandwidth in {kept}: later answers for this machine use it", err=True)
+        click.echo(kept, err=True)
     if save_path:
         from fitcheck.user_config import is_bare_name
 

@@ -137,3 +137,13 @@ def test_help_and_readme_say_the_same_about_the_bench():
     assert "256 MiB copy, under a second" not in readme and "4 × the CPU's last-level cache" in readme
     help_text = CliRunner().invoke(cli, ["probe", "--help"]).output
     assert "4 × the CPU's last-level" in " ".join(help_text.split()) and "under a second" not in help_text
+
+
+def test_an_unwritable_cache_loses_the_reading_not_the_answer(monkeypatch, tmp_path):
+    reading = bench.BandwidthReading(40_000_000_000, 128 * MiB, 2, 4, 0.0067)
+    monkeypatch.setattr(bench, "measure_bandwidth", lambda: reading)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("FITCHECK_CACHE_DIR", str(blocker / "sub"))  # a folder under a file: cannot be made
+    r = CliRunner().invoke(cli, ["probe", "--bench"])
+    assert r.exit_code == 0 and "Could not keep the measured RAM bandwidth" in r.output and "40" in r.output
