@@ -5,6 +5,9 @@ machine, each with a default and validated (a bad answer is asked again with the
 the verdict and the alternatives (the same table as `fitcheck check`), then loops: a number
 takes that alternative, ``FIELD VALUE`` (``context 8192``, ``precision awq``, ``machine
 rtx-4090``) changes one answer, ``q``/``quit``/Ctrl-D ends (exit 0), Ctrl-C ends with exit 130.
+A change is checked by the rules the flags follow (fitcheck.options, fitcheck.request, and the
+capability table through fitcheck.plan): one the command line would refuse, or that this machine
+cannot run, is refused at entry with the reason and what to type instead (``gpus auto``).
 
 The pure part (answers, parsing a change, applying an alternative) is separate from the loop.
 """
