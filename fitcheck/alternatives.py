@@ -615,3 +615,62 @@ def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> R
     if base_runs is not None and base_runs.problem(kind, cc):
         fixed = fixed.with_changes(mode="lora", precision="bf16", master_weights=None)
     return fixed
+
+
+# ---- where: each machine's best precision ---------------------------------------------------------
+def _cannot_hold(spec: ModelSpec, precision: str, machine: Machine, device: str) -> bool:
+    """True when the weights alone (less the embedding llama.cpp keeps in RAM, with a 5 % margin) exceed
+    all the free memory of the devices a plan on ``device`` uses: a candidate skipped without estimating it."""
+    from fitcheck.estimate.weights import weight_bytes
+    from fitcheck.machine import known
+
+    if device == "cpu" or not machine.gpus:
+        free = [machine.memory.available_bytes]
+    else:
+        free = [g.memory_free_bytes for g in machine.gpus]
+    if not all(known(f) and isinstance(f, int) for f in free):
+        return False
+    wb = weight_bytes(spec, weight_format(precision))
+    return 0.95 * (wb.total - wb.embed_bytes) > sum(free)  # type: ignore[arg-type]
+
+
+def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
+                   evaluate: Evaluate) -> Alternative | None:
+    """For a request whose precision was left to the machine and does not run at its default: the
+    weights format the inference alternatives above would try (the engine's lower precisions, then
+    GGUF builds with llama.cpp where no engine was given), nothing else of the request changed (same
+    device, context, batch and KV cache, no partial offload), the cheapest that runs (quality first,
+    the same costs as the alternatives).  Candidates are checked cheapest first, and only until one runs."""
+    base = request.with_changes(precision=plan.precision, engine=plan.engine)
+    kind, cc = engines.machine_kind(machine, plan.device)
+    runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
+    current_bits = weight_format(plan.precision).linear_bits
+
+    def step(p: str) -> float:
+        return max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
+
+    candidates: list[tuple[float, str, Request]] = [
+        (step(p), f"{weight_format(p).description} with {plan.engine}", base.with_changes(precision=p))
+        for p in _LOWER_PRECISIONS[plan.engine]
+        if p in runnable and WEIGHT_FORMATS[p].linear_bits < current_bits]
+    if request.engine in (None, "llama.cpp"):
+        start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
+        gguf_base = base.with_changes(engine="llama.cpp", transformers_version=None, attention=None,
+                                      gpu_memory_utilization=Request().gpu_memory_utilization)
+        candidates += [(step(g) + 5, f"GGUF {g} with llama.cpp", gguf_base.with_changes(precision=g))
+                       for g in _GGUF_LADDER
+                       if weight_format(g).linear_bits <= weight_format(start).linear_bits and g != plan.precision]
+    s = _Search(base, evaluate)
+    best: Alternative | None = None
+    for cost, title, cand in sorted(candidates, key=lambda c: c[0]):
+        if best is not None and cost >= best.cost:
+            break
+        if _cannot_hold(spec, cand.precision or "", machine, plan.device):
+            continue
+        found = len(s.found)
+        s.consider(title, cand, cost)
+        for a in s.found[found:]:
+            if isinstance(a.plan, Plan) and a.plan.device == plan.device and a.plan.gpu_layers is None \
+                    and a.plan.nodes == plan.nodes and not a.plan.problems and (best is None or a.cost < best.cost):
+                best = a
+    return best

@@ -33,6 +33,7 @@ DOCUMENTS: dict[str, str] = {
     "fitcheck.measure/1": "measure",
     "fitcheck.receipt/1": "receipt",
     "fitcheck.receipts/1": "receipts",
+    "fitcheck.bandwidth/1": "bandwidth",
 }
 
 

@@ -79,7 +79,8 @@ class Engine:
     # How its KV cache stores what the formulas in estimate/kv_cache.py count:
     kv_mla_latent: bool = True                   # MLA's compressed latent (False: K and V expanded per head)
     kv_sliding_extra: int | None = 0             # sliding-window layers keep window + this many cells;
-                                                 # None: every token (transformers' DynamicCache)
+                                                 # None: decided by the release (transformers); what each
+                                                 # engine keeps: estimate/kv_cache.sliding_cache
     # Weights it keeps in RAM while the GPU runs the rest: "layers" (llama.cpp -ngl), "experts" (llama.cpp
     # --n-cpu-moe / --cpu-moe, MoE models), "streamed" (vLLM --cpu-offload-gb, over PCIe every forward).
     offloads: frozenset[str] = frozenset()

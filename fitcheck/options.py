@@ -70,6 +70,7 @@ class Option:
     metavar: str | None = None
     check: Callable[[Any], None] | None = None   # extra validation of a value (raises FitcheckError)
     prompt: str | None = None         # the interactive question, where it asks this one
+    training_prompt: str | None = None  # the question in the training modes, where it means something else there
     nullable: bool = False            # "auto"/"none" typed means None
     envvar: str | None = None         # FITCHECK_* variable a user keeps the setting in (the command line wins)
     this_machine: bool = False        # about this machine (its disk): `where`, which judges profiles, has no use for it
@@ -82,6 +83,10 @@ class Option:
     def question(self) -> str:
         """What the interactive mode asks for this option."""
         return self.prompt or self.help
+
+    def question_in(self, mode: str) -> str:
+        """What the interactive mode asks for this option in ``mode``."""
+        return self.training_prompt if self.training_prompt and mode in TRAINING else self.question
 
     def applies(self, mode: str) -> bool:
         return mode in self.modes
@@ -206,6 +211,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("seq_len", ("--seq-len",), "int", 2048, modes=TRAINING, low=1, high=MAX_CONTEXT,
            prompt="Sequence length, tokens", help="Training: tokens per sequence."),
     Option("batch", ("--batch", "-b"), "int", 1, low=1, high=MAX_BATCH, prompt="Batch (concurrent sequences)",
+           training_prompt="Micro-batch (sequences per GPU per step; gradient accumulation multiplies it)",
            help="Concurrent sequences (training: the micro-batch per GPU)."),
     Option("kv_dtype", ("--kv-dtype",), "choice", "auto", modes=ONLY_INFERENCE, choices=KV_DTYPES,
            envvar="FITCHECK_KV_DTYPE",

@@ -15,6 +15,9 @@ The folder (nothing in it is required; fitcheck never writes there unless asked)
 * macOS: ``~/Library/Application Support/fitcheck`` (``$XDG_CONFIG_HOME/fitcheck`` when that is set);
 * Windows: ``%APPDATA%\\fitcheck`` (the roaming profile), else ``~\\AppData\\Roaming\\fitcheck``.
 
+What fitcheck measured itself (``fitcheck probe --bench``'s RAM bandwidth) goes to the user's cache,
+:func:`cache_dir`: ``$FITCHECK_CACHE_DIR``, else ``$XDG_CACHE_HOME/fitcheck``, else ``~/.cache/fitcheck``.
+
 Pure path arithmetic over an environment mapping and a platform name, so tests pass both.
 """
 
@@ -50,6 +53,17 @@ def config_dir(env: Mapping[str, str] | None = None, platform: str | None = None
     if platform == "darwin":
         return home / "Library" / "Application Support" / APP
     return home / ".config" / APP
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's fitcheck cache folder (it may not exist): what fitcheck measured on this machine."""
+    env = os.environ if env is None else env
+    if env.get("FITCHECK_CACHE_DIR"):
+        return Path(env["FITCHECK_CACHE_DIR"]).expanduser()
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else \
+        Path(env.get("HOME") or env.get("USERPROFILE") or Path.home()) / ".cache"
+    return base / APP
 
 
 def profiles_dir(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""Every test runs with an empty user config folder and no FITCHECK_* settings from the caller's
+"""Every test runs with an empty user config folder and cache and no FITCHECK_* settings from the caller's
 environment, so a developer's own saved profiles, catalog models or FITCHECK_PROFILE never change a result."""
 
 import os
@@ -12,3 +12,4 @@ def _isolated_user_config(tmp_path_factory, monkeypatch):
         if name.startswith("FITCHECK_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))  # probe --bench's readings

@@ -155,7 +155,8 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
             pre = phase.get("prefill")
             if pre and _int(pre, "kv_cache_bytes"):
                 kv = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
-                                    engine="transformers")
+                                    engine="transformers", prompt_tokens=plan.prompt_tokens,
+                                    transformers_version=first.get("transformers_version") or None)
                 out.append(Comparison(case_id, "kv_cache", kv, _int(pre, "kv_cache_bytes")))
             target = phase.get("generate") if mode == "generate" else pre
             if target and _int(target, "peak_bytes"):

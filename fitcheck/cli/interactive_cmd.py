@@ -5,6 +5,9 @@ machine, each with a default and validated (a bad answer is asked again with the
 the verdict and the alternatives (the same table as `fitcheck check`), then loops: a number
 takes that alternative, ``FIELD VALUE`` (``context 8192``, ``precision awq``, ``machine
 rtx-4090``) changes one answer, ``q``/``quit``/Ctrl-D ends (exit 0), Ctrl-C ends with exit 130.
+A change is checked by the rules the flags follow (fitcheck.options, fitcheck.request, and the
+capability table through fitcheck.plan): one the command line would refuse, or that this machine
+cannot run, is refused at entry with the reason and what to type instead (``gpus auto``).
 
 The pure part (answers, parsing a change, applying an alternative) is separate from the loop.
 """
@@ -18,7 +21,7 @@ import click
 
 from fitcheck.alternatives import changed_fields
 from fitcheck.errors import FitcheckError
-from fitcheck.options import BY_NAME, OPTIONS
+from fitcheck.options import BY_NAME, DEFAULTS, OPTIONS
 from fitcheck.request import Request
 
 QUIT = ("q", "quit", "exit")
@@ -32,8 +35,9 @@ OWN_FIELDS = ("model", "machine")
 _SHORT = {"p": "precision", "ctx": "context", "c": "context", "b": "batch", "profile": "machine",
           "kv": "kv_dtype", "ngl": "gpu_layers", "transformers": "transformers_version",
           "checkpointing": "grad_checkpointing", "rank": "lora_rank"}
-SHOWN_FIELDS = ("model", "mode", "precision", "context", "prompt", "batch", "machine", "engine", "kv", "gpus", "device",
-                "transformers", "optimizer", "checkpointing", "lora-rank", "zero", "download-dir")
+SHOWN_FIELDS = ("model", "mode", "precision", "context", "prompt", "batch", "machine", "engine", "kv", "gpus",
+                "gpu-layers", "device", "transformers", "optimizer", "checkpointing", "lora-rank", "zero",
+                "download-dir")
 
 
 def _aliases() -> dict[str, str]:
@@ -82,9 +86,51 @@ class Answers:
 
     def changes_from(self, before: Answers) -> list[str]:
         out = [f"{f} {before.get(f)} → {self.get(f)}" for f in OWN_FIELDS if before.get(f) != self.get(f)]
-        out += [f"{name} {_shown(old)} → {_shown(new)}" for name, new in changed_fields(before.request, self.request)
-                for old in (getattr(before.request, name),)]
+        out += [f"{typed_name(name)} {_shown(getattr(before.request, name))} → {_shown(new)}"
+                for name, new in changed_fields(before.request, self.request)]
         return out
+
+
+def typed_name(name: str) -> str:
+    """How an answer is typed back at the prompt: the option's flag without dashes (gpu-layers, kv-dtype)."""
+    opt = BY_NAME.get(name)
+    return opt.flag.lstrip("-").split("/")[0] if opt is not None else name
+
+
+def problem(request: Request, spec: Any, machine: Any) -> str | None:
+    """Why ``request`` cannot be checked on ``machine``, by the rules the flags follow: a malformed request
+    (exit 2 on the command line) or one the capability table says this machine cannot run; None when it runs."""
+    from fitcheck.plan import resolve
+
+    try:
+        request.validate()
+        plan = resolve(request, spec, machine)
+    except FitcheckError as exc:
+        return exc.one_line()
+    return plan.problems[0] if plan.problems else None
+
+
+def recovery(answers: Answers, spec: Any, machine: Any) -> list[str]:
+    """What to type to get a request that runs here: each answer given whose default alone fixes it."""
+    out = []
+    for name in answers.request.given():
+        if name == "mode":
+            continue
+        default = DEFAULTS[name]
+        if problem(answers.request.with_changes(**{name: default}), spec, machine) is None:
+            out.append(f"{typed_name(name)} {_shown(default)}")
+    return out
+
+
+def refusal(before: Answers, after: Answers, spec: Any, machine: Any, was: str | None = None) -> str | None:
+    """Why the change from ``before`` (whose problem was ``was``) to ``after`` (on ``machine``) is refused at
+    entry: a problem it brings that ``before`` did not have, with how to get a request that runs; None when
+    it is accepted."""
+    why = problem(after.request, spec, machine)
+    if why is None or why == was:
+        return None
+    fixes = recovery(after, spec, machine)
+    return why + ("; " + " or ".join(f"`{f}`" for f in fixes) + " runs here" if fixes else "")
 
 
 def choices(name: str) -> tuple[str, ...]:
@@ -188,23 +234,29 @@ class Session:
     result: Any = None        # the last CheckResult (fitcheck.pipeline)
 
     def machine(self):
-        if self.answers.machine not in self.machines:
-            if self.answers.machine == THIS_MACHINE:
+        return self.machine_of(self.answers)
+
+    def model(self):
+        return self.model_of(self.answers)
+
+    def machine_of(self, answers: Answers):
+        if answers.machine not in self.machines:
+            if answers.machine == THIS_MACHINE:
                 from fitcheck.probe import probe
 
                 self.machines[THIS_MACHINE] = probe()
             else:
                 from fitcheck.profiles import load_profile
 
-                self.machines[self.answers.machine] = load_profile(self.answers.machine)
-        return self.machines[self.answers.machine]
+                self.machines[answers.machine] = load_profile(answers.machine)
+        return self.machines[answers.machine]
 
-    def model(self):
-        if self.answers.model not in self.models:
+    def model_of(self, answers: Answers):
+        if answers.model not in self.models:
             from fitcheck.model.resolve import resolve_model
 
-            self.models[self.answers.model] = resolve_model(self.answers.model)
-        return self.models[self.answers.model]
+            self.models[answers.model] = resolve_model(answers.model)
+        return self.models[answers.model]
 
 
 def _read(prompt: str) -> str:
@@ -222,14 +274,33 @@ def _read(prompt: str) -> str:
     return line
 
 
-def _set_answer(session: Session, field: str, text: str) -> bool:
-    """Validate and store one answer; on a bad one say why and return False."""
+def _set_answer(session: Session, field: str, text: str, *, whole: bool = False) -> bool:
+    """Validate and store one answer; on a bad one say why and return False.  With ``whole`` (changes at
+    the > prompt, once model and machine are known) the whole request is checked as the flags are:
+    one this machine cannot run (--gpus 2 on one GPU, AWQ on a CPU) is refused with what runs here."""
     try:
         value = validate(field, text, session)
     except Invalid as exc:
         click.echo(f"  {exc}")
         return False
-    session.answers = session.answers.with_answer(field, value)
+    after = session.answers.with_answer(field, value)
+    try:
+        after.request.validate()
+    except FitcheckError as exc:
+        click.echo(f"  {exc.one_line()}")
+        return False
+    if whole:
+        try:
+            spec, machine = session.model_of(after).spec, session.machine_of(after)
+            was = problem(session.answers.request, session.model().spec, session.machine())
+        except FitcheckError as exc:
+            click.echo(f"  {exc.one_line()}")
+            return False
+        why = refusal(session.answers, after, spec, machine, was)
+        if why:
+            click.echo(f"  not changed: {why}")
+            return False
+    session.answers = after
     return True
 
 
@@ -247,8 +318,9 @@ def _questions(session: Session) -> None:
     _ask(session, "mode", f"{BY_NAME['mode'].question} ({', '.join(choices('mode'))})", session.answers.request.mode)
     _ask(session, "precision", BY_NAME["precision"].question, _shown(session.answers.request.precision))
     length = "seq_len" if session.answers.request.training else "context"
-    _ask(session, "context", BY_NAME[length].question, session.answers.get(length))
-    _ask(session, "batch", BY_NAME["batch"].question, session.answers.request.batch)
+    mode = session.answers.request.mode
+    _ask(session, "context", BY_NAME[length].question_in(mode), session.answers.get(length))
+    _ask(session, "batch", BY_NAME["batch"].question_in(mode), session.answers.request.batch)
     _ask(session, "machine", "Machine (this, or a profile name such as rtx-4090; `fitcheck profiles` lists them)",
          session.answers.machine)
 
@@ -267,10 +339,21 @@ def _evaluate(session: Session) -> int:
                                storage=storage_for(model, session.answers.model, request.download_dir, machine))
     except FitcheckError as exc:
         session.result = None
-        click.echo(f"  cannot check: {exc.one_line()} — change an answer")
+        click.echo(f"  cannot check: {exc.one_line()} — change an answer" + _recovery_text(session))
         return 0
     click.echo(render_check_table(session.result))
+    hint = _recovery_text(session).lstrip(" ;") if session.result.plan.problems else ""
+    if hint:
+        click.echo(hint[0].upper() + hint[1:])
     return len(session.result.alternatives)
+
+
+def _recovery_text(session: Session) -> str:
+    try:
+        fixes = recovery(session.answers, session.model().spec, session.machine())
+    except FitcheckError:
+        return ""
+    return ("; to run it here type " + " or ".join(f"`{f}`" for f in fixes)) if fixes else ""
 
 
 def _shown(value) -> str:
@@ -308,7 +391,7 @@ def _loop(session: Session) -> None:
             click.echo(f"Taking {command[1] + 1}. {alt.title}")
         else:
             _, field, text = command
-            if not _set_answer(session, field, text):
+            if not _set_answer(session, field, text, whole=True):
                 continue
         changed = session.answers.changes_from(before)
         click.echo("Changed: " + ("; ".join(changed) if changed else "nothing (same answers)"))

@@ -15,7 +15,8 @@ from fitcheck.cli.options import json_option, load_machine, machine_override_opt
               help="Also write the machine as a TOML hardware profile: a bare NAME goes to your config folder "
                    "(profiles/NAME.toml; then --profile NAME), FILE anywhere (then --profile FILE).")
 @click.option("--bench", is_flag=True,
-              help="Also measure RAM bandwidth (a 256 MiB memory copy, under a second) for CPU speed estimates.")
+              help="Also measure RAM bandwidth (a memory copy of 4 × the CPU's last-level cache, 64 MiB to 1 GiB; "
+                   "about a second) for CPU speed estimates, and keep it for later answers on this machine.")
 @python_env_option
 def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False,
           python_envs: tuple[str, ...] = (), gpu: str | None = None, vram: str | None = None,
@@ -39,9 +40,19 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
     if bench:
         if profile:
             raise click.UsageError("--bench measures this machine; it cannot be combined with --profile")
+        from fitcheck.probe import bandwidth_cache
         from fitcheck.probe.bench import measure_bandwidth, with_measured_bandwidth
 
-        machine = with_measured_bandwidth(machine, measure_bandwidth())
+        reading = measure_bandwidth()
+        machine = with_measured_bandwidth(machine, reading)
+        if not (gpu or vram or ram):  # this machine as it is: later answers use the reading
+            from fitcheck.errors import FitcheckError
+
+            try:
+                path = bandwidth_cache.store(machine, reading.bytes_per_s, reading.how)
+                kept = f"Kept the measured RAM bandwidth in {path}: later answers for this machine use it"
+            except FitcheckError as exc:  # an unwritable cache loses the reading, not the answer
+                kept = f"Could not keep the measured RAM bandwidth ({exc.one_line()})"
     software = None
     if profile and python_envs:
         raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
@@ -64,6 +75,8 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
         from fitcheck.render.machine import render_machine
 
         click.echo(render_machine(machine, software))
+    if bench and not (gpu or vram or ram):
+        click.echo(kept, err=True)
     if save_path:
         from fitcheck.user_config import is_bare_name
 

@@ -232,7 +232,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
     n = max(plan.gpus, 1) if on_gpu else 1
     act_b = _act_bytes(plan.precision)
     prefill_tokens = plan.prompt_tokens * plan.batch
-    kv = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="transformers")
+    kv = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="transformers",
+                        prompt_tokens=plan.prompt_tokens, transformers_version=plan.transformers_version)
     scores = A.eager_score_bytes(spec, batch=plan.batch, prompt=plan.prompt_tokens, act_bytes=act_b) \
         if plan.attention == "eager" else 0
     act = A.transformers_prefill_bytes(spec, prefill_tokens, act_b, score_bytes=scores)
@@ -506,15 +507,26 @@ def _llama_cpp(spec: ModelSpec, plan: Plan):
 
 
 def _kv_detail(spec: ModelSpec, plan: Plan, engine: str, share: float) -> str:
-    from fitcheck.estimate.kv_cache import kv_elements_per_token
+    """The KV cache's sum in words, from the same rule as its bytes (kv_cache.sliding_cache)."""
+    from fitcheck.estimate.kv_cache import kv_elements_per_token, sliding_cache
 
     per = kv_elements_per_token(spec, engine)
     how = ("MLA latent" if spec.is_mla and ENGINES[engine].kv_mla_latent else
            "MLA expanded per head" if spec.is_mla else f"2 × {spec.num_kv_heads} KV heads × {spec.attn_head_dim}")
-    text = (f"{spec.num_attention_layers} layers × {how} = {per} elements/token × {plan.context:,} tokens × "
-            f"{plan.batch} seq × {plan.kv_dtype}")
-    if spec.sliding_window and spec.num_sliding_layers:
-        text += f"; {spec.num_sliding_layers} sliding-window layers keep ≤ {spec.sliding_window:,} tokens"
+    kept = sliding_cache(spec, engine, tokens=plan.context,
+                         prompt_tokens=plan.prompt_tokens if engine == "transformers" else None,
+                         transformers_version=plan.transformers_version if engine == "transformers" else None)
+    sliding = min(spec.num_sliding_layers, spec.num_attention_layers) if spec.sliding_window else 0
+    if sliding:
+        full = spec.num_attention_layers - sliding
+        parts = [f"{full} full-attention layers × {kept.full_tokens:,} tokens"] if full else []
+        parts.append(f"{sliding} sliding-window layers × {kept.sliding_tokens:,} tokens")
+        layers = f"({' + '.join(parts)})" if full else parts[0]
+    else:
+        layers = f"{spec.num_attention_layers} layers × {plan.context:,} tokens"
+    text = f"{layers} × {how} = {per} elements/token × {plan.batch} seq × {plan.kv_dtype}"
+    if kept.why:
+        text += f"; sliding-window layers: {kept.why}"
     if share != 1.0:
         text += f"; this device holds {share:.0%}"
     return text

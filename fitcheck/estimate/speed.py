@@ -169,6 +169,7 @@ class SpeedEstimate:
     assumptions: tuple[Efficiency, ...] = ()
     unknown: str = ""              # why decode/prefill could not be estimated ('' when they were)
     comm: DecodeComm | None = None  # what a decode step waits for on NVLink and between nodes (vLLM TP/PP)
+    ram_bandwidth_source: str = ""  # where the CPU's RAM bandwidth came from, when the CPU takes part
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,9 @@ def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
 
 
 def kv_bytes_per_sequence(spec: ModelSpec, plan: Plan, context: int) -> int:
-    return kv_cache_bytes(spec, tokens=context, sequences=1, kv_dtype=plan.kv_dtype, engine=plan.engine)
+    # the cache a decode step reads (sliding-window layers: what the engine keeps once generation starts)
+    return kv_cache_bytes(spec, tokens=context, sequences=1, kv_dtype=plan.kv_dtype, engine=plan.engine,
+                          transformers_version=plan.transformers_version)
 
 
 def matmul_params(spec: ModelSpec) -> int:
@@ -324,10 +327,11 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         [DECODE_BANDWIDTH[d.kind] for _, _, d in parts] + [PREFILL_MFU[d.kind] for _, _, d in parts]
         + [host_overhead(plan.engine, plan.precision)]))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
+    ram_source = machine.memory.bandwidth_source if plan.device != "gpu" and cpu.bandwidth else ""
     missing = [d.why_unknown for _, _, d in parts if d.bandwidth is None]
     if missing:
         return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
-                             assumptions, "; ".join(dict.fromkeys(missing)))
+                             assumptions, "; ".join(dict.fromkeys(missing)), ram_bandwidth_source=ram_source)
     times, bounds = {}, []
     host_units = host_layers(spec, plan.engine, B)
     for end in ("low", "high"):
@@ -352,7 +356,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     if _streamed_seconds(plan, machine) > times["high"] / 2:
         bound = "PCIe"  # the weights streamed from RAM take most of the step
     return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
-                         bound, assumptions, comm=comm)
+                         bound, assumptions, comm=comm, ram_bandwidth_source=ram_source)
 
 
 def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate | None:

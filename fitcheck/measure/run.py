@@ -154,7 +154,8 @@ def _kv_after_prefill(check) -> int | None:
         return None
 
     return kv_cache_bytes(check.spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
-                          engine=plan.engine)
+                          engine=plan.engine, prompt_tokens=plan.prompt_tokens,
+                          transformers_version=plan.transformers_version)
 
 
 def measure_inference(model, *, machine: Machine, precision: str | None = None, context: int | None = None,

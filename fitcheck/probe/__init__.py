@@ -62,7 +62,7 @@ def probe(*, root: str = "/", env: Mapping[str, str] | None = None) -> Machine:
     disk = _guarded(lambda: read_disk(env), lambda why: Disk("", Unknown(why)))
 
     gpus = (*nvidia.gpus, *drm_gpus, *apple_gpus)
-    return Machine(
+    machine = Machine(
         name=host.hostname or "this machine",
         kind="probed",
         host=host,
@@ -75,3 +75,8 @@ def probe(*, root: str = "/", env: Mapping[str, str] | None = None) -> Machine:
         disk=disk,
         source="probe",
     )
+    if root != "/":  # a re-rooted (fake) tree is not this machine: no reading of its own
+        return machine
+    from fitcheck.probe.bandwidth_cache import with_stored_bandwidth
+
+    return _guarded(lambda: with_stored_bandwidth(machine, env), lambda why: machine)

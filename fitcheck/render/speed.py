@@ -42,6 +42,7 @@ def speed_document(speed: SpeedEstimate | None) -> dict | None:
         "bound": speed.bound,
         "bytes_per_step": {"weights": speed.weight_bytes_per_step, "kv_cache": speed.kv_bytes_per_step},
         "bandwidth_bytes_per_s": speed.bandwidth_bytes_per_s,
+        "ram_bandwidth_source": speed.ram_bandwidth_source or None,
         "assumptions": [efficiency_dict(e) for e in speed.assumptions],
         "unknown": speed.unknown or None,
         "communication": _comm_document(speed.comm),
@@ -148,6 +149,8 @@ def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
         per = f" ({rate_text(speed.per_sequence)} per sequence)" if speed.batch > 1 else ""
         text = (f"Speed:    {rate_text(speed.decode)} decode at {speed.context:,} tokens{per}, "
                 f"{rate_text(speed.prefill)} prefill; {speed.bound}-bound")
+        if speed.ram_bandwidth_source.startswith("measured "):  # a stored `probe --bench` reading: when
+            text += "; RAM bandwidth " + speed.ram_bandwidth_source.split(": ")[0]
     if advice is not None and advice.gpu is None:
         text += "; no GPU here"
     elif advice is not None:

@@ -16,8 +16,9 @@ JSON document (schema "fitcheck.where/1"; tests lock its key set):
                 usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
                 owned, power_watts, purchase_usd, purchase_read_on, purchase_source,
                 energy_kwh_per_million_tokens: {low, high} | null, electricity_usd_per_million_tokens,
-                amortized_usd_per_million_tokens, break_even_hours}],
-  "not_fitting": [{name, kind, status, reason}],
+                amortized_usd_per_million_tokens, break_even_hours, precision_choice, default_precision}],
+  "not_fitting": [{name, kind, status, reason}],   # could run it, but it does not fit (or costs more)
+  "cannot_run": [{name, kind, reason}],            # cannot run it at all: kernels, compute capability, engine
   "assumptions": [{name, low, high, why}],
   "cost": {kwh_price_usd, kwh_price_source, amortize_years, hours_per_day, break_even_against}
 }
@@ -25,19 +26,21 @@ Owned machines (fitcheck.render.cost): energy and electricity per million tokens
 power draw, the amortised cost adds the purchase price spread over amortize_years × 365 ×
 hours_per_day; break_even_hours is against break_even_against, the cheapest rented machine per token.
 Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
-without a price, fastest first.
+without a price, fastest first.  With no --precision, a machine whose default does not fit is listed
+at the best precision that does (precision_choice "best_fitting", its default in default_precision):
+the lower precisions and GGUF builds check's alternatives try, nothing else of the request changed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.speed import Efficiency, SpeedEstimate, usd_per_million_tokens
-from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
+from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, Verdict
 from fitcheck.machine import Machine
 from fitcheck.plan import Plan
 from fitcheck.request import Request
@@ -70,6 +73,12 @@ class WhereRow:
     speed: SpeedEstimate | None
     reason: str = ""                # why it does not fit / was not evaluated
     nodes: int = 1                  # machines like this one (vLLM: pipeline parallel across them)
+    default_precision: str | None = None  # set when the machine's default did not run: the precision chosen instead
+
+    @property
+    def cannot_run(self) -> bool:
+        """The machine cannot run the request at all (kernels, compute capability, engine), whatever the memory."""
+        return self.verdict is not None and self.verdict.status == CANNOT_RUN
 
     @property
     def fits(self) -> bool:
@@ -117,8 +126,14 @@ class WhereResult:
 
     @property
     def not_fitting(self) -> list[WhereRow]:
+        """Machines that could run the request but where it does not fit (or costs more than --max-price)."""
         chosen = {id(r) for r in self.fitting}
-        return [r for r in self.rows if id(r) not in chosen]
+        return [r for r in self.rows if id(r) not in chosen and not r.cannot_run]
+
+    @property
+    def cannot_run(self) -> list[WhereRow]:
+        """Machines that cannot run the request at all (kernels, compute capability, engine): listed apart."""
+        return [r for r in self.rows if r.cannot_run]
 
     @property
     def exit_code(self) -> int:
@@ -143,6 +158,24 @@ def evaluate_on(spec, request, machine: Machine, headroom: float) -> WhereRow:
     verdict = result.verdict
     return WhereRow(machine, result.plan, result.estimate, verdict, result.speed,
                     "" if verdict.status == FITS else verdict.summary(), nodes=request.nodes)
+
+
+def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -> WhereRow:
+    """``row`` (the machine at its default precision) when it runs or the precision was given; else the
+    machine at the best precision that runs there (fitcheck.alternatives.best_precision), checked again
+    as `fitcheck MODEL -p P --engine E --profile NAME` checks it, or ``row`` when none does."""
+    from fitcheck.alternatives import best_precision
+    from fitcheck.pipeline import Evaluator
+
+    if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
+        return row
+    asked = request.with_changes(headroom=headroom * 100)
+    best = best_precision(spec, asked, row.plan, row.machine, Evaluator(spec, row.machine))
+    if best is None:
+        return row
+    chosen = evaluate_on(spec, request.with_changes(precision=best.plan.precision, engine=best.plan.engine),
+                         row.machine, headroom)
+    return replace(chosen, default_precision=row.plan.precision) if chosen.fits else row
 
 
 MAX_WHERE_NODES = 8  # the most nodes `where` rents of one cloud profile
@@ -173,14 +206,17 @@ def where_result(resolved, request: Request, machines, *, headroom: float, kind:
     from fitcheck.profiles import machines_of_kind
 
     machines = list(machines)
-    rows = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
-    if not request.training and not any(r.fits for r in rows):
-        # No machine is enough alone: the fewest nodes of each cloud one that serve it.
-        more = (multi_node_row(resolved.spec, request, r.machine, headroom) for r in rows if not r.fits)
+    defaults = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
+    # Precision left to each machine: where its default does not run, the best precision that does.
+    rows = tuple(best_precision_row(resolved.spec, request, r, headroom) for r in defaults)
+    if not request.training and not any(r.fits for r in defaults):
+        # No machine is enough alone at its own default: the fewest nodes of each cloud one that serve it.
+        more = (multi_node_row(resolved.spec, request, r.machine, headroom) for r in defaults if not r.fits)
         rows += tuple(r for r in more if r is not None)
     rented: tuple[WhereRow, ...] = ()
     if kind in ("laptop", "desktop", "workstation"):  # buying one: break-even against renting, even if not listed
-        rented = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, "cloud"))
+        rented = tuple(best_precision_row(resolved.spec, request, evaluate_on(resolved.spec, request, m, headroom),
+                                          headroom) for m in machines_of_kind(machines, "cloud"))
     return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price,
                        rows, cost or CostSettings(), rented)
 
@@ -194,6 +230,15 @@ def _where_text(row: WhereRow) -> str:
     name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
     text = f"{p.gpus}× {name}" if p.gpus > 1 else name
     return f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
+
+
+def _weights_text(row: WhereRow) -> str:
+    """The precision and engine the row runs with; * when chosen because the machine's default did not fit."""
+    return f"{row.plan.precision} {row.plan.engine}" + ("*" if row.default_precision else "")
+
+
+def _cannot_run_reason(row: WhereRow) -> str:
+    return row.verdict.reasons[0] if row.verdict and row.verdict.reasons else row.reason
 
 
 def _memory_text(row: WhereRow) -> str:
@@ -224,7 +269,7 @@ def render_where_table(result: WhereResult) -> str:
     if fitting:
         rows = []
         for r in fitting:
-            rows.append([r.machine.name, r.machine.kind, _where_text(r), f"{r.plan.precision} {r.plan.engine}",
+            rows.append([r.machine.name, r.machine.kind, _where_text(r), _weights_text(r),
                          _memory_text(r), rate_text(r.speed.decode if r.speed else None, ""),
                          *where_cells(r, result.cost)])
         headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens",
@@ -235,10 +280,20 @@ def render_where_table(result: WhereResult) -> str:
     else:
         lines += ["", "No hardware profile fits this request with the headroom"
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
-    skipped = len(result.rows) - len(fitting)
+    if any(r.default_precision for r in fitting):
+        lines.append("* the machine's default precision does not fit there: the best precision that does "
+                     "(check it with `fitcheck MODEL -p PRECISION --engine ENGINE --profile NAME`)")
+    skipped = len(result.not_fitting)
     if skipped:
         lines.append(f"({skipped} other profile{'s' if skipped != 1 else ''} do not fit"
                      + (" or cost more" if result.max_price is not None else "") + "; --json lists why)")
+    cannot = result.cannot_run
+    if cannot:
+        by_reason: dict[str, list[str]] = {}
+        for r in cannot:
+            by_reason.setdefault(_cannot_run_reason(r), []).append(r.machine.name)
+        lines.append(f"Cannot run it at all ({len(cannot)} profile{'s' if len(cannot) != 1 else ''}):")
+        lines += [f"  {', '.join(names)}: {why}" for why, names in by_reason.items()]
     lines.append("")
     lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the price "
                  "per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
@@ -276,6 +331,8 @@ def where_document(result: WhereResult) -> dict:
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
             "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
             "nodes": r.nodes,
+            "precision_choice": ("given" if req.precision else "best_fitting" if r.default_precision else "default"),
+            "default_precision": r.default_precision,
             "status": r.verdict.status,
             "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
             "decode_tokens_per_s": rate_dict(r.speed.decode if r.speed else None),
@@ -302,6 +359,8 @@ def where_document(result: WhereResult) -> dict:
                          "reason": r.reason or (f"costs ${r.usd_per_hour:g}/hour" if r.usd_per_hour is not None
                                                 else "no price (--max-price given)")}
                         for r in result.not_fitting],
+        "cannot_run": [{"name": r.machine.name, "kind": r.machine.kind, "reason": _cannot_run_reason(r)}
+                       for r in result.cannot_run],
         "assumptions": [efficiency_dict(e) for e in _assumptions(result)],
         "cost": where_cost_document(result, result.cost),
     }

@@ -32,8 +32,8 @@ VERDICT_KEYS = {"status", "exit_code", "summary", "reasons", "max_context", "max
 ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command",
             "download_bytes"}
 SPEED_KEYS = {"device", "engine", "precision", "batch", "at_context", "decode_tokens_per_s", "per_sequence_tokens_per_s",
-              "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "assumptions", "unknown",
-              "best_device", "communication"}
+              "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "ram_bandwidth_source",
+              "assumptions", "unknown", "best_device", "communication"}
 BEST_DEVICE_KEYS = {"choice", "reason", "gpu", "cpu"}
 
 

@@ -57,7 +57,8 @@ def test_what_the_machine_cannot_run_is_a_verdict_with_what_runs():
 def test_a_malformed_combination_asks_for_a_change():
     r = talk("qwen-7b", "", "awq", "", "", "laptop-8gb", "engine llama.cpp", "precision q4_k_m", "q")
     assert r.exit_code == 0
-    assert "cannot check: llama.cpp does not load awq checkpoints" in r.output
+    # refused at entry with the flag's message (exit 2 on the command line), the answers kept as they were
+    assert "  llama.cpp does not load awq checkpoints" in r.output and "Changed: engine" not in r.output
     assert "Changed: precision awq → q4_k_m" in r.output and "FITS" in r.output
 
 
@@ -97,7 +98,7 @@ def test_validate_and_apply_alternative():
 
     a = apply_alternative(Answers(request=Request(precision="bf16")), Alt())
     assert (a.request.engine, a.request.precision, a.request.gpu_layers) == ("llama.cpp", "q4_k_m", 42)
-    assert a.changes_from(Answers()) == ["precision auto → q4_k_m", "engine auto → llama.cpp", "gpu_layers auto → 42"]
+    assert a.changes_from(Answers()) == ["precision auto → q4_k_m", "engine auto → llama.cpp", "gpu-layers auto → 42"]
 
 
 def test_plain_fitcheck_off_a_terminal_prints_help():
@@ -160,7 +161,7 @@ def test_training_mode_alternatives_can_be_picked():
     assert r.exit_code == 0, r.output
     first, rest = r.output.split("Taking 1. Turn on gradient checkpointing", 1)
     assert "DOES NOT FIT" in first and "What fits instead" in first and "no alternatives" not in first
-    assert "Changed: grad_checkpointing auto → on" in rest and "checkpointing on" in rest
+    assert "Changed: grad-checkpointing auto → on" in rest and "checkpointing on" in rest
     assert "Verdict:  TIGHT" in rest and "Traceback" not in r.output
 
 
@@ -188,3 +189,53 @@ def test_training_answers_and_alternatives():
     with pytest.raises(Invalid, match="on or off"):
         validate("grad_checkpointing", "maybe")
     assert parse_command("checkpointing on", 0) == ("set", "grad_checkpointing", "on")
+
+
+# ---- answers validated by the rules the flags follow --------------------------------------------------
+def test_training_questions_say_micro_batch_and_take_the_cli_default_length():
+    from fitcheck.options import DEFAULTS
+
+    r = talk("qwen-7b", "lora", "", "", "", "rtx-4090", "q")
+    assert r.exit_code == 0, r.output
+    assert "concurrent sequences" not in r.output.split("Machine (")[0]  # the micro-batch in training
+    assert "Micro-batch (" in r.output
+    assert f"Sequence length, tokens [{DEFAULTS['seq_len']}]" in r.output  # the CLI's --seq-len default
+    assert "sequence 2,048 tokens" in r.output and DEFAULTS["seq_len"] == 2048
+    inference = talk("qwen-7b", "", "", "", "", "rtx-4090", "q").output
+    assert f"Context length, tokens (prompt + generated) [{DEFAULTS['context']}]" in inference
+    assert "Batch (concurrent sequences) [1]" in inference
+
+
+def test_more_gpus_than_the_profile_has_are_refused_with_the_flags_message():
+    r = talk("qwen-7b", "", "", "", "", "rtx-4090", "gpus 2", "context 2048", "gpus auto", "q")
+    assert r.exit_code == 0, r.output
+    flag = CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", "--gpus", "2"]).output
+    assert "--gpus 2, but rtx-4090 has 1 GPU" in flag
+    assert "not changed: --gpus 2, but rtx-4090 has 1 GPU; `gpus auto` runs here" in r.output
+    assert "Changed: gpus" not in r.output  # refused: the answers stay as they were
+    assert "Changed: context 4096 → 2048" in r.output and "CANNOT RUN" not in r.output
+
+
+def test_gpu_layers_is_listed_echoed_under_its_option_name_and_refused_where_the_flag_is():
+    r = talk("qwen-7b", "", "", "", "", "rtx-4090", "gpu-layers 10", "ngl 12", "mode lora", "gpu-layers 5", "q")
+    assert r.exit_code == 0, r.output
+    assert "gpu-layers" in r.output.split("Next: ")[1].split(";")[1]  # in the field list
+    assert "Changed: gpu-layers auto → 10" in r.output and "Changed: gpu-layers 10 → 12" in r.output
+    assert "gpu_layers" not in r.output
+    flag = CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--gpu-layers", "5", "--profile", "rtx-4090"])
+    assert flag.exit_code == 2
+    assert "  --gpu-layers applies to inference, not --mode lora" in r.output.split("Changed: mode")[1]
+
+
+def test_what_a_cpu_machine_cannot_run_is_refused_at_entry():
+    r = talk("qwen-7b", "", "", "", "", "laptop-16gb", "precision awq", "engine vllm", "machine rtx-4090",
+             "precision awq", "machine laptop-16gb", "q")
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "not changed: awq with transformers: AWQ kernels need an NVIDIA GPU (CUDA) or an AMD GPU (ROCm); " \
+           "here: the CPU; `precision auto` runs here" in out
+    assert "not changed: vLLM need" in out and "`engine auto` runs here" in out
+    assert "Changed: precision q4_k_m → awq" in out or "Changed: precision auto → awq" in out  # on the GPU
+    # back to the CPU machine with awq: refused, saying which answer to change
+    assert out.rstrip().endswith(">") and "`precision auto` runs here" in out.split("Changed: precision")[-1]
+    assert "Machine:  rtx-4090" in out.split("Changed: precision")[-1]

@@ -7,14 +7,15 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 
-TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "assumptions", "cost"}
+TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "cannot_run", "assumptions",
+            "cost"}
 COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "break_even_against"}
 MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "nodes", "status", "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
                 "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source",
                 "owned", "power_watts", "purchase_usd", "purchase_read_on", "purchase_source",
                 "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
-                "amortized_usd_per_million_tokens", "break_even_hours"}
+                "amortized_usd_per_million_tokens", "break_even_hours", "precision_choice", "default_precision"}
 REQUEST_KEYS = {"precision", "context", "prompt_tokens", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
@@ -78,7 +79,7 @@ def test_multi_gpu_profiles_use_all_their_gpus_unless_gpus_is_given():
     _, doc = doc_of("llama3-70b", "--kind", "cloud")
     by_name = {m["name"]: m for m in doc["machines"]}
     assert by_name["8x-h100"]["gpus"] == 8 and doc["request"]["gpus"] is None
-    _, one = doc_of("llama3-70b", "--kind", "cloud", "--gpus", "1")
+    _, one = doc_of("llama3-70b", "--kind", "cloud", "--gpus", "1", "-p", "bf16")
     assert "8x-h100" not in {m["name"] for m in one["machines"]}  # 140 GiB of bf16 on one 80 GiB GPU
     code, ds = doc_of("deepseek-v3", "-p", "q4_k_m")  # ~380 GiB: only eight GPUs hold it
     assert code == 0 and [m["name"] for m in ds["machines"]] == ["8x-h100"] and ds["machines"][0]["gpus"] == 8
@@ -110,6 +111,40 @@ def test_the_vocabulary_defines_where_options():
     assert "each machine" in params["engine"].help and params["params"].metavar == "COUNT"
     assert run("qwen-7b", "--headroom", "150").exit_code == 2
     assert run("qwen-7b", "--kv-dtype", "fp4").exit_code == 2
+
+
+def test_default_precision_picks_each_machines_best_that_fits():
+    """DeepSeek-R1 at its stored fp8 fits no single machine: 8x-h100 is listed at the best precision
+    that fits it alone, beside the multi-node fp8 rows, cheapest first; each row names what it chose."""
+    code, doc = doc_of("deepseek-r1")
+    assert code == 0
+    h100 = [m for m in doc["machines"] if m["name"] == "8x-h100"]
+    single = [m for m in h100 if m["nodes"] == 1]
+    assert len(single) == 1 and single[0]["precision_choice"] == "best_fitting"
+    assert single[0]["default_precision"] == "fp8" and single[0]["precision"] in ("awq", "gptq-int4", "nf4", "q4_k_m")
+    assert any(m["nodes"] > 1 and m["precision"] == "fp8" for m in h100)  # multi-node at the default, as before
+    prices = [m["usd_per_hour"] for m in doc["machines"] if m["usd_per_hour"] is not None]
+    assert prices == sorted(prices)
+    # the row reproduces: `fitcheck MODEL -p P --engine E --profile NAME` exits 0 with the same need
+    r = CliRunner().invoke(cli, ["deepseek-r1", "-p", single[0]["precision"], "--engine", single[0]["engine"],
+                                 "--profile", "8x-h100", "--json"])
+    assert r.exit_code == 0, r.output
+    table = run("deepseek-r1").output
+    assert f"{single[0]['precision']} {single[0]['engine']}*" in table and "best precision that does" in table
+    # an explicit precision keeps today's behaviour: no single 8x-h100 at fp8
+    _, given = doc_of("deepseek-r1", "-p", "fp8")
+    assert all(m["nodes"] > 1 and m["precision_choice"] == "given" for m in given["machines"])
+
+
+def test_profiles_that_cannot_run_are_listed_apart():
+    _, doc = doc_of("qwen-7b", "-p", "fp8", "--kind", "cloud")
+    cannot = {m["name"]: m["reason"] for m in doc["cannot_run"]}
+    assert {"t4", "a100-80gb"} <= set(cannot) and "compute capability" in cannot["t4"]
+    assert not set(cannot) & {m["name"] for m in doc["not_fitting"]}
+    _, apple = doc_of("qwen-7b", "--engine", "vllm", "--kind", "laptop")
+    assert "macbook-air-m3-16gb" in {m["name"] for m in apple["cannot_run"]}
+    out = run("qwen-7b", "-p", "fp8", "--kind", "cloud").output
+    assert "Cannot run it at all" in out and "t4" in out.split("Cannot run it at all")[1]
 
 
 # ---- where --mode full|lora|qlora [--tokens N] -----------------------------------------------------

@@ -1,0 +1,131 @@
+"""The RAM bandwidth `fitcheck probe --bench` measured, kept per machine in the user's cache and used
+by later answers for this machine (its CPU speed), with the date it was measured.
+
+    <cache>/bandwidth.json      (<cache>: fitcheck.user_config.cache_dir)
+
+    {"schema": "fitcheck.bandwidth/1", "fitcheck_version": str,
+     "machines": {KEY: {"bytes_per_s": int, "measured_on": "YYYY-MM-DD", "how": str,
+                        "cpu": str, "ram_bytes": int}}}
+
+KEY is :func:`machine_key`: 12 hex digits of what decides RAM bandwidth and its measurement (CPU
+model, architecture, logical CPUs, installed RAM in GiB, OS), so a reading follows the machine,
+not the host name, and a RAM or CPU upgrade starts afresh.  A file fitcheck did not write (too
+large, not JSON, wrong shapes) is ignored on reading and replaced on the next --bench.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from fitcheck.errors import FitcheckError
+from fitcheck.machine import Machine, known
+
+SCHEMA = "fitcheck.bandwidth/1"
+FILE_NAME = "bandwidth.json"
+MAX_FILE_BYTES = 1 << 20
+MAX_MACHINES = 64          # readings kept (the newest)
+SOURCE_PREFIX = "measured"
+
+
+@dataclass(frozen=True)
+class StoredBandwidth:
+    bytes_per_s: int
+    measured_on: dt.date
+    how: str                   # the measurement (bench.BandwidthReading.source)
+
+    @property
+    def source(self) -> str:
+        """What the answers say: 'measured 2026-12-01 by probe --bench: memmove of ...'."""
+        return f"{SOURCE_PREFIX} {self.measured_on.isoformat()} by probe --bench" + (f": {self.how}" if self.how else "")
+
+
+def cache_path(env: Mapping[str, str] | None = None) -> Path:
+    from fitcheck.user_config import cache_dir
+
+    return cache_dir(env) / FILE_NAME
+
+
+def machine_key(machine: Machine) -> str:
+    cpu = machine.cpu
+    parts = {
+        "cpu": cpu.model if known(cpu.model) else "?",
+        "arch": cpu.architecture,
+        "logical": cpu.logical_cores if known(cpu.logical_cores) else "?",
+        "ram_gib": round(machine.memory.total_bytes / 2**30) if isinstance(machine.memory.total_bytes, int)
+        and known(machine.memory.total_bytes) else "?",
+        "os": machine.host.os,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _read(path: Path) -> dict:
+    from fitcheck.bounded import loads_json, read_regular_file
+
+    try:
+        doc = loads_json(read_regular_file(path, "bandwidth cache", MAX_FILE_BYTES), str(path))
+    except FitcheckError:
+        return {}
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("machines"), dict):
+        return {}
+    return doc["machines"]
+
+
+def load(machine: Machine, env: Mapping[str, str] | None = None) -> StoredBandwidth | None:
+    """This machine's stored reading, or None (none kept, or the file is not one fitcheck wrote)."""
+    path = cache_path(env)
+    if not path.exists():
+        return None
+    entry = _read(path).get(machine_key(machine))
+    if not isinstance(entry, dict):
+        return None
+    bw, on, how = entry.get("bytes_per_s"), entry.get("measured_on"), entry.get("how", "")
+    if not isinstance(bw, int) or isinstance(bw, bool) or not 0 < bw < 10**15 or not isinstance(on, str) \
+            or not isinstance(how, str):
+        return None
+    try:
+        day = dt.date.fromisoformat(on)
+    except ValueError:
+        return None
+    return StoredBandwidth(bw, day, how[:200])
+
+
+def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None = None,
+          env: Mapping[str, str] | None = None) -> Path:
+    """Keep ``bytes_per_s`` for this machine (dated ``today``); the other machines' readings are kept."""
+    from fitcheck.bounded import write_regular_file
+
+    path = cache_path(env)
+    machines = _read(path) if path.exists() else {}
+    machines.pop(machine_key(machine), None)
+    machines[machine_key(machine)] = {
+        "bytes_per_s": int(bytes_per_s), "measured_on": (today or dt.date.today()).isoformat(), "how": how,
+        "cpu": machine.cpu.model if known(machine.cpu.model) else None,
+        "ram_bytes": machine.memory.total_bytes if known(machine.memory.total_bytes) else None,
+    }
+    kept = dict(list(machines.items())[-MAX_MACHINES:])
+    try:
+        os.makedirs(path.parent, exist_ok=True)
+    except OSError as exc:
+        raise FitcheckError(f"{path.parent}: cannot keep the measured bandwidth: {exc.strerror or exc}") from None
+    from fitcheck import __version__
+
+    doc = {"schema": SCHEMA, "fitcheck_version": __version__, "machines": kept}
+    write_regular_file(path, json.dumps(doc, indent=1) + "\n", "bandwidth cache")
+    return path
+
+
+def with_stored_bandwidth(machine: Machine, env: Mapping[str, str] | None = None) -> Machine:
+    """``machine`` (this one, probed) with its stored RAM bandwidth where the probe could not read one."""
+    if known(machine.memory.bandwidth_bytes_per_s):
+        return machine
+    stored = load(machine, env)
+    if stored is None:
+        return machine
+    memory = replace(machine.memory, bandwidth_bytes_per_s=stored.bytes_per_s, bandwidth_source=stored.source)
+    return replace(machine, memory=memory)
