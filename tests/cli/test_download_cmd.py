@@ -234,6 +234,6 @@ def test_interactive_this_machine_checks_the_disk_and_download_dir_changes_it(di
     lines = ("qwen-7b", "", "bf16", "", "", "this", f"download-dir {tmp / 'big'}", "quit")
     r = CliRunner().invoke(cli, ["interactive"], input="".join(x + "\n" for x in lines))
     assert r.exit_code == 0, r.output
-    first, after = r.output.split("Changed: download_dir", 1)
+    first, after = r.output.split("Changed: download-dir", 1)
     assert f"to {tmp / 'hub'}" in first and "only 8.0 GiB free: does not fit on disk" in first
     assert f"to {tmp / 'big'}" in after and "300.0 GiB free" in after
