@@ -39,6 +39,7 @@ class Request:
     gpu_memory_utilization: float = DEFAULTS["gpu_memory_utilization"]
     gpus: int | None = DEFAULTS["gpus"]
     nodes: int = DEFAULTS["nodes"]                     # machines like this one (--gpus is per node)
+    expert_parallel: bool = DEFAULTS["expert_parallel"]  # MoE: experts over all GPUs, attention data parallel
     device: str = DEFAULTS["device"]
     gpu_layers: int | None = DEFAULTS["gpu_layers"]
     transformers_version: str | None = DEFAULTS["transformers_version"]
@@ -101,6 +102,12 @@ class Request:
                                 "drop --gpu-layers, or --device cpu")
         if self.gpu_layers is not None and self.engine not in (None, "llama.cpp"):
             raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
+        if self.expert_parallel and self.engine not in (None, "vllm", "sglang"):
+            raise FitcheckError(f"--expert-parallel is a vLLM and SGLang layout, not {self.engine}'s",
+                                "add --engine vllm or --engine sglang")
+        if self.gpu_layers is not None and self.nodes > 1:
+            raise FitcheckError("--gpu-layers with --nodes: llama.cpp's RPC backend puts every layer on the nodes' "
+                                "devices", "drop --gpu-layers")
         if self.engine is not None and self.precision is not None:
             problem = engine_precision_problem(self.engine, self.precision)
             if problem:

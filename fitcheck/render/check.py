@@ -110,6 +110,8 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             "device": plan.device,
             "gpus": 0 if plan.device == "cpu" else plan.gpus,  # a CPU training plan is one process, no GPU
             "nodes": plan.nodes,
+            "expert_parallel": bool(getattr(plan, "expert_parallel", False)),
+            "layout": getattr(plan, "layout", ""),
             "gpu_layers": plan.gpu_layers,
             "gpu_memory_utilization": plan.gpu_memory_utilization,
             "headroom_pct": round(result.headroom * 100, 3),
@@ -158,6 +160,7 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             ],
         },
         "launch": list(result.launch),
+        "better_layout": _better_layout(getattr(result, "better_layout", None)),
         "alternatives": [
             {
                 "title": a.title,
@@ -196,6 +199,15 @@ def _cost_section(result) -> dict | None:
     from fitcheck.render.cost import check_cost_document
 
     return check_cost_document(result)
+
+
+def _better_layout(better) -> dict | None:
+    """The expert-parallel layout of the same GPUs, when it holds more sequences (pipeline._expert_parallel_layout)."""
+    if better is None:
+        return None
+    return {"title": better.title, "status": better.verdict.status,
+            "changes": {name: _json_value(value) for name, value in better.changes},
+            "fitcheck_command": better.fitcheck_command, "engine_command": better.engine_command}
 
 
 def _speed_section(result: CheckResult) -> dict:
@@ -263,8 +275,10 @@ def render_check_table(result: CheckResult) -> str:
     where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
              "offload": f"GPU + CPU (-ngl {plan.gpu_layers})"}[plan.device]
     if plan.nodes > 1:
-        where = f"{plan.nodes} nodes × {where}" + (
-            f" (tensor parallel {plan.gpus} × pipeline parallel {plan.nodes})" if plan.engine == "vllm" else "")
+        where = f"{plan.nodes} nodes × {where}"
+    layout = getattr(plan, "layout", "")
+    if layout:
+        where += f" ({layout})"
     if plan.training:
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
@@ -299,9 +313,16 @@ def render_check_table(result: CheckResult) -> str:
                  f"{headroom}")
     for extra in result.verdict.reasons[1:]:
         lines.append(f"          {extra}")
-    if est.fact("vllm_max_concurrency") is not None:
-        lines.append(f"          vLLM KV pool: {est.fact('vllm_kv_pool_tokens'):,} tokens, maximum concurrency "
-                     f"{est.fact('vllm_max_concurrency')}× at {plan.context:,} tokens")
+    for prefix, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        if est.fact(f"{prefix}_max_concurrency") is not None:
+            ranks = est.fact("data_parallel_size")
+            lines.append(f"          {name} KV pool: {est.fact(f'{prefix}_kv_pool_tokens'):,} tokens"
+                         + (f" over {ranks} data-parallel ranks" if ranks else "")
+                         + f", maximum concurrency {est.fact(f'{prefix}_max_concurrency')}× at {plan.context:,} tokens")
+    better = getattr(result, "better_layout", None)
+    if better is not None:
+        lines.append(f"          {better.title}:")
+        lines.append(f"            {better.fitcheck_command}")
     if result.verdict.status == UNKNOWN:
         lines.append("Largest that fits: unknown until the free memory above can be read")
     elif result.verdict.status == CANNOT_RUN:

@@ -10,7 +10,7 @@ from fitcheck.cli import cli
 # The JSON document's key set is a contract (README and schemas/check.schema.json document it): within
 # a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed", "cost", "software", "requirements", "exit_code", "launch"}
+            "speed", "cost", "software", "requirements", "exit_code", "launch", "better_layout"}
 # "launch": what to run on each node, empty on one machine (tests/test_multi_node.py).
 # "software" (fitcheck.render.software): null with --profile; tests/estimate/test_compat.py locks its keys.
 # "cost" (fitcheck.render.cost): null for a machine neither owned nor rented; "run" only with --tokens.
@@ -20,7 +20,7 @@ COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_d
 RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus", "nodes",
-                "gpu_layers", "gpu_memory_utilization", "headroom_pct"}
+                "expert_parallel", "layout", "gpu_layers", "gpu_memory_utilization", "headroom_pct"}
 ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes", "facts",
                  "assumptions", "notes"}
 DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
