@@ -82,7 +82,7 @@ def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str], rank: int = 0)
         args += ["--max-num-seqs", str(plan.batch)]
     fmt = weight_format(plan.precision)
     comment = ""
-    if plan.precision == "fp8" and not prequantized:
+    if plan.precision == "fp8" and not prequantized and not plan.stored_format:
         args += ["--quantization", "fp8"]  # online dynamic FP8 quantization of a 16-bit checkpoint
     elif fmt.family in ("gptq", "awq") and not prequantized:
         comment = _needs_checkpoint(model_id, plan.precision)
@@ -183,7 +183,9 @@ def _sglang_serve(model_id: str, plan: Plan, repos: dict[str, str], rank: int) -
     if plan.batch > 1:
         args += ["--max-running-requests", str(plan.batch)]
     comment = ""
-    if plan.precision == "fp8" and not prequantized:
+    # docs.sglang.ai, DeepSeek usage: "already in FP8 format, so you should not run it with any quantization
+    # arguments like --quantization fp8"; a 16-bit checkpoint is quantized at load with it.
+    if plan.precision == "fp8" and not prequantized and not plan.stored_format:
         args += ["--quantization", "fp8"]
     elif weight_format(plan.precision).family in ("gptq", "awq") and not prequantized:
         comment = _needs_checkpoint(model_id, plan.precision)

@@ -67,6 +67,7 @@ class Plan:
     nodes: int = 1              # machines; vLLM: pipeline-parallel stages, one per node (gpus is per node)
     expert_parallel: bool = False  # MoE: routed experts over all GPUs, attention data parallel (vLLM, SGLang)
     mem_fraction_static: float | None = None  # SGLang: weights + KV pool, a fraction of total GPU memory
+    stored_format: bool = False  # the precision is the checkpoint's own (an FP8 checkpoint needs no --quantization)
 
     @property
     def world(self) -> int:
@@ -470,7 +471,13 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
         attention=attention, legacy_cache=legacy, problems=tuple(problems), nodes=req.nodes,
         expert_parallel=req.expert_parallel, mem_fraction_static=mem_fraction,
+        stored_format=_is_stored_format(spec, precision),
     )
+
+
+def _is_stored_format(spec: ModelSpec, precision: str) -> bool:
+    stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+    return stored is not None and stored.name == precision
 
 
 # ---- training ----------------------------------------------------------------------------------

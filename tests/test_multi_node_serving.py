@@ -101,8 +101,9 @@ def test_sglang_prints_one_launch_line_per_node():
     r = run("deepseek-r1", "--profile", H100, "--nodes", "2", "--engine", "sglang")
     assert r.exit_code == 0, r.output
     for rank in (0, 1):
+        # DeepSeek-R1 is stored in FP8: no --quantization (SGLang's DeepSeek usage page)
         assert (f"python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --context-length 4096 "
-                f"--quantization fp8 --tp 16 --nnodes 2 --node-rank {rank} --dist-init-addr HEAD_IP:5000") in r.output
+                f"--tp 16 --nnodes 2 --node-rank {rank} --dist-init-addr HEAD_IP:5000") in r.output
     assert "tensor parallel 16 over 2 nodes" in r.output
     assert "SGLang KV pool:" in r.output
     doc = json.loads(run("deepseek-r1", "--profile", H100, "--nodes", "2", "--engine", "sglang", "--json").output)
