@@ -318,6 +318,10 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
             full = cand.with_changes(gpus=None if base.gpus is None else n_gpus)
             placed = _runs(s.consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp", full,
                                       gguf_step + 5 + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
+            if not placed and _multi_node(machine):
+                # llama.cpp's RPC backend: the layers over the GPUs of more nodes like this one.
+                _more_nodes(s, full.with_changes(gpus=None), plan,
+                            f"llama.cpp RPC ({gguf}), layers split", gguf_step + 5)
             if not placed:
                 # RAM need falls and GPU need rises with -ngl: take the most layers the GPUs hold.
                 def holds(k: int, c: Request = full) -> bool:

@@ -298,3 +298,12 @@ def test_interactive_answers_take_sglang_and_expert_parallel():
 def test_nodes_on_a_machine_without_gpus_cannot_run():
     r = run("qwen-7b", "--profile", "laptop-16gb", "--nodes", "2", "--engine", "llama.cpp")
     assert r.exit_code == 1 and "serving across nodes is for GPUs" in r.output
+
+
+def test_llama_cpp_rpc_is_an_alternative_on_machines_one_rents_several_of():
+    doc = json.loads(run("deepseek-r1", "-p", "q4_k_m", "--engine", "llama.cpp", "--profile", "h100-sxm",
+                         "--json").output)
+    rpc = [a for a in doc["alternatives"] if "--rpc" in a["engine_command"]]
+    assert rpc and "rpc-server -H 0.0.0.0 -p 50052" in rpc[0]["engine_command"]
+    again = json.loads(run(*shlex.split(rpc[0]["fitcheck_command"])[1:], "--json").output)
+    assert again["verdict"]["status"] == rpc[0]["status"] and again["exit_code"] == 0
