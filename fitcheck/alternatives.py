@@ -68,11 +68,13 @@ COST_RUNNABLE = 8           # what the request named does not run here: swapped 
 COST_PER_NODE = 10          # each machine more (rented or owned) beside this one: one quantization step, so a
 #                             single machine's cheap steps (checkpointing, 8-bit AdamW) come before renting more
 MAX_NODES_SEARCHED = 64     # the most nodes an alternative proposes
+COST_EXPERT_PARALLEL = 2    # another layout of the same GPUs (all-to-alls instead of all-reduces): no quality lost
 
 # The lower-precision weights a practitioner reaches for with each engine.
 _LOWER_PRECISIONS = {
     "transformers": ("int8", "awq", "gptq-int4", "nf4"),
     "vllm": ("fp8", "gptq-int8", "awq", "gptq-int4"),
+    "sglang": ("fp8", "gptq-int8", "awq", "gptq-int4"),
     "llama.cpp": engines.GGUF_TYPES,
 }
 _GGUF_LADDER = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
@@ -184,17 +186,11 @@ def _multi_node(machine: Machine) -> bool:
 
 
 def fewest_nodes(fits: Callable[[int], bool], start: int, high: int = MAX_NODES_SEARCHED) -> int | None:
-    """The smallest node count in [start, high] for which ``fits`` holds (more nodes never need more per GPU)."""
+    """The smallest node count in [start, high] for which ``fits`` holds.  Counted up, not bisected: more nodes
+    need less per GPU, but not every count is a layout (SGLang's TP over all nodes must divide the heads)."""
     if start > high or not fits(high):
         return None
-    lo, hi = start, high
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return next(n for n in range(start, high + 1) if n == high or fits(n))
 
 
 def _more_nodes(s: _Search, cand: Request, plan: AnyPlan, title: str, extra: float = 0.0) -> bool:
@@ -293,7 +289,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                    base.with_changes(engine="vllm", transformers_version=None, attention=None), 3)
 
     # 2. Quantized KV cache.
-    for kv in {"vllm": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
+    for kv in {"vllm": ("fp8",), "sglang": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
         if kv != plan.kv_dtype:
             s.consider(f"Quantize the KV cache to {kv}", base.with_changes(kv_dtype=kv), COST_KV[kv])
 
@@ -309,7 +305,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
 
     # 5. More of the machine's GPUs (tensor parallel with vLLM, layer split otherwise).
     if plan.device == "gpu" and all_gpus > plan.gpus:
-        s.consider(f"Spread over {all_gpus} GPUs" + (" (tensor parallel)" if plan.engine == "vllm" else ""),
+        s.consider(f"Spread over {all_gpus} GPUs" + (" (tensor parallel)" if plan.engine in ("vllm", "sglang") else ""),
                    base.with_changes(gpus=all_gpus), COST_PER_GPU * (all_gpus - plan.gpus))
 
     # 5b. More nodes like this one: vLLM, tensor parallel within each node, pipeline parallel across them.
@@ -318,6 +314,21 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
         cand = base.with_changes(engine="vllm", gpus=None, gpu_layers=None, device="auto", transformers_version=None,
                                  attention=None, kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto")
         _more_nodes(s, cand, plan, "vLLM, tensor parallel within a node × pipeline parallel", 0.0)
+        if plan.engine == "sglang" and engines.runs_here("sglang", plan.precision, kind, cc) is None:
+            _more_nodes(s, cand.with_changes(engine="sglang"), plan, "SGLang, tensor parallel", 0.0)
+
+    # 5c. MoE: the experts split over every GPU, attention data parallel (more room for the KV cache: the
+    #     latent or KV heads are no longer replicated over tensor-parallel ranks).
+    ep_engine = plan.engine if plan.engine in engines.EXPERT_PARALLEL_ENGINES else "vllm"
+    if on_gpu and spec.is_moe and not plan.expert_parallel and engines.runs_here(ep_engine, plan.precision, kind, cc) \
+            is None and not engines.engine_precision_problem(ep_engine, plan.precision):
+        ep = base.with_changes(engine=ep_engine, expert_parallel=True, gpus=None, gpu_layers=None, device="auto",
+                               transformers_version=None, attention=None,
+                               kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto")
+        title = f"{'SGLang' if ep_engine == 'sglang' else 'vLLM'} expert parallel, attention data parallel"
+        out = s.consider(f"{title} over {max(plan.nodes, 1) * max(visible, 1)} GPUs", ep, COST_EXPERT_PARALLEL)
+        if not _runs(out) and _multi_node(machine):
+            _more_nodes(s, ep, plan, title, COST_EXPERT_PARALLEL)
 
     # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
     #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
@@ -341,6 +352,10 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
             placed = _runs(s.consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp", full,
                                       gguf_step + 5 + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
             whole = placed
+            if not whole and _multi_node(machine):
+                # llama.cpp's RPC backend: the layers over the GPUs of more nodes like this one.
+                _more_nodes(s, full.with_changes(gpus=None), plan,
+                            f"llama.cpp RPC ({gguf}), layers split", gguf_step + 5)
             if not whole and spec.is_moe and "experts" in engines.ENGINES["llama.cpp"].offloads:
                 placed = _expert_offload(s, spec, full, evaluate, gguf, gguf_step)
             if not whole:

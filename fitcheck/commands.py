@@ -38,6 +38,8 @@ def engine_command(model_id: str, plan: AnyPlan, quantized_repos: dict[str, str]
     repos = quantized_repos or {}
     if plan.engine == "vllm":
         return _vllm(model_id, plan, repos)
+    if plan.engine == "sglang":
+        return _sglang(model_id, plan, repos)
     if plan.engine == "llama.cpp":
         return _llama_cpp(model_id, plan, repos, local)
     return _transformers(model_id, plan, repos)
@@ -61,6 +63,11 @@ def _needs_checkpoint(model_id: str, precision: str) -> str:
 
 def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     serve, comment = _vllm_serve(model_id, plan, repos)
+    if plan.expert_parallel and plan.nodes > 1:
+        others = plan.nodes - 1
+        worker = _vllm_serve(model_id, plan, repos, rank=plan.gpus)[0]
+        return (f"{serve}{comment}  # then on the other {others} node{'s' if others > 1 else ''} (node R starts rank "
+                f"R×{plan.gpus}): {worker}")
     if plan.nodes > 1:
         others = plan.nodes - 1
         return (f"{RAY_HEAD} && {serve}{comment}  # first, on the other {others} node"
@@ -68,15 +75,15 @@ def _vllm(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     return serve + comment
 
 
-def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str]) -> tuple[str, str]:
-    """(`vllm serve ...`, a trailing comment or '')."""
+def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str], rank: int = 0) -> tuple[str, str]:
+    """(`vllm serve ...`, a trailing comment or ''); ``rank``: the first data-parallel rank of a headless node."""
     repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
     args = ["vllm", "serve", repo, "--max-model-len", str(plan.context)]
     if plan.batch > 1:
         args += ["--max-num-seqs", str(plan.batch)]
     fmt = weight_format(plan.precision)
     comment = ""
-    if plan.precision == "fp8" and not prequantized:
+    if plan.precision == "fp8" and not prequantized and not plan.stored_format:
         args += ["--quantization", "fp8"]  # online dynamic FP8 quantization of a 16-bit checkpoint
     elif fmt.family in ("gptq", "awq") and not prequantized:
         comment = _needs_checkpoint(model_id, plan.precision)
@@ -86,9 +93,18 @@ def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str]) -> tuple[str, 
         args += ["--dtype", {"fp16": "float16", "fp32": "float32"}[plan.precision]]
     if plan.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
-    if plan.gpus > 1:
+    if plan.expert_parallel:
+        # docs.vllm.ai/en/latest/serving/data_parallel_deployment.html: one rank per GPU, experts over all ranks
+        args += ["--data-parallel-size", str(plan.world), "--enable-expert-parallel"]
+        if plan.nodes > 1:
+            args += ["--data-parallel-size-local", str(plan.gpus), "--data-parallel-address", "HEAD_IP",
+                     "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]
+            if rank:
+                args.insert(3, "--headless")
+                args += ["--data-parallel-start-rank", str(rank)]
+    elif plan.gpus > 1:
         args += ["--tensor-parallel-size", str(plan.gpus)]
-    if plan.nodes > 1:
+    if plan.nodes > 1 and not plan.expert_parallel:
         args += ["--pipeline-parallel-size", str(plan.nodes), "--distributed-executor-backend", "ray"]
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
@@ -102,6 +118,15 @@ def _vllm_serve(model_id: str, plan: Plan, repos: dict[str, str]) -> tuple[str, 
 RAY_PORT = 6379
 RAY_HEAD = f"ray start --head --port={RAY_PORT}"
 RAY_WORKER = f"ray start --address=HEAD_IP:{RAY_PORT}"
+# vLLM's data-parallel coordination port in its multi-node DP/EP example (data_parallel_deployment.html).
+VLLM_DP_RPC_PORT = 13345
+# SGLang's multi-node launch: the same command on every node with its --node-rank, --dist-init-addr the first
+# node's address (docs.sglang.ai/references/multi_node_deployment/multi_node.html: `--tp 16 --dist-init-addr
+# 172.16.4.52:20000 --nnodes 2 --node-rank 0`; its DeepSeek page uses port 5000).
+SGLANG_INIT_PORT = 5000
+# llama.cpp's RPC backend: `rpc-server -H 0.0.0.0 -p 50052` on each worker, `--rpc host:port,...` on the main host
+# (github.com/ggml-org/llama.cpp/blob/master/tools/rpc/README.md).
+RPC_PORT = 50052
 # torchrun's c10d rendezvous and accelerate's main process port (PyTorch elastic docs; accelerate launch --help).
 RDZV_PORT = 29500
 
@@ -112,12 +137,75 @@ def launch_lines(model_id: str, plan: AnyPlan, quantized_repos: dict[str, str] |
         return ()
     if isinstance(plan, TrainingPlan):
         return training_launch_lines(model_id, plan)
+    repos = quantized_repos or {}
+    if plan.engine == "sglang":
+        return _sglang_launch(model_id, plan, repos)
+    if plan.engine == "llama.cpp":
+        return (f"{_nodes_text(plan.nodes)}: {RPC_SERVER}  # exposes the node's GPUs to llama-server",
+                f"then on node 0: {_llama_cpp(model_id, plan, repos).split('  # first')[0]}")
     if plan.engine != "vllm":
         return ()
-    serve, comment = _vllm_serve(model_id, plan, quantized_repos or {})
+    if plan.expert_parallel:
+        return (f"node 0 (HEAD_IP): {_vllm_serve(model_id, plan, repos)[0]}",
+                *(f"node {r}: {_vllm_serve(model_id, plan, repos, rank=r * plan.gpus)[0]}"
+                  for r in range(1, plan.nodes)))
+    serve, comment = _vllm_serve(model_id, plan, repos)
     return (f"head node (node 0): {RAY_HEAD}",
             (f"node 1: {RAY_WORKER}" if plan.nodes == 2 else f"each of nodes 1..{plan.nodes - 1}: {RAY_WORKER}"),
             f"then on the head node: {serve}{comment}")
+
+
+RPC_SERVER = f"rpc-server -H 0.0.0.0 -p {RPC_PORT}"
+
+
+def _nodes_text(nodes: int) -> str:
+    return "node 1" if nodes == 2 else f"each of nodes 1..{nodes - 1}"
+
+
+def _rpc_hosts(nodes: int) -> str:
+    return ",".join(f"NODE{i}_IP:{RPC_PORT}" for i in range(1, nodes))
+
+
+def _sglang(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
+    line, comment = _sglang_serve(model_id, plan, repos, 0)
+    if plan.nodes > 1:
+        comment += ("  # on node 0 (HEAD_IP); the same on node 1 with --node-rank 1" if plan.nodes == 2 else
+                    f"  # on node 0 (HEAD_IP); the same on each other node with --node-rank R (1..{plan.nodes - 1})")
+    return line + comment
+
+
+def _sglang_launch(model_id: str, plan: Plan, repos: dict[str, str]) -> tuple[str, ...]:
+    return tuple(f"node {r}{' (HEAD_IP)' if r == 0 else ''}: {''.join(_sglang_serve(model_id, plan, repos, r))}"
+                 for r in range(plan.nodes))
+
+
+def _sglang_serve(model_id: str, plan: Plan, repos: dict[str, str], rank: int) -> tuple[str, str]:
+    """`python -m sglang.launch_server ...` (docs.sglang.ai/advanced_features/server_arguments.html)."""
+    repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
+    args = ["python", "-m", "sglang.launch_server", "--model-path", repo, "--context-length", str(plan.context)]
+    if plan.batch > 1:
+        args += ["--max-running-requests", str(plan.batch)]
+    comment = ""
+    # docs.sglang.ai, DeepSeek usage: "already in FP8 format, so you should not run it with any quantization
+    # arguments like --quantization fp8"; a 16-bit checkpoint is quantized at load with it.
+    if plan.precision == "fp8" and not prequantized and not plan.stored_format:
+        args += ["--quantization", "fp8"]
+    elif weight_format(plan.precision).family in ("gptq", "awq") and not prequantized:
+        comment = _needs_checkpoint(model_id, plan.precision)
+    elif plan.precision in ("fp16", "fp32"):
+        args += ["--dtype", {"fp16": "float16", "fp32": "float32"}[plan.precision]]
+    if plan.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    if plan.world > 1:
+        args += ["--tp", str(plan.world)]
+    if plan.expert_parallel:
+        args += ["--dp", str(plan.world), "--enable-dp-attention", "--ep-size", str(plan.world)]
+    if plan.nodes > 1:
+        args += ["--nnodes", str(plan.nodes), "--node-rank", str(rank), "--dist-init-addr",
+                 f"HEAD_IP:{SGLANG_INIT_PORT}"]
+    if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION and plan.mem_fraction_static is not None:
+        args += ["--mem-fraction-static", f"{plan.mem_fraction_static:g}"]
+    return shlex.join(args), comment
 
 
 def training_launch_lines(model_id: str, plan: TrainingPlan) -> tuple[str, ...]:
@@ -188,6 +276,8 @@ def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str], local: bool = F
         if local:
             comment = f"  # convert {model_id} with llama.cpp's convert_hf_to_gguf.py, then llama-quantize to {quant}"
     args = ["llama-server", *src, "-c", str(plan.context * plan.batch)]
+    if plan.nodes > 1:
+        args += ["--rpc", _rpc_hosts(plan.nodes)]
     if plan.batch > 1:
         args += ["-np", str(plan.batch)]
     if plan.device == "cpu":
@@ -201,6 +291,8 @@ def _llama_cpp(model_id: str, plan: Plan, repos: dict[str, str], local: bool = F
         args += ["--cpu-moe"] if plan.cpu_moe_all else ["--n-cpu-moe", str(plan.cpu_moe)]
     if plan.kv_dtype in ("q8_0", "q4_0"):
         args += ["-fa", "on", "-ctk", plan.kv_dtype, "-ctv", plan.kv_dtype]
+    if plan.nodes > 1:
+        comment += f"  # first, on {_nodes_text(plan.nodes)}: {RPC_SERVER}"
     return shlex.join(args) + comment
 
 

@@ -63,6 +63,11 @@ _AWQ = Runs(CUDA_ROCM, why="AWQ kernels")
 _FP8 = Runs(frozenset({CUDA, ROCM}), 8.9, why="FP8 kernels")
 _ANY = Runs(ALL)
 _GPU_SERVING = Runs(CUDA_ROCM, why="vLLM")
+# SGLang: CUDA and ROCm builds (docs.sglang.ai, "Install SGLang": NVIDIA and AMD GPUs); its quantization
+# methods (python/sglang/srt/server_args.py QUANTIZATION_CHOICES: fp8, awq, gptq, gptq_marlin, awq_marlin;
+# docs.sglang.ai/advanced_features/quantization.html) and --kv-cache-dtype fp8_e4m3/fp8_e5m2.
+_SGLANG = Runs(CUDA_ROCM, why="SGLang")
+_SGLANG_FP8 = Runs(CUDA_ROCM, 8.9, why="FP8 kernels")
 
 
 # llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (common/arg.cpp default 512).
@@ -97,6 +102,11 @@ ENGINES: dict[str, Engine] = {
         {"fp32": _GPU_SERVING, "bf16": _GPU_SERVING, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
          "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ},
         ("fp16", "bf16", "fp32", "fp8"), "tensor", offloads=frozenset({"streamed"})),
+    "sglang": Engine(
+        "sglang", _SGLANG,
+        {"fp32": _SGLANG, "bf16": _SGLANG, "fp16": _SGLANG, "fp8": _SGLANG_FP8,
+         "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ},
+        ("fp16", "bf16", "fp32", "fp8"), "tensor"),
     "llama.cpp": Engine(
         "llama.cpp", Runs(frozenset({CUDA, ROCM, METAL, CPU}), why="llama.cpp's backends"),
         {**{p: Runs(frozenset({CUDA, ROCM, METAL, CPU})) for p in GGUF_TYPES + FLOATS}},
@@ -104,7 +114,12 @@ ENGINES: dict[str, Engine] = {
         # llama-kv-cache-iswa.cpp: size_swa = min(size_base, GGML_PAD(n_swa * n_seq_max + n_ubatch, n_pad))
         kv_sliding_extra=LLAMA_CPP_UBATCH, offloads=frozenset({"layers", "experts"})),
 }
-ENGINE_ORDER = ("transformers", "vllm", "llama.cpp")
+ENGINE_ORDER = ("transformers", "vllm", "sglang", "llama.cpp")
+# Engines that serve across nodes (--nodes > 1): vLLM (TP within a node × PP across nodes), SGLang (TP over
+# all nodes' GPUs: --tp N·G --nnodes N), llama.cpp's RPC backend (layers split over the nodes' devices).
+MULTI_NODE_ENGINES = ("vllm", "sglang", "llama.cpp")
+# Engines with an expert-parallel MoE layout (vLLM --enable-expert-parallel, SGLang --ep-size).
+EXPERT_PARALLEL_ENGINES = ("vllm", "sglang")
 
 # Training: optimizers, attention kernels, sharding, base-weight formats.
 OPTIMIZER_RUNS = {"adamw": _ANY, "sgd": _ANY, "adafactor": _ANY,
@@ -202,7 +217,8 @@ def kv_problem(engine: str, kv: str) -> tuple[str, str] | None:
     if kv == "auto" or kv in ENGINES[engine].kv_dtypes:
         return None
     if kv in ("q8_0", "q4_0"):
-        return f"KV-cache type {kv} is a llama.cpp type", "use --engine llama.cpp, or --kv-dtype fp8 with vLLM"
+        return (f"KV-cache type {kv} is a llama.cpp type",
+                "use --engine llama.cpp, or --kv-dtype fp8 with vLLM or SGLang")
     if kv == "fp8":
         return "llama.cpp has no fp8 KV cache", "use --kv-dtype q8_0"
     return f"{engine} has no {kv} KV cache", "choose one of: " + ", ".join(ENGINES[engine].kv_dtypes)

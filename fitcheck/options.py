@@ -33,7 +33,7 @@ ONLY_INFERENCE = frozenset({INFERENCE})
 
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
               "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
-ENGINES = ("transformers", "vllm", "llama.cpp")
+ENGINES = ("transformers", "vllm", "sglang", "llama.cpp")
 DEVICES = ("auto", "gpu", "cpu")
 KV_DTYPES = ("auto", "fp16", "bf16", "fp32", "fp8", "q8_0", "q4_0")
 OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
@@ -219,16 +219,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("engine", ("--engine",), "choice", None, modes=ONLY_INFERENCE, choices=ENGINES, nullable=True,
            envvar="FITCHECK_ENGINE",
            help="Default: the engine that runs the precision on this machine — llama.cpp for GGUF types and "
-                "CPU-only machines, transformers otherwise."),
+                "CPU-only machines, transformers otherwise (vllm and sglang when asked)."),
     Option("gpu_memory_utilization", ("--gpu-memory-utilization",), "float", 0.9, modes=ONLY_INFERENCE,
-           low=0.05, high=1.0, help="vLLM's reservation, a fraction of total GPU memory."),
+           low=0.05, high=1.0, help="vLLM's reservation, a fraction of total GPU memory (SGLang: its "
+                                    "--mem-fraction-static when given; SGLang's own default by TP size otherwise)."),
     Option("gpus", ("--gpus",), "int", None, low=1, high=MAX_GPUS, nullable=True,
            help="GPUs to use. Default: inference spreads over all of the machine's GPUs (tensor parallel "
                 "with vLLM, layer split otherwise); training uses all of them with --zero/--fsdp, else one."),
     Option("nodes", ("--nodes",), "int", 1, low=1, high=MAX_NODES, prompt="Nodes (machines like this one)",
            help="Machines like this one, linked by the profile's [cluster] interconnect; --gpus is then per node. "
-                "Serving across nodes is vLLM's (tensor parallel within a node, pipeline parallel across "
-                "nodes); training shards (--zero/--fsdp) or replicates (DDP) over nodes × GPUs."),
+                "Serving across nodes: vLLM (tensor parallel within a node, pipeline parallel across nodes), "
+                "SGLang (tensor parallel over all GPUs of all nodes) or llama.cpp's RPC backend (layers split "
+                "over the nodes); training shards (--zero/--fsdp) or replicates (DDP) over nodes × GPUs."),
+    Option("expert_parallel", ("--expert-parallel",), "flag", False, modes=ONLY_INFERENCE,
+           help="MoE models with vLLM or SGLang: the routed experts split over all GPUs of all nodes (expert "
+                "parallel), attention data parallel (each GPU serves its own sequences with its own KV cache): vLLM "
+                "--data-parallel-size N --enable-expert-parallel, SGLang --enable-dp-attention --dp N --ep-size N."),
     Option("device", ("--device",), "choice", "auto", choices=DEVICES,
            help="Where to run or train: auto (the GPU when there is one), gpu, or cpu."),
     Option("gpu_layers", ("--gpu-layers", "-ngl"), "int", None, modes=ONLY_INFERENCE, low=0, high=MAX_GPU_LAYERS,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fitcheck.alternatives import Alternative, Outcome, find_alternatives, hybrid_advice, with_context
+from fitcheck.alternatives import Alternative, Outcome, changed_fields, find_alternatives, hybrid_advice, with_context
 from fitcheck.commands import engine_command, fitcheck_command, launch_lines
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
@@ -72,6 +72,7 @@ class CheckResult:
     software: StackCheck | None = None            # the installed stack checked for this request (this machine)
     launch: tuple[str, ...] = ()                  # what to run on each node (plans over several nodes)
     download: Download | None = None              # the bytes to download, where, the free disk (estimate.download)
+    better_layout: Alternative | None = None      # MoE: expert parallel where it holds more sequences than TP
 
     @property
     def spec(self) -> ModelSpec:
@@ -249,6 +250,14 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
             max_context = largest(evaluate, request, "context", search_limit(spec, request.context))
             max_batch = largest(evaluate, request, "batch", MAX_BATCH_SEARCHED)
 
+    better = None
+    if alternatives and isinstance(plan, Plan) and verdict.runs:
+        better = _expert_parallel_layout(spec, request, plan, estimate, evaluate)
+        if better is not None:
+            better = replace(better, fitcheck_command=fitcheck_command(model_args, better.request, profile=profile,
+                                                                       extra=machine_args(machine)),
+                             engine_command=engine_command(model_ref, better.plan, repos, local=local))
+
     speed = advice = training_speed = None
     if isinstance(plan, TrainingPlan):
         training_speed = estimate_training_speed(spec, plan, machine)
@@ -267,7 +276,36 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,
         device_advice=advice, training_speed=training_speed, model_args=model_args, profile=profile,
         launch=launch_lines(model_ref, plan, repos) if not plan.problems else (), download=download,
+        better_layout=better,
     )
+
+
+def _concurrency(est: Estimate) -> float | None:
+    for prefix in ("vllm", "sglang"):
+        value = est.fact(f"{prefix}_max_concurrency")
+        if value is not None:
+            return float(value)
+    return None
+
+
+def _expert_parallel_layout(spec: ModelSpec, request: Request, plan: Plan, estimate: Estimate,
+                            evaluate: Evaluator) -> Alternative | None:
+    """For an MoE model served tensor parallel over several GPUs: the same GPUs expert parallel with attention
+    data parallel, when it holds more concurrent sequences (the KV cache no longer replicated over TP ranks)."""
+    from fitcheck import engines
+
+    if not spec.is_moe or plan.expert_parallel or plan.world < 2 or plan.engine not in engines.EXPERT_PARALLEL_ENGINES:
+        return None
+    asked = request.with_changes(expert_parallel=True, engine=plan.engine)
+    out = evaluate(asked)
+    if out is None or not out.verdict.runs or out.plan.problems:
+        return None
+    now, then = _concurrency(estimate), _concurrency(out.estimate)
+    if now is None or then is None or then <= now:
+        return None
+    return Alternative(f"Expert parallel with data-parallel attention: maximum concurrency {then:g}× instead of "
+                       f"{now:g}× at {plan.context:,} tokens", asked, out.plan, out.estimate, out.verdict, 0.0,
+                       changed_fields(request, asked))
 
 
 # ---- the installed software stack (this machine only) ---------------------------------------------

@@ -70,6 +70,29 @@ class Plan:
     cpu_moe: int = 0
     cpu_moe_all: bool = False    # --cpu-moe all: every layer's experts (llama-server --cpu-moe)
     cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb: GiB of weights per GPU in RAM, streamed every forward
+    expert_parallel: bool = False  # MoE: routed experts over all GPUs, attention data parallel (vLLM, SGLang)
+    mem_fraction_static: float | None = None  # SGLang: weights + KV pool, a fraction of total GPU memory
+    stored_format: bool = False  # the precision is the checkpoint's own (an FP8 checkpoint needs no --quantization)
+
+    @property
+    def world(self) -> int:
+        """GPUs over all nodes."""
+        return max(self.gpus, 1) * max(self.nodes, 1)
+
+    @property
+    def layout(self) -> str:
+        """How the plan spreads over GPUs and nodes, in words ('tensor parallel 16 over 2 nodes')."""
+        if self.device == "cpu":
+            return ""
+        if self.expert_parallel:
+            return f"expert parallel {self.world}, attention data parallel {self.world}"
+        if self.engine == "vllm" and self.nodes > 1:
+            return f"tensor parallel {self.gpus} × pipeline parallel {self.nodes}"
+        if self.engine == "sglang" and self.world > 1:
+            return f"tensor parallel {self.world}" + (f" over {self.nodes} nodes" if self.nodes > 1 else "")
+        if self.engine == "llama.cpp" and self.nodes > 1:
+            return f"llama.cpp RPC: layers split over {self.world} GPUs of {self.nodes} nodes"
+        return ""
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
@@ -268,6 +291,18 @@ def legacy_cache_mode(architecture: str, transformers_version: str | None) -> bo
     return transformers_version is not None and parse_transformers_version(transformers_version) < DYNAMIC_CACHE_SINCE
 
 
+# ---- SGLang ------------------------------------------------------------------------------------
+# SGLang's --mem-fraction-static default: the share of total GPU memory for weights and the KV pool, by the
+# tensor-parallel size (python/sglang/srt/server_args.py, ServerArgs.__post_init__, v0.4.6:
+# https://github.com/sgl-project/sglang/blob/v0.4.6/python/sglang/srt/server_args.py — tp >= 16: 0.79,
+# >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88).  The rest holds activations, CUDA graphs and NCCL buffers.
+SGLANG_MEM_FRACTION_STATIC = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
+
+def sglang_mem_fraction_static(tp: int) -> float:
+    return next(f for size, f in SGLANG_MEM_FRACTION_STATIC if tp >= size)
+
+
 # ---- inference ---------------------------------------------------------------------------------
 def _gpu_problems(machine: Machine, asked: str, gpus: int) -> list[str]:
     visible = len(machine.gpus)
@@ -395,6 +430,10 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         notes.append(Assumption("gpus", str(gpus), "from --gpus", "--gpus"))
     else:
         gpus = max(engines.usable_gpus(engine, visible, spec.num_attention_heads), 1)
+        if engine == "sglang" and req.nodes > 1 and not req.expert_parallel:
+            # SGLang's TP spans the nodes: the per-node count whose total divides the attention heads
+            while gpus > 1 and spec.num_attention_heads % (gpus * req.nodes):
+                gpus //= 2
         why = "one GPU" if gpus == 1 else (
             f"all {gpus} GPUs of this machine" if gpus == visible else
             f"{gpus} of {visible} GPUs: tensor parallelism needs a power of two dividing the attention heads")
@@ -436,9 +475,35 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
     if req.nodes > 1:
         notes.append(Assumption("nodes", str(req.nodes), "from --nodes", "--nodes"))
-        if engine != "vllm" and not problems:
+        if device == "cpu" and not problems:
+            problems.append(f"--nodes {req.nodes}: serving across nodes is for GPUs, and {machine.name} has none")
+        if engine not in engines.MULTI_NODE_ENGINES and not problems:
             problems.append(f"--nodes {req.nodes}: {engine} serves from one machine; serving across nodes "
-                            "is vLLM's (tensor parallel within a node, pipeline parallel across nodes)")
+                            "is vLLM's (tensor parallel within a node, pipeline parallel across nodes), SGLang's "
+                            "(tensor parallel over all nodes) or llama.cpp's RPC backend")
+    if req.expert_parallel:
+        if engine not in engines.EXPERT_PARALLEL_ENGINES:
+            raise FitcheckError(f"--expert-parallel is a vLLM and SGLang layout, not {engine}'s",
+                                "add --engine vllm or --engine sglang")
+        if not spec.is_moe:
+            raise FitcheckError(f"--expert-parallel splits a mixture-of-experts model's experts; {spec.name} is dense",
+                                "drop --expert-parallel")
+        notes.append(Assumption("expert_parallel", "on", "from --expert-parallel: experts over "
+                                f"{gpus * req.nodes} GPUs, attention data parallel", "--expert-parallel"))
+    mem_fraction = None
+    if engine == "sglang":
+        tp = max(gpus, 1) * req.nodes
+        heads = spec.num_attention_heads
+        if tp > 1 and not req.expert_parallel and heads and heads % tp and not problems:
+            problems.append(f"SGLang's tensor parallel size {tp} ({req.nodes} node{'s' if req.nodes > 1 else ''} × "
+                            f"{max(gpus, 1)} GPUs) must divide the {heads} attention heads")
+        if req.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
+            mem_fraction = req.gpu_memory_utilization
+            why = "from --gpu-memory-utilization (SGLang --mem-fraction-static)"
+        else:
+            mem_fraction = sglang_mem_fraction_static(tp)
+            why = f"SGLang's default for tp {tp} (server_args.py)"
+        notes.append(Assumption("mem_fraction_static", f"{mem_fraction:g}", why, "--gpu-memory-utilization"))
     if engine == "vllm":
         notes.append(Assumption("gpu_memory_utilization", f"{req.gpu_memory_utilization:g}",
                                 "vLLM default" if req.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION else
@@ -451,6 +516,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
         attention=attention, legacy_cache=legacy, problems=tuple(problems), nodes=req.nodes,
         cpu_moe=cpu_moe, cpu_moe_all=bool(cpu_moe) and cpu_moe >= spec.num_layers, cpu_offload_gb=req.cpu_offload_gb,
+        expert_parallel=req.expert_parallel, mem_fraction_static=mem_fraction,
+        stored_format=_is_stored_format(spec, precision),
     )
 
 
@@ -465,6 +532,11 @@ def _cpu_moe_layers(req: Request, spec: ModelSpec) -> int:
         raise FitcheckError(f"--cpu-moe keeps a mixture of experts' routed experts in RAM, and {spec.name} is a "
                             "dense model", "use --gpu-layers for partial offload")
     return spec.num_layers if req.cpu_moe == "all" else min(int(req.cpu_moe), spec.num_layers)
+
+
+def _is_stored_format(spec: ModelSpec, precision: str) -> bool:
+    stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+    return stored is not None and stored.name == precision
 
 
 # ---- training ----------------------------------------------------------------------------------

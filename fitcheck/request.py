@@ -40,6 +40,7 @@ class Request:
     gpu_memory_utilization: float = DEFAULTS["gpu_memory_utilization"]
     gpus: int | None = DEFAULTS["gpus"]
     nodes: int = DEFAULTS["nodes"]                     # machines like this one (--gpus is per node)
+    expert_parallel: bool = DEFAULTS["expert_parallel"]  # MoE: experts over all GPUs, attention data parallel
     device: str = DEFAULTS["device"]
     gpu_layers: int | None = DEFAULTS["gpu_layers"]
     cpu_moe: int | str | None = DEFAULTS["cpu_moe"]    # llama.cpp: experts of the first N layers in RAM ("all")
@@ -122,6 +123,12 @@ class Request:
             if self.device == "cpu":
                 raise FitcheckError("--cpu-offload-gb streams weights to a GPU, and --device cpu has none",
                                     "drop --cpu-offload-gb, or --device cpu")
+        if self.expert_parallel and self.engine not in (None, "vllm", "sglang"):
+            raise FitcheckError(f"--expert-parallel is a vLLM and SGLang layout, not {self.engine}'s",
+                                "add --engine vllm or --engine sglang")
+        if self.gpu_layers is not None and self.nodes > 1:
+            raise FitcheckError("--gpu-layers with --nodes: llama.cpp's RPC backend puts every layer on the nodes' "
+                                "devices", "drop --gpu-layers")
         if self.engine is not None and self.precision is not None:
             problem = engine_precision_problem(self.engine, self.precision)
             if problem:

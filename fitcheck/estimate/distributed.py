@@ -43,6 +43,28 @@ ALLREDUCES_PER_LAYER = 2
 PP_TENSORS = 2
 
 
+# Expert parallel: each MoE layer dispatches the tokens to their experts' GPUs and combines the results back,
+# two all-to-alls per MoE layer (vllm/model_executor/layers/fused_moe/modular_kernel.py: prepare → experts →
+# finalize; SGLang's DeepEP dispatcher: dispatch / combine).  At decode batch sizes each is latency-bound: the
+# small-message latency of the link it crosses (INTRA_/INTER_NODE_LATENCY) is its floor.
+ALL_TO_ALLS_PER_MOE_LAYER = 2
+# llama.cpp's RPC backend (ggml/src/ggml-rpc/ggml-rpc.cpp): per token, each remote layer group is one
+# RPC_CMD_GRAPH_COMPUTE (the serialized graph sent, the status awaited) and one RPC_CMD_GET_TENSOR of its output
+# for the next device (send_rpc_cmd waits for the reply): two round trips; the input goes out with SET_TENSOR.
+RPC_ROUND_TRIPS_PER_GROUP = 2
+# The graph goes over the wire every token: each tensor serialized as an rpc_tensor of 296 bytes (ggml-rpc.cpp:
+# id, type, buffer, ne[4], nb[4], op, op_params[16], flags, src[10], view_src, view_offs, data, name[64]),
+# about 60 per decoder layer (the ~30 graph nodes of a llama layer and the weights and views they read).
+RPC_TENSOR_BYTES = 296
+RPC_TENSORS_PER_LAYER = 60
+# TCP request/response round trip on a LAN (netperf TCP_RR on 1–10 GbE with the kernel's TCP stack: ~50 µs
+# on 10 GbE, ~100–200 µs on gigabit through a switch).
+TCP_ROUND_TRIP = (50e-6, 200e-6)
+# llama.cpp RPC without a link figure in the profile: gigabit Ethernet, the setting of the RPC backend's own
+# tests (github.com/ggml-org/llama.cpp/pull/6829: two hosts "connected on a local gigabit network"), in GB/s.
+RPC_DEFAULT_GBPS = 0.125
+
+
 @dataclass(frozen=True)
 class DecodeComm:
     """Seconds one decode step spends on communication (low, high), and the alternative layout's figure."""
@@ -50,44 +72,112 @@ class DecodeComm:
     seconds: tuple[float, float]
     what: str
     tp_across_nodes: tuple[float, float] | None   # the same GPUs as one tensor-parallel group across nodes
-    inter_node: tuple[float, float] = (0.0, 0.0)  # the part on the link between nodes (PP sends)
+    inter_node: tuple[float, float] = (0.0, 0.0)  # the part on the link between nodes
+    pp_across_nodes: tuple[float, float] | None = None  # SGLang TP over nodes: vLLM's TP within × PP across instead
+    link: str = ""                                # the inter-node link as used ('' when none is crossed)
 
 
-def decode_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
-    """Per-step communication of a vLLM plan: TP all-reduces within a node, PP sends between nodes."""
-    tp, pp = max(plan.gpus, 1), max(plan.nodes, 1)
-    if plan.engine != "vllm" or (tp == 1 and pp == 1):
-        return None
-    layers = spec.num_layers
-    message = plan.batch * spec.hidden_size * 2  # bf16 activations of the step's tokens
+def _links(machine: Machine) -> tuple[float | None, float | None]:
     cluster = machine.cluster
     inter_bw = cluster.inter_node_gbps * 1e9 if cluster and cluster.inter_node_gbps else None
     intra_bw = cluster.intra_node_gbps * 1e9 if cluster and cluster.intra_node_gbps else None
+    return intra_bw, inter_bw
 
-    def over(latency: float, bw: float | None, size: float) -> float:
-        return latency + (size / bw if bw else 0.0)
 
-    ends = []
-    across = []
-    inter = []
-    for i in (0, 1):
-        t = 0.0
-        if tp > 1:
-            t += ALLREDUCES_PER_LAYER * layers * over(INTRA_NODE_LATENCY[i], intra_bw, 2 * (tp - 1) / tp * message)
-        inter.append((pp - 1) * over(INTER_NODE_LATENCY[i], inter_bw, PP_TENSORS * message) if pp > 1 else 0.0)
-        t += inter[-1]
-        if pp > 1:
-            world = tp * pp
-            across.append(ALLREDUCES_PER_LAYER * layers
-                          * over(INTER_NODE_LATENCY[i], inter_bw, 2 * (world - 1) / world * message))
-        ends.append(t)
+def _over(latency: float, bw: float | None, size: float) -> float:
+    return latency + (size / bw if bw else 0.0)
+
+
+def _tp_pp(layers: int, message: float, tp: int, pp: int, intra_bw, inter_bw, i: int) -> tuple[float, float]:
+    """(total, inter-node part) of vLLM's TP within a node × PP across nodes, end ``i`` (0 low, 1 high)."""
+    t = 0.0
+    if tp > 1:
+        t += ALLREDUCES_PER_LAYER * layers * _over(INTRA_NODE_LATENCY[i], intra_bw, 2 * (tp - 1) / tp * message)
+    inter = (pp - 1) * _over(INTER_NODE_LATENCY[i], inter_bw, PP_TENSORS * message) if pp > 1 else 0.0
+    return t + inter, inter
+
+
+def _tp_all(layers: int, message: float, world: int, nodes: int, intra_bw, inter_bw, i: int) -> float:
+    """One tensor-parallel group over all ``world`` GPUs: every all-reduce on the slowest link it spans."""
+    latency, bw = (INTER_NODE_LATENCY[i], inter_bw) if nodes > 1 else (INTRA_NODE_LATENCY[i], intra_bw)
+    return ALLREDUCES_PER_LAYER * layers * _over(latency, bw, 2 * (world - 1) / world * message)
+
+
+def decode_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
+    """Per-step communication: vLLM's TP all-reduces within a node and PP sends between nodes; SGLang's
+    all-reduces over all its GPUs; expert parallel's all-to-alls; llama.cpp RPC's round trips."""
+    if plan.engine == "llama.cpp":
+        return _rpc_comm(spec, plan, machine)
+    tp, pp = max(plan.gpus, 1), max(plan.nodes, 1)
+    if plan.engine not in ("vllm", "sglang") or (tp == 1 and pp == 1):
+        return None
+    layers = spec.num_layers
+    message = plan.batch * spec.hidden_size * 2  # bf16 activations of the step's tokens
+    intra_bw, inter_bw = _links(machine)
+    world = tp * pp
+    link = _link_name(machine) if pp > 1 else ""
+    if plan.expert_parallel:
+        moe = spec.num_moe_layers
+        latency = INTER_NODE_LATENCY if pp > 1 else INTRA_NODE_LATENCY
+        bw = inter_bw if pp > 1 else intra_bw
+        # each GPU sends its tokens' hidden states to the experts' GPUs (k of them per token) and gets them back
+        size = max(-(-plan.batch // world), 1) * spec.hidden_size * 2 * spec.experts_per_token
+        ends = tuple(ALL_TO_ALLS_PER_MOE_LAYER * moe * _over(latency[i], bw, size) for i in (0, 1))
+        what = (f"{ALL_TO_ALLS_PER_MOE_LAYER * moe} all-to-alls (expert dispatch and combine) over {world} GPUs"
+                + (f" of {pp} nodes" if pp > 1 else ""))
+        return DecodeComm((ends[0], ends[1]), what, None, (ends[0], ends[1]) if pp > 1 else (0.0, 0.0), link=link)
+    if plan.engine == "sglang":
+        ends = tuple(_tp_all(layers, message, world, pp, intra_bw, inter_bw, i) for i in (0, 1))
+        what = (f"{ALLREDUCES_PER_LAYER * layers} all-reduces over {world} GPUs"
+                + (f" of {pp} nodes, each on the inter-node link" if pp > 1 else " within a node"))
+        pp_alt = tuple(_tp_pp(layers, message, tp, pp, intra_bw, inter_bw, i)[0] for i in (0, 1)) if pp > 1 else None
+        return DecodeComm((ends[0], ends[1]), what, None, (ends[0], ends[1]) if pp > 1 else (0.0, 0.0),
+                          (pp_alt[0], pp_alt[1]) if pp_alt else None, link=link)
+    pairs = [_tp_pp(layers, message, tp, pp, intra_bw, inter_bw, i) for i in (0, 1)]
+    across = [_tp_all(layers, message, world, pp, intra_bw, inter_bw, i) for i in (0, 1)] if pp > 1 else None
     parts = []
     if tp > 1:
         parts.append(f"{ALLREDUCES_PER_LAYER * layers} all-reduces within a node (TP {tp})")
     if pp > 1:
         parts.append(f"{pp - 1} point-to-point send{'s' if pp > 2 else ''} between nodes (PP {pp})")
-    return DecodeComm((ends[0], ends[1]), " and ".join(parts), (across[0], across[1]) if across else None,
-                      (inter[0], inter[1]))
+    return DecodeComm((pairs[0][0], pairs[1][0]), " and ".join(parts), (across[0], across[1]) if across else None,
+                      (pairs[0][1], pairs[1][1]), link=link)
+
+
+def _link_name(machine: Machine) -> str:
+    c = machine.cluster
+    if c is None or c.inter_node_gbps is None:
+        return "inter-node link not in the profile"
+    return f"{c.inter_node} {c.inter_node_gbps:g} GB/s"
+
+
+def rpc_link(machine: Machine) -> tuple[float, str]:
+    """(bytes/s, words) of the link llama.cpp's RPC backend talks over: the profile's, else gigabit Ethernet."""
+    c = machine.cluster
+    if c is not None and c.inter_node_gbps:
+        return c.inter_node_gbps * 1e9, f"{c.inter_node} {c.inter_node_gbps:g} GB/s"
+    return RPC_DEFAULT_GBPS * 1e9, "gigabit Ethernet assumed (no [cluster] inter_node_gbps in the profile)"
+
+
+def _rpc_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
+    """llama.cpp RPC: per token, each remote node's layer group costs round trips and its serialized graph on
+    the link; the hidden state crosses at each group boundary; the last group's logits come back (slow end)."""
+    if plan.nodes <= 1 or plan.device != "gpu":
+        return None
+    bw, words = rpc_link(machine)
+    remote = plan.nodes - 1
+    layers_per_node = spec.num_layers / plan.nodes
+    graph = layers_per_node * RPC_TENSORS_PER_LAYER * RPC_TENSOR_BYTES
+    hidden = plan.batch * spec.hidden_size * 4  # f32 activations between ggml backends
+    logits = plan.batch * spec.vocab_size * 4
+    ends = []
+    for i in (0, 1):
+        per_group = RPC_ROUND_TRIPS_PER_GROUP * TCP_ROUND_TRIP[i] + (graph + hidden) / bw
+        ends.append(remote * per_group + (logits / bw if i == 1 else 0.0))
+    what = (f"{RPC_ROUND_TRIPS_PER_GROUP * remote} RPC round trip{'s' if remote * RPC_ROUND_TRIPS_PER_GROUP > 1 else ''}"
+            f" per token to {remote} rpc-server node{'s' if remote > 1 else ''} and "
+            f"{graph * remote / 1024:,.0f} KiB of serialized graph over {words}")
+    return DecodeComm((ends[0], ends[1]), what, None, (ends[0], ends[1]), link=words)
 
 
 ELEMENT_BYTES = 2  # bf16/fp16 collectives (FSDP MixedPrecision param_dtype/reduce_dtype, DeepSpeed bf16)

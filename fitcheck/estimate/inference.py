@@ -45,6 +45,7 @@ from fitcheck.estimate.weights import (
     weight_bytes,
     weight_tensor_runs,
 )
+from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import Plan, static_mask_mode
 from fitcheck.units import GiB, MiB
@@ -168,8 +169,12 @@ def _quant_scratch(spec: ModelSpec, precision: str, prefill_tokens: int) -> tupl
 
 def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
     """Bytes per device for serving `spec` as `plan` says."""
-    if plan.engine == "vllm":
+    if plan.expert_parallel:
+        devices, facts, notes = _expert_parallel(spec, plan)
+    elif plan.engine == "vllm":
         devices, facts, notes = _vllm(spec, plan)
+    elif plan.engine == "sglang":
+        devices, facts, notes = _sglang(spec, plan)
     elif plan.engine == "llama.cpp":
         devices, facts, notes = _llama_cpp(spec, plan)
     else:
@@ -431,6 +436,134 @@ def _vllm(spec: ModelSpec, plan: Plan):
     return devices, facts, notes
 
 
+# ---- SGLang ------------------------------------------------------------------------------------
+def _tp_weights(spec: ModelSpec, plan: Plan, wb: WeightBytes, tp: int) -> Component:
+    """Weights on one tensor-parallel rank: 1/tp of every sharded linear and embedding, MLA's down-projections
+    whole (``ReplicatedLinear`` in vLLM's and SGLang's deepseek_v2.py)."""
+    weights_c = _weights_component(spec, plan, wb, 1.0 / tp)
+    replicated = mla_replicated_bytes(spec, plan.precision) if tp > 1 else 0
+    if replicated:
+        total_w, _ = _stored_weight_total(spec, plan.precision, wb.total)
+        scale = total_w / wb.total if wb.total else 1.0
+        weights_c = replace(weights_c, bytes=int(weights_c.bytes + replicated * scale * (1 - 1 / tp)),
+                            detail=weights_c.detail + f"; MLA down-projections replicated on every rank "
+                            f"({replicated * scale / GiB:.2f} GiB)")
+    return weights_c
+
+
+def _static_pool(plan: Plan, engine_name: str, weights_c: Component, kv_c: Component, act_c: Component,
+                 over_c: Component, static: int | None, *, vllm: bool) -> tuple[list[Component], int | None]:
+    """Components of one GPU, with the part of the engine's up-front reservation the KV pool takes beyond
+    what this request needs (``kv_pool_spare``); and the pool's size in bytes (None: total memory unknown).
+
+    vLLM reserves gpu_memory_utilization × total for everything (weights, activations, non-torch, KV pool);
+    SGLang reserves mem_fraction_static × total for weights and the KV pool only (model_runner.py
+    profile_max_num_token: rest_memory = available − total × (1 − mem_fraction_static)), activations,
+    CUDA graphs and NCCL living in the remaining share."""
+    comps = [weights_c, kv_c, act_c, over_c]
+    if static is None:
+        return comps, None
+    inside = weights_c.bytes + (act_c.bytes + over_c.bytes if vllm else 0)
+    pool = static - inside
+    spare = pool - kv_c.bytes
+    if spare > 0:
+        comps.append(Component("kv_pool_spare", spare, f"rest of the reservation, which {engine_name} also gives to "
+                               "the KV pool", counted_in="reserved"))
+    return comps, max(pool, 0)
+
+
+def _pool_facts(prefix: str, plan: Plan, static: int, pool: int, per_token: float, ranks: int = 1) -> list:
+    tokens = int(pool / per_token) if per_token and pool > 0 else 0
+    return [(f"{prefix}_reserved_bytes" if prefix == "vllm" else f"{prefix}_static_bytes", static),
+            (f"{prefix}_kv_pool_bytes", pool), (f"{prefix}_kv_pool_tokens", tokens * ranks),
+            (f"{prefix}_max_concurrency", round(tokens * ranks / plan.context, 2) if plan.context else 0.0)]
+
+
+def _sglang(spec: ModelSpec, plan: Plan):
+    """SGLang with tensor parallelism over every GPU of every node (``--tp N·G --nnodes N``)."""
+    tp = plan.world
+    wb = _weights(spec, plan.precision)
+    kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype,
+                              engine="sglang")
+    # MLA: SGLang's MLA backends keep the whole latent on every TP rank; other models split KV heads.
+    kv_share = 1.0 if spec.is_mla else max(1.0, tp / max(spec.num_kv_heads, 1)) / tp
+    weights_c = _tp_weights(spec, plan, wb, tp)
+    kv_c = Component(KV_CACHE, int(kv_total * kv_share), _kv_detail(spec, plan, "sglang", kv_share))
+    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, tp, 2),
+                      f"a chunked-prefill step of {A.VLLM_PROFILE_TOKENS:,} tokens (SGLang's chunked_prefill_size "
+                      "on GPUs of 25 GB and more) and the sampler")
+    nccl = VLLM_NCCL_TP if tp > 1 else 0
+    over_c = Component(OVERHEAD, VLLM_NON_TORCH + nccl, "CUDA context and CUDA graphs"
+                       + (f", NCCL communicators ({nccl / GiB:.2f} GiB, as vLLM logs them)" if nccl else ""),
+                       counted_in="runtime")
+    fraction = plan.mem_fraction_static or 0.88
+    static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
+    comps, pool = _static_pool(plan, "SGLang", weights_c, kv_c, act_c, over_c, static, vllm=False)
+    devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
+    facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
+    if static is not None and pool is not None:
+        facts += _pool_facts("sglang", plan, static, pool, kv_c.bytes / max(plan.context * plan.batch, 1))
+    notes = [f"SGLang keeps mem_fraction_static {fraction:g} × total GPU memory for weights and the KV pool; "
+             "activations, CUDA graphs and NCCL use the rest"]
+    if tp > 1:
+        notes.append(f"tensor parallel over {tp} GPUs" + (f" of {plan.nodes} nodes (--tp {tp} --nnodes {plan.nodes})"
+                                                          if plan.nodes > 1 else ""))
+    return devices, facts, notes
+
+
+# ---- expert parallel (vLLM, SGLang): experts over all GPUs, attention data parallel ------------------
+def _expert_parallel(spec: ModelSpec, plan: Plan):
+    """MoE with the routed experts split over the expert-parallel group (every GPU of every node) and attention
+    data parallel: each GPU a rank of its own with attention weights whole and its own sequences' KV cache.
+
+    vLLM ``--data-parallel-size W --enable-expert-parallel`` (docs.vllm.ai/en/latest/serving/
+    data_parallel_deployment.html, expert_parallel_deployment.html): TP 1 per data-parallel rank, so every
+    non-expert weight (attention, shared experts, dense MLPs, embeddings) is whole on each GPU and FusedMoE
+    holds num_experts / W experts (``ep_size = tp × dp``).  SGLang ``--tp W --dp W --enable-dp-attention
+    --ep-size W`` (docs.sglang.ai, DeepSeek usage, "Data Parallelism Attention"): attention TP size tp/dp = 1,
+    experts over the EP group, dense MLPs tensor parallel over all W GPUs."""
+    world = plan.world
+    wb = _weights(spec, plan.precision)
+    groups = dict(wb.by_group)
+    total_w, exact = _stored_weight_total(spec, plan.precision, wb.total)
+    scale = total_w / wb.total if wb.total else 1.0
+    experts = groups.get(S.EXPERTS, 0)
+    dense_mlp = groups.get(S.MLP, 0) if plan.engine == "sglang" else 0
+    whole = wb.total - experts - dense_mlp
+    per_gpu = int((experts / world + dense_mlp / world + whole) * scale)
+    fmt = weight_format(plan.precision)
+    weights_c = Component(WEIGHTS, per_gpu,
+                          f"routed experts 1/{world} each ({experts * scale / world / GiB:.2f} GiB: "
+                          f"{spec.num_experts} experts over {world} GPUs); attention, shared experts, norms and "
+                          f"embeddings whole on every GPU ({whole * scale / GiB:.2f} GiB)"
+                          + (f"; dense MLPs 1/{world} ({dense_mlp * scale / world / GiB:.2f} GiB)" if dense_mlp else "")
+                          + f"; {spec.total_params / 1e9:.2f}B params as {fmt.description}"
+                          + (f"; {exact}" if exact else ""))
+    per_rank = -(-plan.batch // world)  # the sequences the busiest data-parallel rank serves
+    kv = kv_cache_bytes(spec, tokens=plan.context, sequences=per_rank, kv_dtype=plan.kv_dtype, engine=plan.engine)
+    kv_c = Component(KV_CACHE, kv, _kv_detail(spec, plan, plan.engine, 1.0)
+                     + f"; each data-parallel rank caches only its own sequences ({per_rank} here)")
+    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2),
+                      f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")
+    over_c = Component(OVERHEAD, VLLM_NON_TORCH + VLLM_NCCL_TP, "CUDA context and CUDA graphs, NCCL and all-to-all "
+                       "buffers", counted_in="runtime")
+    vllm = plan.engine == "vllm"
+    fraction = plan.gpu_memory_utilization if vllm else (plan.mem_fraction_static or 0.88)
+    static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
+    name = "vLLM" if vllm else "SGLang"
+    comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm)
+    devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(world)]
+    facts: list[tuple[str, float | int | str]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
+    prefix = "vllm" if vllm else "sglang"
+    if static is not None and pool is not None:
+        per_token = kv / max(plan.context * per_rank, 1)
+        facts += _pool_facts(prefix, plan, static, pool, per_token, ranks=world)
+    notes = [f"{name} expert parallel over {world} GPUs" + (f" of {plan.nodes} nodes" if plan.nodes > 1 else "")
+             + f": {spec.num_experts} routed experts, {spec.num_experts / world:g} per GPU; attention data parallel "
+             f"({world} ranks, each with its own KV pool)"]
+    return devices, facts, notes
+
+
 # ---- llama.cpp ---------------------------------------------------------------------------------
 def _llama_cpp(spec: ModelSpec, plan: Plan):
     wb = _weights(spec, plan.precision)
@@ -446,7 +579,8 @@ def _llama_cpp(spec: ModelSpec, plan: Plan):
         gpu_layers = min(plan.gpu_layers, L + 1)
     layers_on_gpu = min(gpu_layers, L)
     head_on_gpu = gpu_layers > L
-    n_gpu = max(plan.gpus, 1) if gpu_layers else 0
+    # With --rpc the nodes' GPUs are devices of one llama-server: layers split over all of them.
+    n_gpu = plan.world if gpu_layers else 0
     layer_w = wb.per_layer_bytes * scale
     head_w = (wb.lm_head_bytes or (wb.embed_bytes if spec.tie_word_embeddings else 0)) * scale
     embed_w = wb.embed_bytes * scale
@@ -501,6 +635,11 @@ def _llama_cpp(spec: ModelSpec, plan: Plan):
         notes.append(f"llama.cpp --n-cpu-moe {plan.cpu_moe}: the routed experts of {moe_off} of {spec.num_moe_layers} "
                      "MoE layers stay in RAM and run on the CPU while decoding; attention, norms, router, shared "
                      "experts, output head and the whole KV cache stay on the GPU")
+    if plan.nodes > 1 and n_gpu:
+        facts.append(("rpc_servers", plan.nodes - 1))
+        exposes = "s expose their" if plan.nodes > 2 else " exposes its"
+        notes.append(f"llama.cpp RPC: {plan.nodes - 1} rpc-server node{exposes} GPUs to llama-server; layers split over the {n_gpu} GPUs in proportion to their memory "
+                     "(llama.cpp's default --tensor-split; the nodes' GPUs are alike, so equal shares)")
     if plan.batch > 1:
         notes.append(f"llama.cpp: -c {cells} shared by -np {plan.batch} sequences of {plan.context} tokens")
     return devices, facts, notes

@@ -96,11 +96,29 @@ HOST_OVERHEAD_PER_LAYER_S = {
                                             1.35e-3, "AWQ and GPTQ-Int8 kernels: Qwen2.5-0.5B on A100 spends "
                                             "1.1–1.2 ms per layer per token"),
     "vllm": Efficiency("host time per layer (vLLM)", 5e-6, 20e-6, "CUDA graphs replay a whole step"),
+    "sglang": Efficiency("host time per layer (SGLang)", 5e-6, 20e-6, "CUDA graphs replay a whole step"),
     "llama.cpp": Efficiency("host time per layer (llama.cpp)", 20e-6, 60e-6,
                             "one ggml graph per step; a 1B Q4_K_M (22 layers) decodes at 762 tok/s on an RTX 4090 "
                             "(geerlingguy/ai-benchmarks #43): ~60 µs per layer"),
 }
 _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
+# A mixture-of-experts decoder layer under CUDA graphs (vLLM, SGLang) at decode batch sizes is bound by its
+# kernels' latency, not by the bytes they read: ~40 small kernels a layer (router, top-k, token alignment,
+# two grouped expert GEMMs with their activation quantization, shared experts, MLA's projections, norms,
+# rotary, the attention kernel), each a few µs whatever it reads.  Measured per layer on one node, where no
+# inter-node link is involved (step time less its NVLink all-reduces, 2 × 61 × INTRA_NODE_LATENCY ≈ 1.2 ms,
+# over the 61 layers of DeepSeek-V3/R1):
+#   slow end: SGLang v0.4.1, DeepSeek-V3 FP8 on 8× H200 (TP 8), batch 1: 30.29 tok/s = 33.0 ms per token
+#             (github.com/sgl-project/sglang/pull/2643) → (33.0 − 1.2) / 61 ≈ 0.52 ms per layer;
+#   fast end: SGLang v0.5.7, DeepSeek-R1-0528 FP8 on 8× H200 (TP 8), concurrency 8: mean TPOT 12.8 ms
+#             (github.com/SemiAnalysisAI/InferenceX/issues/870) → (12.8 − 1.2) / 61 ≈ 0.19 ms per layer.
+# Applied to every layer of an MoE model (its few dense layers are as many kernels).  Measured on DeepSeek's
+# layers (MLA, 256 routed experts and a shared one); lighter MoE layers (Mixtral, Qwen3-30B-A3B) may run
+# nearer the fast end.
+MOE_LAYER_LATENCY_S = Efficiency("decode kernel latency per layer (MoE, CUDA graphs)", 0.19e-3, 0.52e-3,
+                                 "DeepSeek-V3/R1 on one 8× H200 node: 0.19 ms (SGLang 0.5.7) to 0.52 ms "
+                                 "(SGLang 0.4.1) per layer at small batch")
+CUDA_GRAPH_ENGINES = ("vllm", "sglang")
 # transformers runs a MoE layer's experts in a Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
 # .forward: `for expert_idx in expert_hit:` -> torch.where on the routing mask (a device-to-host
 # sync), index the tokens, gate/up/act/mul/down, scale by the routing weight, index_add_): about 9
@@ -121,8 +139,11 @@ def host_layers(spec: ModelSpec, engine: str, batch: int) -> float:
     return layers
 
 
-def host_overhead(engine: str, precision: str) -> Efficiency:
-    """The host-time factor for an engine and the kernels its weights format uses."""
+def host_overhead(engine: str, precision: str, spec: ModelSpec | None = None) -> Efficiency:
+    """The host-time factor for an engine and the kernels its weights format uses (an MoE model under CUDA
+    graphs: its layers' kernel latency, MOE_LAYER_LATENCY_S)."""
+    if spec is not None and spec.is_moe and engine in CUDA_GRAPH_ENGINES:
+        return MOE_LAYER_LATENCY_S
     if engine == "transformers" and (weight_format(precision).family in _SLOW_KERNEL_FAMILIES
                                      or precision == "gptq-int8"):
         return HOST_OVERHEAD_PER_LAYER_S["transformers-slow-kernels"]
@@ -210,6 +231,22 @@ def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1) -> int:
     return int(total)
 
 
+def ep_weight_bytes(spec: ModelSpec, plan: Plan) -> int:
+    """Weight bytes the busiest GPU reads per decode step with expert parallel: its rank's whole attention,
+    shared experts, dense MLPs and head, and its share of the routed experts the step touches."""
+    wb = weight_bytes(spec, weight_format(plan.precision))
+    share = experts_touched_fraction(spec, plan.batch)
+    total = 0.0
+    for kind, b in wb.by_group:
+        if kind == S.EMBED and not spec.tie_word_embeddings:
+            continue
+        if kind == S.EXPERTS:
+            total += b * share / plan.world
+        else:
+            total += b
+    return int(total)
+
+
 def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
     """How many times a decode step moves the KV cache.
 
@@ -263,7 +300,15 @@ def _gpu_device(machine: Machine, plan: Plan) -> _Device:
     g = machine.gpus[0]
     # vLLM tensor parallel reads each GPU's shard at the same time; transformers (device_map) and
     # llama.cpp (layer split) run the GPUs one after another, so one GPU's bandwidth applies.
+    # SGLang's tensor parallel spans every node's GPUs; vLLM's pipeline stages (one per node) run in turn: a
+    # decode step of one batch passes through them one after another, each idle while the others work (the
+    # pipeline's bubble, (P−1)/P of the step at batch sizes below P micro-batches), so one stage's GPUs read; with
+    # expert parallel each GPU reads its own weights (ep_weight_bytes: the busiest GPU's).
     n = max(plan.gpus, 1) if ENGINES[plan.engine].splits == "tensor" else 1
+    if plan.engine == "sglang":
+        n = plan.world
+    if plan.expert_parallel:
+        n = 1
     bw = g.bandwidth_bytes_per_s * n if _positive(g.bandwidth_bytes_per_s) else None
     peak = g.bf16_tflops * 1e12 * n if _positive(g.bf16_tflops) else None
     why = "" if bw else (f"GPU memory bandwidth {g.bandwidth_bytes_per_s}" if not known(g.bandwidth_bytes_per_s)
@@ -308,6 +353,9 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     weights = active_weight_bytes(spec, plan.precision, B)
     kv_seq = kv_bytes_per_sequence(spec, plan, ctx) * kv_traffic_multiplier(spec, plan.engine)
     kv = kv_seq * B
+    if plan.expert_parallel:
+        weights = ep_weight_bytes(spec, plan)
+        kv = kv_seq * -(-B // plan.world)  # the busiest data-parallel rank's sequences
     step_flops = B * (2.0 * matmul_params(spec) + attention_flops_per_token(spec, ctx))
     cpu, gpu = _cpu_device(machine), _gpu_device(machine, plan)
     # (share of the weights and FLOPs, share of the KV cache, device): the parts run in turn.
@@ -325,7 +373,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     parts = [(share, kv_share, dev) for share, kv_share, dev in parts if share > 0]
     assumptions = tuple(dict.fromkeys(
         [DECODE_BANDWIDTH[d.kind] for _, _, d in parts] + [PREFILL_MFU[d.kind] for _, _, d in parts]
-        + [host_overhead(plan.engine, plan.precision)]))
+        + [host_overhead(plan.engine, plan.precision, spec)]))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
     ram_source = machine.memory.bandwidth_source if plan.device != "gpu" and cpu.bandwidth else ""
     missing = [d.why_unknown for _, _, d in parts if d.bandwidth is None]
@@ -338,21 +386,23 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         total = 0.0
         for share, kv_share, dev in parts:
             t, bound = _step_time(weights * share, kv * kv_share, step_flops * share, host_units * share, dev,
-                                  host_overhead(plan.engine, plan.precision), end)
+                                  host_overhead(plan.engine, plan.precision, spec), end)
             total += t
             bounds.append(bound)
         streamed = _streamed_seconds(plan, machine)
         times[end] = total + streamed
     comm = decode_comm(spec, plan, machine) if plan.device == "gpu" else None
     if comm is not None:
-        # Within a node the all-reduces are inside the measured per-layer host time (HOST_OVERHEAD, vLLM);
-        # what a step adds across nodes is the pipeline's sends.  The slow end waits the longer latency.
-        times["low"] += comm.inter_node[1]
-        times["high"] += comm.inter_node[0]
+        # A decode step waits for its all-reduces, all-to-alls, pipeline sends and RPC round trips in turn: at
+        # decode batch sizes they sit on the critical path between layers.  The slow end waits the longer latency.
+        times["low"] += comm.seconds[1]
+        times["high"] += comm.seconds[0]
     decode = Rate(B / times["low"], B / times["high"])
     prefill = _prefill_rate(spec, plan, parts, machine)
     # The most frequent limit; a tie goes to the one met first (never to set order, which hashing decides).
     bound = max(dict.fromkeys(bounds), key=bounds.count)
+    if bound == "host overhead" and host_overhead(plan.engine, plan.precision, spec) is MOE_LAYER_LATENCY_S:
+        bound = "kernel latency"
     if _streamed_seconds(plan, machine) > times["high"] / 2:
         bound = "PCIe"  # the weights streamed from RAM take most of the step
     return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,

@@ -104,7 +104,9 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     unified_gpu_need = 0
     # vLLM reserves gpu_memory_utilization × total itself, leaving the rest free: its reservation
     # only has to be free; the headroom applies to what must fit inside the reservation (below).
+    # SGLang likewise reserves mem_fraction_static × total, for the weights and the KV pool only.
     reserved = estimate.fact("vllm_reserved_bytes")
+    static = estimate.fact("sglang_static_bytes")
     for need in estimate.devices:
         if need.kind == "gpu":
             index = gpu_order[gi] if gi < len(gpu_order) else len(machine.gpus) + gi
@@ -119,7 +121,7 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
             if unified_gpu_need and free is not None:
                 free = max(free - unified_gpu_need, 0)  # unified memory: the GPU's share comes out of RAM
                 what += " after the GPU's share of unified memory"
-        room = 0.0 if (reserved is not None and need.kind == "gpu") else headroom
+        room = 0.0 if ((reserved is not None or static is not None) and need.kind == "gpu") else headroom
         devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, room))
     if reserved is not None:
         inner = max((d.total_bytes - d.component("kv_pool_spare") for d in gpu_needs), default=0)
@@ -130,6 +132,16 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
             devices = [d if d.kind != "gpu" or d.status != FITS else
                        DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT,
                                      "the KV cache needed is close to vLLM's pool") for d in devices]
+    if static is not None:
+        inner = max((d.component("weights") + d.component("kv_cache") for d in gpu_needs), default=0)
+        if inner > static:
+            reasons.append(f"needs {format_gib(inner)} of weights and KV cache inside SGLang's "
+                           f"mem_fraction_static share of {format_gib(static)} (raise --gpu-memory-utilization, "
+                           "SGLang's --mem-fraction-static, or shorten --context)")
+        elif inner > static * (1 - headroom) and not reasons:
+            devices = [d if d.kind != "gpu" or d.status != FITS else
+                       DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT,
+                                     "the KV cache needed is close to SGLang's pool") for d in devices]
     status = max((d.status for d in devices), key=lambda s: _ORDER[s], default=UNKNOWN)
     if reasons:
         status = DOES_NOT_FIT

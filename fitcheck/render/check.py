@@ -114,6 +114,8 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             "device": plan.device,
             "gpus": 0 if plan.device == "cpu" else plan.gpus,  # a CPU training plan is one process, no GPU
             "nodes": plan.nodes,
+            "expert_parallel": bool(getattr(plan, "expert_parallel", False)),
+            "layout": getattr(plan, "layout", ""),
             "gpu_layers": plan.gpu_layers,
             "cpu_moe": plan.cpu_moe,
             "cpu_offload_gb": plan.cpu_offload_gb,
@@ -164,6 +166,7 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             ],
         },
         "launch": list(result.launch),
+        "better_layout": _better_layout(getattr(result, "better_layout", None)),
         "alternatives": [
             {
                 "title": a.title,
@@ -210,6 +213,15 @@ def _cost_section(result) -> dict | None:
     from fitcheck.render.cost import check_cost_document
 
     return check_cost_document(result)
+
+
+def _better_layout(better) -> dict | None:
+    """The expert-parallel layout of the same GPUs, when it holds more sequences (pipeline._expert_parallel_layout)."""
+    if better is None:
+        return None
+    return {"title": better.title, "status": better.verdict.status,
+            "changes": {name: _json_value(value) for name, value in better.changes},
+            "fitcheck_command": better.fitcheck_command, "engine_command": better.engine_command}
 
 
 def _speed_section(result: CheckResult) -> dict:
@@ -277,8 +289,10 @@ def render_check_table(result: CheckResult) -> str:
     where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
              "offload": f"GPU + CPU ({plan.offload_flag})"}[plan.device]
     if plan.nodes > 1:
-        where = f"{plan.nodes} nodes × {where}" + (
-            f" (tensor parallel {plan.gpus} × pipeline parallel {plan.nodes})" if plan.engine == "vllm" else "")
+        where = f"{plan.nodes} nodes × {where}"
+    layout = getattr(plan, "layout", "")
+    if layout:
+        where += f" ({layout})"
     if plan.training:
         lines.append(f"Request:  {_training_line(plan, where)}")
     else:
@@ -316,9 +330,16 @@ def render_check_table(result: CheckResult) -> str:
         if result.verdict.status == DOES_NOT_FIT_ON_DISK and extra.startswith("memory: "):
             extra += f" (headroom {result.headroom:.0%})"
         lines.append(f"          {extra}")
-    if est.fact("vllm_max_concurrency") is not None:
-        lines.append(f"          vLLM KV pool: {est.fact('vllm_kv_pool_tokens'):,} tokens, maximum concurrency "
-                     f"{est.fact('vllm_max_concurrency')}× at {plan.context:,} tokens")
+    for prefix, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        if est.fact(f"{prefix}_max_concurrency") is not None:
+            ranks = est.fact("data_parallel_size")
+            lines.append(f"          {name} KV pool: {est.fact(f'{prefix}_kv_pool_tokens'):,} tokens"
+                         + (f" over {ranks} data-parallel ranks" if ranks else "")
+                         + f", maximum concurrency {est.fact(f'{prefix}_max_concurrency')}× at {plan.context:,} tokens")
+    better = getattr(result, "better_layout", None)
+    if better is not None:
+        lines.append(f"          {better.title}:")
+        lines.append(f"            {better.fitcheck_command}")
     if result.verdict.status == UNKNOWN:
         lines.append("Largest that fits: unknown until the free memory above can be read")
     elif result.verdict.status == CANNOT_RUN:

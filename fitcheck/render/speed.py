@@ -59,7 +59,8 @@ def _comm_document(comm) -> dict | None:
         return None
     return {"what": comm.what, "seconds_per_step": _span(comm.seconds),
             "inter_node_seconds_per_step": _span(comm.inter_node),
-            "tp_across_nodes_seconds_per_step": _span(comm.tp_across_nodes)}
+            "tp_across_nodes_seconds_per_step": _span(comm.tp_across_nodes),
+            "pp_across_nodes_seconds_per_step": _span(comm.pp_across_nodes), "link": comm.link or None}
 
 
 def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
@@ -157,10 +158,15 @@ def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
         best = {"gpu": "GPU", "cpu": "CPU", None: "neither"}[advice.choice]
         text += f"; better here: {best} ({advice.reason})"
     comm = speed.comm
-    if comm is not None and speed.decode is not None and (comm.tp_across_nodes is not None):
+    if comm is not None and speed.decode is not None and (comm.link or comm.tp_across_nodes is not None):
         low, high = comm.seconds
         text += f"\n          communication: {low * 1e3:.2g}–{high * 1e3:.2g} ms per decode step ({comm.what})"
-        a_low, a_high = comm.tp_across_nodes
-        text += (f"; tensor parallel across the nodes instead would wait {a_low * 1e3:.2g}–{a_high * 1e3:.2g} ms "
-                 "(every all-reduce on the inter-node link)")
+        if comm.tp_across_nodes is not None:
+            a_low, a_high = comm.tp_across_nodes
+            text += (f"; tensor parallel across the nodes instead would wait {a_low * 1e3:.2g}–{a_high * 1e3:.2g} ms "
+                     "(every all-reduce on the inter-node link)")
+        if comm.pp_across_nodes is not None:
+            a_low, a_high = comm.pp_across_nodes
+            text += (f"; vLLM's tensor parallel within a node × pipeline parallel across nodes would wait "
+                     f"{a_low * 1e3:.2g}–{a_high * 1e3:.2g} ms")
     return text

@@ -183,12 +183,14 @@ MAX_WHERE_NODES = 8  # the most nodes `where` rents of one cloud profile
 
 def multi_node_row(spec, request: Request, machine: Machine, headroom: float) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` (2..MAX_WHERE_NODES) that serve ``request`` with vLLM
-    (tensor parallel within a node × pipeline parallel across nodes), or None."""
+    (tensor parallel within a node × pipeline parallel across nodes), or with SGLang (tensor parallel over all
+    nodes) when the request names it, or None."""
     from fitcheck.alternatives import fewest_nodes
 
-    if machine.kind != "cloud" or not machine.gpus or request.engine not in (None, "vllm") or request.nodes != 1:
+    if machine.kind != "cloud" or not machine.gpus or request.engine not in (None, "vllm", "sglang") \
+            or request.nodes != 1:
         return None
-    asked = request.with_changes(engine="vllm", nodes=2)
+    asked = request.with_changes(engine=request.engine or "vllm", nodes=2)
     rows: dict[int, WhereRow] = {}
 
     def fits(n: int) -> bool:

@@ -10,7 +10,8 @@ from fitcheck.cli import cli
 # The JSON document's key set is a contract (README and schemas/check.schema.json document it): within
 # a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
-            "speed", "cost", "software", "requirements", "exit_code", "launch", "download"}
+            "speed", "cost", "software", "requirements", "exit_code", "launch", "download",
+            "better_layout"}
 # "download" (fitcheck.render.download): what the plan downloads, where it lands, the free disk there.
 DOWNLOAD_KEYS = {"download_bytes", "checkpoint_bytes", "format", "repo", "exact", "basis", "already_at", "place",
                  "download_dir", "disk_free_bytes", "status", "reason", "saves"}
@@ -24,7 +25,8 @@ COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_d
 RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus", "nodes",
-                "gpu_layers", "cpu_moe", "cpu_offload_gb", "gpu_memory_utilization", "headroom_pct"}
+                "expert_parallel", "layout", "gpu_layers", "cpu_moe", "cpu_offload_gb", "gpu_memory_utilization",
+                "headroom_pct"}
 ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes", "facts",
                  "assumptions", "notes"}
 DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
