@@ -19,10 +19,11 @@ from typing import Any
 
 from fitcheck import engines
 from fitcheck.estimate.context_limit import search_limit
-from fitcheck.estimate.formats import WEIGHT_FORMATS, weight_format
+from fitcheck.estimate.formats import stored_only_problem, weight_format
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
+from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, grad_checkpointing
@@ -64,8 +65,8 @@ MAX_NODES_SEARCHED = 64     # the most nodes an alternative proposes
 
 # The lower-precision weights a practitioner reaches for with each engine.
 _LOWER_PRECISIONS = {
-    "transformers": ("int8", "awq", "gptq-int4", "nf4"),
-    "vllm": ("fp8", "gptq-int8", "awq", "gptq-int4"),
+    "transformers": ("mxfp4", "int8", "awq", "gptq-int4", "nf4"),
+    "vllm": ("mxfp4", "fp8", "gptq-int8", "awq", "gptq-int4"),
     "llama.cpp": engines.GGUF_TYPES,
 }
 _GGUF_LADDER = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
@@ -159,6 +160,15 @@ def _runs(out: Outcome | None) -> bool:
     return out is not None and out.verdict.status in (FITS, TIGHT)
 
 
+def _smaller(spec: ModelSpec, precision: str, than: str) -> bool:
+    """Whether ``precision`` exists for this checkpoint and stores its weights in fewer bytes than ``than``
+    (sizes, not bits per weight: an MXFP4 checkpoint's experts are already 4-bit, so int8 of it is larger)."""
+    fmt = weight_format(precision)
+    if stored_only_problem(fmt, spec.stored_format, spec.name):
+        return False
+    return weight_bytes(spec, fmt).total < weight_bytes(spec, weight_format(than)).total
+
+
 def _quality(precision: str) -> int:
     return weight_format(precision).quality_loss
 
@@ -222,16 +232,19 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
         return 10 + 40 * (1 - ctx / request.context)
 
     # 1. Lower-precision weights with the same engine (alone, over all GPUs, then at the context that fits).
-    current_bits = weight_format(plan.precision).linear_bits
     runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
     all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
     for p in _LOWER_PRECISIONS[plan.engine]:
-        if p not in runnable or WEIGHT_FORMATS[p].linear_bits >= current_bits:
+        if p not in runnable or not _smaller(spec, p, plan.precision):
             continue
         step = max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
         cand = base.with_changes(precision=p)
         desc = weight_format(p).description
-        out = s.consider(f"Quantize the weights to {desc}", cand, step)
+        title = f"Quantize the weights to {desc}"
+        if p == spec.stored_format:
+            title = f"Keep the checkpoint's own {desc}" + (
+                f" ({engines.MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and plan.engine == "transformers" else "")
+        out = s.consider(title, cand, step)
         if not _runs(out) and all_gpus > plan.gpus:
             cand = cand.with_changes(gpus=all_gpus)
             out = s.consider(f"{desc} over {all_gpus} GPUs", cand, step + COST_PER_GPU * (all_gpus - plan.gpus))
@@ -289,8 +302,9 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
     #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
     kv = plan.kv_dtype if plan.kv_dtype in ("q8_0", "q4_0") else "auto"
-    start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
-    ladder = [g for g in _GGUF_LADDER if weight_format(g).linear_bits <= weight_format(start).linear_bits]
+    # From the plan's own GGUF type; a 16-bit GGUF file steps to q8_0 first; other engines to q4_k_m.
+    start = plan.precision if weight_format(plan.precision).gguf else "q8_0" if plan.engine == "llama.cpp" else "q4_k_m"
+    ladder = [g for g in _GGUF_LADDER if g == start or _smaller(spec, g, start)]
     gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
     gpu_ok = visible > 0 and request.device != "cpu" and engines.runs_here("llama.cpp", start, gpu_kind, gpu_cc) is None
     gguf_base = base.with_changes(engine="llama.cpp", kv_dtype=kv, gpu_layers=None, transformers_version=None,
@@ -423,9 +437,13 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                  base.with_changes(mode="lora", precision=half, lora_targets="all-linear",
                                    lora_train_embeddings=False, master_weights=None), COST_LORA)
     if plan.mode in ("full", "lora") and engines.TRAINING_BASE_RUNS["nf4"].problem(kind, cc) is None:
-        consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})",
-                 base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None),
-                 (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA)
+        qlora = base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None)
+        qlora_cost = (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA
+        consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})", qlora, qlora_cost)
+        if eight_bit and not _runs(s.evaluate(qlora)):
+            # QLoRA's own recipe pairs the 4-bit base with a paged 8-bit optimizer (Dettmers et al. 2023).
+            consider(f"QLoRA (r={plan.lora_rank}) with 8-bit AdamW", qlora.with_changes(optimizer="adamw-8bit"),
+                     qlora_cost + COST_8BIT_OPTIMIZER)
     if plan.mode in ("lora", "qlora"):
         if plan.lora_targets != "attention":
             consider("LoRA on the attention projections only", base.with_changes(lora_targets="attention"), 6)

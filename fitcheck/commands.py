@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 
+from fitcheck.engines import MXFP4_TRANSFORMERS_NEEDS
 from fitcheck.estimate.formats import weight_format
 from fitcheck.options import command_args
 from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION, AnyPlan, Plan, TrainingPlan
@@ -155,6 +156,8 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
     comment = _needs_checkpoint(model_id, plan.precision) if (
         weight_format(plan.precision).family in ("gptq", "awq") and not prequantized) else ""
+    if plan.precision == "mxfp4":
+        comment = f"  # MXFP4 experts stay packed with {MXFP4_TRANSFORMERS_NEEDS}; else they load dequantized to bf16"
     # GPTQ/AWQ kernels compute in float16.
     dtype = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
              "gptq-int8": "torch.float16", "int4": "torch.float16"}.get(plan.precision, "torch.bfloat16")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from fitcheck import engines
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.formats import weight_format, weight_format_or_none
+from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -251,21 +251,52 @@ def _gpu_problems(machine: Machine, asked: str, gpus: int) -> list[str]:
     return []
 
 
-def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float | None) -> tuple[str | None, str]:
+def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float | None,
+                      transformers_version: str | None = None) -> tuple[str | None, str]:
     """The checkpoint's stored format when it runs here (with ``engine`` or its default), else
     (None, why not)."""
     stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
     if stored is None:
         return None, ""
     name = stored.name
+    what = (f"this file's own type ({spec.stored_file_type})" if spec.stored_file_type
+            else "the checkpoint's stored format")
     choices = [engine] if engine else engines.engines_for(name)
     if engine and engines.engine_precision_problem(engine, name):
         return None, f"the checkpoint's {name} does not load in {engine}"
+    if name == "mxfp4" and choices[0] == "transformers" and kind == engines.CUDA:
+        # transformers dequantizes MXFP4 experts to bf16 where its kernels do not run (engines).
+        if engines.transformers_keeps_mxfp4(cc, transformers_version):
+            return name, what
+        return None, ("transformers keeps MXFP4 experts packed with its triton kernels on compute capability "
+                      f">= {engines.MXFP4_TRANSFORMERS_DEFAULT_CC:g} (7.5 from 4.56 with the kernels package: "
+                      "-p mxfp4 to count that) and dequantizes them elsewhere")
     for e in choices:
         if engines.runs_here(e, name, kind, cc) is None:
-            return name, "the checkpoint's stored format"
+            return name, what
     why = engines.runs_here(choices[0], name, kind, cc) if choices else f"no engine loads {name}"
     return None, f"the checkpoint's {name} does not run here ({why})"
+
+
+def _typed_precision(spec: ModelSpec, typed: str) -> str:
+    fmt = weight_format(typed)
+    problem = stored_only_problem(fmt, spec.stored_format, spec.name)
+    if problem:
+        raise FitcheckError(*problem)
+    return fmt.name
+
+
+def _typed_precision_note(spec: ModelSpec, precision: str) -> str:
+    """'from --precision', and how those weights relate to what the checkpoint or file stores."""
+    fmt = weight_format(precision)
+    if spec.stored_file_type:
+        own = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+        if own is None or own.name != fmt.name:
+            return (f"from --precision; this file is {spec.stored_file_type}: -p {precision} means a different "
+                    f"file (a {precision} GGUF of the model)")
+        return "from --precision (this file's own type)"
+    note = derived_note(fmt, spec.stored_format)
+    return f"from --precision; {note}" if note else "from --precision"
 
 
 def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
@@ -299,21 +330,22 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
 
     # The engine asked for, or implied by a KV-cache type only one engine has.
     implied = {"q8_0": "llama.cpp", "q4_0": "llama.cpp", "fp8": "vllm"}.get(req.kv_dtype)
-    hint = req.engine or implied or ("llama.cpp" if device == "offload" else None)
+    hint = req.engine or implied or ("llama.cpp" if device == "offload" or spec.stored_file_type else None)
 
     # Precision: typed, the checkpoint's stored format where it runs here, else the best here.
     if req.precision:
-        precision = weight_format(req.precision).name
-        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+        precision = _typed_precision(spec, req.precision)
+        notes.append(Assumption("precision", precision, _typed_precision_note(spec, precision), "--precision"))
     else:
-        stored, why_stored = _stored_precision(spec, hint, kind, cc)
+        stored, why_stored = _stored_precision(spec, hint, kind, cc, req.transformers_version)
         if stored:
             precision = stored
             notes.append(Assumption("precision", precision, why_stored, "--precision"))
         else:
             precision, why = engines.default_precision(machine, device, hint)
-            notes.append(Assumption("precision", precision, f"{why_stored}; {why}" if why_stored else why,
-                                    "--precision"))
+            derived = derived_note(weight_format(precision), spec.stored_format)
+            notes.append(Assumption("precision", precision,
+                                    "; ".join(t for t in (derived, why_stored, why) if t), "--precision"))
 
     if req.engine:
         engine = req.engine
@@ -321,7 +353,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     elif hint and not engines.engine_precision_problem(hint, precision):
         engine = hint
         notes.append(Assumption("engine", engine, f"--kv-dtype {req.kv_dtype} is a {engine} type" if implied
-                                else "partial offload (--gpu-layers) is llama.cpp's", "--engine"))
+                                else "partial offload (--gpu-layers) is llama.cpp's" if device == "offload"
+                                else "a GGUF file is llama.cpp's", "--engine"))
     else:
         engine = engines.default_engine(precision, kind, cc, device)
         why = ("GGUF type or CPU" if engine == "llama.cpp" else "GPU with a non-GGUF precision"
@@ -480,16 +513,20 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         half, half_why = "bf16", CPU_PRECISION_WHY
     if half not in ("bf16", "fp16"):
         half = "bf16"
+    # Training loads a trainable base: transformers dequantizes an MXFP4 (or FP8) checkpoint first
+    # (Mxfp4HfQuantizer.is_trainable is False: "consider dequantizing the model first").
     if req.precision:
-        precision = weight_format(req.precision).name
-        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+        precision = _typed_precision(spec, req.precision)
+        notes.append(Assumption("precision", precision, _typed_precision_note(spec, precision), "--precision"))
     elif req.mode == "qlora":
         precision = "nf4"
-        notes.append(Assumption("precision", precision, "QLoRA's bitsandbytes NF4 base (Dettmers et al. 2023)",
-                                "--precision"))
+        notes.append(Assumption("precision", precision, "; ".join(t for t in (
+            "QLoRA's bitsandbytes NF4 base (Dettmers et al. 2023)",
+            derived_note(weight_format(precision), spec.stored_format)) if t), "--precision"))
     else:
         precision = half
-        notes.append(Assumption("precision", precision, half_why, "--precision"))
+        notes.append(Assumption("precision", precision, "; ".join(t for t in (
+            derived_note(weight_format(precision), spec.stored_format), half_why) if t), "--precision"))
     compute = precision if precision in ("bf16", "fp16", "fp32") else half
     master = req.master_weights or "fp32"
     notes.append(Assumption("master_weights", master, "from --master-weights" if req.master_weights else

@@ -62,6 +62,8 @@ FILE_TYPES: dict[int, str] = {
     33: "q4_0_4_4", 34: "q4_0_4_8", 35: "q4_0_8_8", 36: "tq1_0", 37: "tq2_0", 38: "mxfp4_moe",
 }
 UNQUANTIZED_FILE_TYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+# The --precision that names a 16/32-bit file's own type (a GGUF file's type is its default precision).
+_FILE_TYPE_PRECISIONS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -531,7 +533,8 @@ def spec_from_gguf(headers, name: str):
         num_sliding_layers=sliding_layers,
         max_context=key("context_length"),
         stored_dtype=stored_dtype,
-        stored_format=None if file_type in UNQUANTIZED_FILE_TYPES else file_type,
+        stored_format=_FILE_TYPE_PRECISIONS.get(file_type, file_type),
+        stored_file_type=file_type.upper(),
         stored_weight_bytes=sum(t.nbytes for t in tensors.values()),
         sources=tuple(sources),
         **mla,

@@ -86,8 +86,10 @@ class ModelSpec:
 
     max_context: int | None = None
     stored_dtype: str = "bfloat16"     # torch_dtype of the checkpoint
-    stored_format: str | None = None   # pre-quantized checkpoint: 'gptq-int4', 'awq', 'fp8', 'mxfp4', 'q4_k_m' ...
+    stored_format: str | None = None   # pre-quantized checkpoint: 'gptq-int4', 'awq', 'fp8', 'mxfp4', 'q4_k_m' ...;
+    #                                    a GGUF file's type even when 16/32-bit ('fp16', 'bf16', 'fp32')
     stored_weight_bytes: int | None = None  # exact bytes from a safetensors/GGUF header
+    stored_file_type: str = ""         # a GGUF file's own type as llama.cpp names it ('F16', 'Q4_K_M'); else ''
     extra_params: int = 0              # parameters outside the text decoder (vision tower, MTP)
     extra_params_note: str = ""
     generic: bool = False              # True for a --params estimate without real architecture
