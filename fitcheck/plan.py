@@ -260,7 +260,7 @@ def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float 
         return None, ""
     name = stored.name
     what = (f"this file's own type ({spec.stored_file_type})" if spec.stored_file_type
-            else "the checkpoint's stored format")
+            else f"the checkpoint's stored format ({name})")
     choices = [engine] if engine else engines.engines_for(name)
     if engine and engines.engine_precision_problem(engine, name):
         return None, f"the checkpoint's {name} does not load in {engine}"
