@@ -259,8 +259,11 @@ def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float 
     if stored is None:
         return None, ""
     name = stored.name
-    what = (f"this file's own type ({spec.stored_file_type})" if spec.stored_file_type
-            else f"the checkpoint's stored format ({name})")
+    what = f"the checkpoint's stored format ({name})"
+    if spec.stored_file_type:
+        what = f"this file's own type ({spec.stored_file_type}" + (
+            f": its exact bytes, under the nearest type fitcheck models, {name})"
+            if spec.stored_file_type.lower() not in (name, {"fp16": "f16", "fp32": "f32"}.get(name)) else ")")
     choices = [engine] if engine else engines.engines_for(name)
     if engine and engines.engine_precision_problem(engine, name):
         return None, f"the checkpoint's {name} does not load in {engine}"

@@ -215,3 +215,21 @@ def test_an_mxfp4_moe_gguf_defaults_to_its_type(tmp_path):
     plan = check(resolve_model(str(path)), Request(), load_profile("h100-sxm"), alternatives=False,
                  search=False).plan
     assert (plan.precision, plan.engine) == ("mxfp4_moe", "llama.cpp")
+
+
+def test_a_gguf_type_without_mixture_rules_counts_its_exact_bytes_under_the_nearest_type(tmp_path):
+    meta, tensors = gguf_llama(wtype="Q4_K", file_type=14)  # LLAMA_FTYPE_MOSTLY_Q4_K_S
+    resolved = resolve_model(str(write_gguf(tmp_path / "tiny-Q4_K_S.gguf", meta, tensors)))
+    assert resolved.spec.stored_file_type == "Q4_K_S"
+    result = check(resolved, Request(), load_profile("laptop-16gb"), alternatives=False, search=False)
+    assert (result.plan.precision, result.plan.engine) == ("q4_k_m", "llama.cpp")
+    assert "this file's own type (Q4_K_S: its exact bytes" in why(result.plan)
+    weights = sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights")
+    assert abs(weights - resolved.spec.stored_weight_bytes) <= 2
+
+
+def test_the_json_names_the_stored_format(tmp_path):
+    doc = json.loads(run("gpt-oss-20b", "--profile", "rtx-4090", "--json").output)
+    assert doc["model"]["stored_format"] == "mxfp4" and doc["model"]["stored_file_type"] is None
+    doc = json.loads(run(_f16_gguf(tmp_path), "--json").output)
+    assert doc["model"]["stored_format"] == "fp16" and doc["model"]["stored_file_type"] == "F16"
