@@ -167,7 +167,9 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
                  "bnb_4bit_use_double_quant=True)")
     elif plan.precision == "int8":
         extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
-    bnb = ", BitsAndBytesConfig" if "BitsAndBytes" in extra else ""
+    elif plan.dequantize == "mxfp4":
+        extra = ", quantization_config=Mxfp4Config(dequantize=True)"
+    bnb = ", BitsAndBytesConfig" if "BitsAndBytes" in extra else ", Mxfp4Config" if "Mxfp4Config" in extra else ""
     if attention_typed(plan):
         extra += f", attn_implementation='{HF_ATTENTION.get(plan.attention, plan.attention)}'"
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
@@ -243,6 +245,7 @@ def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
              + (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "
                 "bnb_4bit_use_double_quant=True)" if plan.precision == "nf4" else
                 ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)" if plan.precision == "int8"
+                else ", quantization_config=Mxfp4Config(dequantize=True)" if plan.dequantize == "mxfp4"
                 else "") + ")"]
     if plan.mode != "full":
         notes.append(lora_config(plan))

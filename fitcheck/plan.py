@@ -65,6 +65,7 @@ class Plan:
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
     nodes: int = 1              # machines; vLLM: pipeline-parallel stages, one per node (gpus is per node)
+    dequantize: str = ""        # the stored format transformers is told to dequantize at load ('mxfp4'), else ''
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
@@ -102,6 +103,7 @@ class TrainingPlan:
     device: str = "gpu"          # gpu | cpu: where the step runs (cpu: one process, RAM is the memory)
     problems: tuple[str, ...] = ()
     nodes: int = 1               # machines; gpus is per node
+    dequantize: str = ""         # the stored format loaded dequantized (Mxfp4Config(dequantize=True)), else ''
 
     @property
     def world(self) -> int:
@@ -281,6 +283,12 @@ def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float 
     return None, f"the checkpoint's {name} does not run here ({why})"
 
 
+def _dequantize(spec: ModelSpec, precision: str) -> str:
+    """'mxfp4' when transformers loads an MXFP4 checkpoint as 16/32-bit weights: Mxfp4Config(dequantize=True)
+    makes it so on every GPU (where its kernels run it would otherwise keep the experts packed)."""
+    return "mxfp4" if spec.stored_format == "mxfp4" and weight_format(precision).family == "float" else ""
+
+
 def _typed_precision(spec: ModelSpec, typed: str) -> str:
     fmt = weight_format(typed)
     problem = stored_only_problem(fmt, spec.stored_format, spec.name)
@@ -441,6 +449,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         compute_capability=cc if device != "cpu" else None, unified_memory=unified, assumptions=tuple(notes),
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
         attention=attention, legacy_cache=legacy, problems=tuple(problems), nodes=req.nodes,
+        dequantize=_dequantize(spec, precision) if engine == "transformers" else "",
     )
 
 
@@ -588,5 +597,5 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
         compute_capability=cc, assumptions=tuple(notes), device=device, problems=tuple(problems),
-        nodes=req.nodes,
+        nodes=req.nodes, dequantize=_dequantize(spec, precision),
     )

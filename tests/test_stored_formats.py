@@ -233,3 +233,17 @@ def test_the_json_names_the_stored_format(tmp_path):
     assert doc["model"]["stored_format"] == "mxfp4" and doc["model"]["stored_file_type"] is None
     doc = json.loads(run(_f16_gguf(tmp_path), "--json").output)
     assert doc["model"]["stored_format"] == "fp16" and doc["model"]["stored_file_type"] == "F16"
+
+
+def test_commands_load_a_dequantized_mxfp4_checkpoint_with_mxfp4config():
+    from fitcheck.commands import engine_command
+
+    s = spec("gpt-oss-20b")
+    plan = resolve_inference(Request(precision="bf16"), s, load_profile("h100-sxm"))
+    assert "quantization_config=Mxfp4Config(dequantize=True)" in engine_command("openai/gpt-oss-20b", plan)
+    kept = resolve_inference(Request(), s, load_profile("h100-sxm"))
+    assert kept.precision == "mxfp4" and "Mxfp4Config" not in engine_command("openai/gpt-oss-20b", kept)
+    lora = resolve_training(Request(mode="lora"), s, load_profile("h100-sxm"))
+    assert "Mxfp4Config(dequantize=True)" in engine_command("openai/gpt-oss-20b", lora)
+    assert "Mxfp4Config" not in engine_command("Qwen/Qwen2.5-7B-Instruct", resolve_inference(
+        Request(), spec("qwen-7b"), load_profile("h100-sxm")))
