@@ -164,7 +164,7 @@ def _smaller(spec: ModelSpec, precision: str, than: str) -> bool:
     """Whether ``precision`` exists for this checkpoint and stores its weights in fewer bytes than ``than``
     (sizes, not bits per weight: an MXFP4 checkpoint's experts are already 4-bit, so int8 of it is larger)."""
     fmt = weight_format(precision)
-    if stored_only_problem(fmt, spec.stored_format, spec.name):
+    if stored_only_problem(fmt, spec.stored_formats(), spec.name):
         return False
     return weight_bytes(spec, fmt).total < weight_bytes(spec, weight_format(than)).total
 

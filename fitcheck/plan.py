@@ -291,7 +291,7 @@ def _dequantize(spec: ModelSpec, precision: str) -> str:
 
 def _typed_precision(spec: ModelSpec, typed: str) -> str:
     fmt = weight_format(typed)
-    problem = stored_only_problem(fmt, spec.stored_format, spec.name)
+    problem = stored_only_problem(fmt, spec.stored_formats(), spec.name)
     if problem:
         raise FitcheckError(*problem)
     return fmt.name

@@ -247,3 +247,19 @@ def test_commands_load_a_dequantized_mxfp4_checkpoint_with_mxfp4config():
     assert "Mxfp4Config(dequantize=True)" in engine_command("openai/gpt-oss-20b", lora)
     assert "Mxfp4Config" not in engine_command("Qwen/Qwen2.5-7B-Instruct", resolve_inference(
         Request(), spec("qwen-7b"), load_profile("h100-sxm")))
+
+
+def test_llama_cpps_16_bit_gguf_of_gpt_oss_keeps_the_experts_mxfp4():
+    s = spec("gpt-oss-20b")
+    result = check("gpt-oss-20b", Request(precision="bf16", engine="llama.cpp"), load_profile("h100-sxm"),
+                   alternatives=False, search=False)
+    weights = sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights")
+    assert abs(weights - weight_bytes(s, weight_format("mxfp4")).total) < 2**20   # ~12.8 GiB, not ~39
+
+
+@pytest.mark.parametrize("name", ["gpt-oss:20b", "unsloth/gpt-oss-20b-GGUF:Q4_K_M"])
+def test_builds_named_by_their_gguf_type_keep_the_bases_mxfp4_experts(name):
+    s = resolve_model(name).spec
+    assert s.stored_format == "q4_k_m" and s.stored_groups() == {S.EXPERTS: "mxfp4"}
+    assert weight_bytes(s, weight_format("q4_k_m")).total == weight_bytes(spec("gpt-oss-20b"),
+                                                                          weight_format("q4_k_m")).total

@@ -6,6 +6,7 @@ and zero points are included, and each format says which tensors stay 16-bit.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from fitcheck.errors import FitcheckError
@@ -163,10 +164,11 @@ def weight_format_or_none(name: str) -> WeightFormat | None:
         return None
 
 
-def stored_only_problem(fmt: WeightFormat, stored_format: str | None, model: str) -> tuple[str, str] | None:
-    """(message, hint) when ``fmt`` exists only as a stored checkpoint format and ``model`` is not stored
-    in it (MXFP4 is gpt-oss's own expert format: nothing quantizes another model to it)."""
-    if not fmt.stored_only or stored_format == fmt.name or stored_format in fmt.converted_from:
+def stored_only_problem(fmt: WeightFormat, stored_formats: Collection[str], model: str) -> tuple[str, str] | None:
+    """(message, hint) when ``fmt`` exists only as a stored checkpoint format and ``model`` (stored in
+    ``stored_formats``, fitcheck.model.spec.ModelSpec.stored_formats) is not stored in it: MXFP4 is gpt-oss's
+    own expert format, nothing quantizes another model to it."""
+    if not fmt.stored_only or fmt.name in stored_formats or set(fmt.converted_from) & set(stored_formats):
         return None
     return (f"precision {fmt.name} is the stored format of MXFP4 checkpoints (gpt-oss); {model} is not "
             f"stored in it", "drop --precision, or choose another one")

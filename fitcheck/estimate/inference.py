@@ -32,6 +32,7 @@ from fitcheck.estimate.result import (
 )
 from fitcheck.estimate.weights import (
     WeightBytes,
+    engine_format,
     largest_matrix_params,
     linear_matrices,
     remote_code_buffer_bytes,
@@ -90,8 +91,9 @@ def _act_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-def _weights(spec: ModelSpec, precision: str) -> WeightBytes:
-    return weight_bytes(spec, weight_format(precision), untie_lm_head=_separate_fp8_head(spec, precision))
+def _weights(spec: ModelSpec, precision: str, engine: str = "") -> WeightBytes:
+    return weight_bytes(spec, engine_format(spec, weight_format(precision), engine),
+                        untie_lm_head=_separate_fp8_head(spec, precision))
 
 
 def _separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
@@ -410,7 +412,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
 
 # ---- llama.cpp ---------------------------------------------------------------------------------
 def _llama_cpp(spec: ModelSpec, plan: Plan):
-    wb = _weights(spec, plan.precision)
+    wb = _weights(spec, plan.precision, plan.engine)
     weights_total, exact = _stored_weight_total(spec, plan.precision, wb.total)
     scale = weights_total / wb.total if wb.total else 1.0
     L = spec.num_layers

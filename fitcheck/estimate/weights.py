@@ -7,7 +7,7 @@ llama.cpp's per-tensor type rules, which give some tensors more bits (`q4_k_m` i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from fitcheck.estimate.formats import (
@@ -161,6 +161,15 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = Fa
     return WeightBytes(tuple(out), total_layers // max(spec.num_layers, 1), embed, head)
 
 
+def engine_format(spec: ModelSpec, fmt: WeightFormat, engine: str) -> WeightFormat:
+    """The weights ``engine`` holds for ``fmt``: llama.cpp's 16/32-bit GGUF of an MXFP4 checkpoint keeps
+    its experts MXFP4 (the converter writes them as ggml's MXFP4 type), only the rest is 16/32-bit;
+    transformers and vLLM at bf16/fp16 dequantize them."""
+    if engine == "llama.cpp" and fmt.family == "float" and spec.stored_groups().get(S.EXPERTS) == "mxfp4":
+        return replace(fmt, linear_bits=GGML_TYPE_BITS["mxfp4"], packs=frozenset({S.EXPERTS}))
+    return fmt
+
+
 def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]:
     """Persistent buffers remote modeling code allocates at start, beyond the weights.
 
@@ -195,7 +204,6 @@ def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]
 # the attention and embedding bytes.
 _BASE_TYPE = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k_m": "q5_k", "q4_k_m": "q4_k", "q4_0": "q4_0",
               "q3_k_m": "q3_k", "q2_k": "q2_k", "mxfp4_moe": "q8_0"}
-_MXFP4_STORED = ("mxfp4", "mxfp4_moe")
 
 
 def _use_more_bits(i: int, n: int) -> bool:
@@ -203,7 +211,7 @@ def _use_more_bits(i: int, n: int) -> bool:
 
 
 def _gguf_tensor_type(ftype: str, role: str, layer: int, n_layers: int, spec: ModelSpec) -> str:
-    if role.endswith("_exps") and (ftype == "mxfp4_moe" or spec.stored_format in _MXFP4_STORED):
+    if role.endswith("_exps") and (ftype == "mxfp4_moe" or spec.stored_groups().get(S.EXPERTS) == "mxfp4"):
         return "mxfp4"
     base = _BASE_TYPE[ftype]
     n_gqa = spec.num_attention_heads // max(spec.num_kv_heads, 1)

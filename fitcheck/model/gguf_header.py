@@ -545,6 +545,8 @@ def spec_from_gguf(headers, name: str):
         stored_dtype=stored_dtype,
         stored_format=_FILE_TYPE_PRECISIONS.get(file_type, file_type),
         stored_file_type=file_type.upper(),
+        group_formats=(("experts", "mxfp4"),) if any(
+            n.endswith("_exps.weight") and t.type_name == "MXFP4" for n, t in tensors.items()) else (),
         stored_weight_bytes=sum(t.nbytes for t in tensors.values()),
         sources=tuple(sources),
         **mla,

@@ -241,7 +241,7 @@ def _ollama(name) -> ResolvedModel:
         raise FitcheckError(f"unknown Ollama model {name.text!r} ({size}; not pulled in {ollama.store_dir()})",
                             "did you mean: " + ", ".join(suggestions(name.model + "-" + (name.size or ""))))
     precision = ollama.precision_of(name)
-    spec = replace(entry.spec, stored_format=precision)
+    spec = entry.spec.as_stored(precision)
     default = "" if name.quant else ", Ollama's default quantization"
     engine = ("llama.cpp, Ollama's runtime" if weight_format_ok(precision)
               else "add --engine llama.cpp: Ollama's runtime")
