@@ -267,10 +267,21 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                    base.with_changes(transformers_version=None), 1)
 
     # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
+    #     (vLLM loads an MXFP4 checkpoint as stored: for gpt-oss that is 1c below.)
     if plan.engine == "transformers" and on_gpu and engines.runs_here("vllm", plan.precision, kind, cc) is None \
-            and plan.precision not in ("int8", "nf4", "fp32"):
+            and plan.precision not in ("int8", "nf4", "fp32") and not plan.dequantize:
         s.consider("Serve with vLLM (paged KV cache, chunked prefill)",
                    base.with_changes(engine="vllm", transformers_version=None, attention=None), 3)
+
+    # 1c. The checkpoint's own format served by vLLM where transformers dequantized it (gpt-oss on an A100:
+    #     vLLM's Marlin MXFP4 kernels keep the experts packed).
+    stored = spec.stored_format
+    if plan.engine == "transformers" and on_gpu and stored and stored != plan.precision \
+            and stored in engines.ENGINES["vllm"].precisions and engines.runs_here("vllm", stored, kind, cc) is None \
+            and _smaller(spec, stored, plan.precision):
+        s.consider(f"Serve the checkpoint's own {stored.upper()} with vLLM",
+                   base.with_changes(engine="vllm", precision=stored, transformers_version=None, attention=None),
+                   3 + max(_quality(stored) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP)
 
     # 2. Quantized KV cache.
     for kv in {"vllm": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
@@ -296,7 +307,9 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     if on_gpu and _multi_node(machine) and engines.runs_here("vllm", plan.precision, kind, cc) is None \
             and not engines.engine_precision_problem("vllm", plan.precision):
         cand = base.with_changes(engine="vllm", gpus=None, gpu_layers=None, device="auto", transformers_version=None,
-                                 attention=None, kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto")
+                                 attention=None, kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto",
+                                 # vLLM loads an MXFP4 checkpoint as stored (1c): say so in the command
+                                 precision=spec.stored_format if plan.dequantize else plan.precision)
         _more_nodes(s, cand, plan, "vLLM, tensor parallel within a node × pipeline parallel", 0.0)
 
     # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial

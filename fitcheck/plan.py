@@ -297,7 +297,7 @@ def _typed_precision(spec: ModelSpec, typed: str) -> str:
     return fmt.name
 
 
-def _typed_precision_note(spec: ModelSpec, precision: str) -> str:
+def _typed_precision_note(spec: ModelSpec, precision: str, engine: str | None = None) -> str:
     """'from --precision', and how those weights relate to what the checkpoint or file stores."""
     fmt = weight_format(precision)
     if spec.stored_file_type:
@@ -306,7 +306,7 @@ def _typed_precision_note(spec: ModelSpec, precision: str) -> str:
             return (f"from --precision; this file is {spec.stored_file_type}: -p {precision} means a different "
                     f"file (a {precision} GGUF of the model)")
         return "from --precision (this file's own type)"
-    note = derived_note(fmt, spec.stored_format)
+    note = derived_note(fmt, spec.stored_format, engine)
     return f"from --precision; {note}" if note else "from --precision"
 
 
@@ -346,7 +346,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     # Precision: typed, the checkpoint's stored format where it runs here, else the best here.
     if req.precision:
         precision = _typed_precision(spec, req.precision)
-        notes.append(Assumption("precision", precision, _typed_precision_note(spec, precision), "--precision"))
+        notes.append(Assumption("precision", precision, _typed_precision_note(spec, precision, hint), "--precision"))
     else:
         stored, why_stored = _stored_precision(spec, hint, kind, cc, req.transformers_version)
         if stored:
@@ -354,7 +354,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
             notes.append(Assumption("precision", precision, why_stored, "--precision"))
         else:
             precision, why = engines.default_precision(machine, device, hint)
-            derived = derived_note(weight_format(precision), spec.stored_format)
+            derived = derived_note(weight_format(precision), spec.stored_format, hint)
             notes.append(Assumption("precision", precision,
                                     "; ".join(t for t in (derived, why_stored, why) if t), "--precision"))
 

@@ -255,6 +255,7 @@ def test_llama_cpps_16_bit_gguf_of_gpt_oss_keeps_the_experts_mxfp4():
                    alternatives=False, search=False)
     weights = sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights")
     assert abs(weights - weight_bytes(s, weight_format("mxfp4")).total) < 2**20   # ~12.8 GiB, not ~39
+    assert "experts stay MXFP4" in why(result.plan)
 
 
 @pytest.mark.parametrize("name", ["gpt-oss:20b", "unsloth/gpt-oss-20b-GGUF:Q4_K_M"])
@@ -263,3 +264,20 @@ def test_builds_named_by_their_gguf_type_keep_the_bases_mxfp4_experts(name):
     assert s.stored_format == "q4_k_m" and s.stored_groups() == {S.EXPERTS: "mxfp4"}
     assert weight_bytes(s, weight_format("q4_k_m")).total == weight_bytes(spec("gpt-oss-20b"),
                                                                           weight_format("q4_k_m")).total
+
+
+def test_a_dequantized_plan_offers_the_checkpoints_own_format_with_vllm():
+    result = check("gpt-oss-120b", Request(), load_profile("a100-80gb"))
+    assert result.plan.precision == "bf16" and result.verdict.status == "does_not_fit"
+    vllm = [a for a in result.alternatives if a.plan.engine == "vllm" and a.plan.precision == "mxfp4"]
+    assert vllm and vllm[0].title == "Serve the checkpoint's own MXFP4 with vLLM"
+    assert vllm[0].verdict.status in ("fits", "tight")
+
+
+def test_vllm_loads_an_mxfp4_checkpoint_as_stored_whatever_the_dtype():
+    s = spec("gpt-oss-20b")
+    result = check("gpt-oss-20b", Request(precision="bf16", engine="vllm"), load_profile("h100-sxm"),
+                   alternatives=False, search=False)
+    weights = sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights")
+    assert abs(weights - weight_bytes(s, weight_format("mxfp4")).total) < 2**20
+    assert "vLLM loads the checkpoint's MXFP4 experts as stored" in why(result.plan)

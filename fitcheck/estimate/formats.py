@@ -174,15 +174,19 @@ def stored_only_problem(fmt: WeightFormat, stored_formats: Collection[str], mode
             f"stored in it", "drop --precision, or choose another one")
 
 
-def derived_note(fmt: WeightFormat, stored_format: str | None) -> str:
-    """How weights in ``fmt`` come from a checkpoint stored as ``stored_format`` ('' when they are the
-    stored ones, or the checkpoint is 16/32-bit)."""
+def derived_note(fmt: WeightFormat, stored_format: str | None, engine: str | None = None) -> str:
+    """How weights in ``fmt`` (with ``engine``, when known) come from a checkpoint stored as ``stored_format``
+    ('' when they are the stored ones, or the checkpoint is 16/32-bit)."""
     stored = weight_format_or_none(stored_format) if stored_format else None
     if stored is None or stored.family == "float" or stored.name == fmt.name:
         return ""
-    if fmt.family == "float":
+    gguf = fmt.gguf or engine == "llama.cpp"
+    if fmt.family == "float" and engine == "vllm" and stored.packs is not None:
+        return (f"vLLM loads the checkpoint's {stored.name.upper()} {', '.join(sorted(stored.packs))} as stored; "
+                f"{fmt.name} is the rest")
+    if fmt.family == "float" and not (gguf and stored.packs is not None):
         return f"dequantized from the checkpoint's {stored.name.upper()}"
-    if fmt.gguf and stored.packs is not None:
+    if gguf and stored.packs is not None:
         return f"a GGUF build of the {stored.name.upper()} checkpoint: its {', '.join(sorted(stored.packs))} stay " \
                f"{stored.name.upper()}"
     return f"quantized from the dequantized 16-bit weights of the {stored.name.upper()} checkpoint"

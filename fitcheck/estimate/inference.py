@@ -329,7 +329,7 @@ def mla_replicated_bytes(spec: ModelSpec, precision: str) -> int:
 def _vllm(spec: ModelSpec, plan: Plan):
     tp = max(plan.gpus, 1)
     pp = max(plan.nodes, 1)
-    wb = _weights(spec, plan.precision)
+    wb = _weights(spec, plan.precision, plan.engine)
     act_b = 2
     kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm")
     if spec.is_mla:

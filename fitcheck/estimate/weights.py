@@ -162,10 +162,11 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = Fa
 
 
 def engine_format(spec: ModelSpec, fmt: WeightFormat, engine: str) -> WeightFormat:
-    """The weights ``engine`` holds for ``fmt``: llama.cpp's 16/32-bit GGUF of an MXFP4 checkpoint keeps
-    its experts MXFP4 (the converter writes them as ggml's MXFP4 type), only the rest is 16/32-bit;
-    transformers and vLLM at bf16/fp16 dequantize them."""
-    if engine == "llama.cpp" and fmt.family == "float" and spec.stored_groups().get(S.EXPERTS) == "mxfp4":
+    """The weights ``engine`` holds for ``fmt``.  At 16/32 bits an MXFP4 checkpoint keeps its experts MXFP4
+    in llama.cpp (the converter writes them as ggml's MXFP4 type; only the rest is 16/32-bit) and in vLLM
+    (its Mxfp4 method loads the checkpoint as stored; --dtype sets the rest); transformers dequantizes
+    them (Mxfp4Config(dequantize=True), or below its kernels' compute capability)."""
+    if engine in ("llama.cpp", "vllm") and fmt.family == "float" and spec.stored_groups().get(S.EXPERTS) == "mxfp4":
         return replace(fmt, linear_bits=GGML_TYPE_BITS["mxfp4"], packs=frozenset({S.EXPERTS}))
     return fmt
 
