@@ -258,7 +258,7 @@ def test_llama_cpps_16_bit_gguf_of_gpt_oss_keeps_the_experts_mxfp4():
     assert "experts stay MXFP4" in why(result.plan)
 
 
-@pytest.mark.parametrize("name", ["gpt-oss:20b", "unsloth/gpt-oss-20b-GGUF:Q4_K_M"])
+@pytest.mark.parametrize("name", ["gpt-oss:20b-q4_K_M", "unsloth/gpt-oss-20b-GGUF:Q4_K_M"])
 def test_builds_named_by_their_gguf_type_keep_the_bases_mxfp4_experts(name):
     s = resolve_model(name).spec
     assert s.stored_format == "q4_k_m" and s.stored_groups() == {S.EXPERTS: "mxfp4"}
@@ -281,3 +281,16 @@ def test_vllm_loads_an_mxfp4_checkpoint_as_stored_whatever_the_dtype():
     weights = sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights")
     assert abs(weights - weight_bytes(s, weight_format("mxfp4")).total) < 2**20
     assert "vLLM loads the checkpoint's MXFP4 experts as stored" in why(result.plan)
+
+
+def test_ollamas_gpt_oss_tag_is_the_published_mxfp4_experts_with_the_rest_bf16():
+    resolved = resolve_model("gpt-oss:20b")
+    assert "the published MXFP4 experts, the rest BF16" in resolved.note
+    result = check(resolved, Request(), load_profile("h100-sxm"), alternatives=False, search=False)
+    assert (result.plan.precision, result.plan.engine) == ("bf16", "llama.cpp")
+    weights = sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights")
+    assert 12.5 < weights / GIB < 13.2           # ollama.com lists gpt-oss:20b at 14 GB
+    # Other Ollama tags: the tag's GGUF type, with llama.cpp.
+    plan = check(resolve_model("qwen2.5:7b"), Request(), load_profile("h100-sxm"), alternatives=False,
+                 search=False).plan
+    assert (plan.precision, plan.engine) == ("q4_k_m", "llama.cpp")
