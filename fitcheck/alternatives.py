@@ -19,10 +19,11 @@ from typing import Any
 
 from fitcheck import engines
 from fitcheck.estimate.context_limit import search_limit
-from fitcheck.estimate.formats import WEIGHT_FORMATS, weight_format
+from fitcheck.estimate.formats import stored_only_problem, weight_format
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
+from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, grad_checkpointing
@@ -72,8 +73,8 @@ COST_EXPERT_PARALLEL = 2    # another layout of the same GPUs (all-to-alls inste
 
 # The lower-precision weights a practitioner reaches for with each engine.
 _LOWER_PRECISIONS = {
-    "transformers": ("int8", "awq", "gptq-int4", "nf4"),
-    "vllm": ("fp8", "gptq-int8", "awq", "gptq-int4"),
+    "transformers": ("mxfp4", "int8", "awq", "gptq-int4", "nf4"),
+    "vllm": ("mxfp4", "fp8", "gptq-int8", "awq", "gptq-int4"),
     "sglang": ("fp8", "gptq-int8", "awq", "gptq-int4"),
     "llama.cpp": engines.GGUF_TYPES,
 }
@@ -169,6 +170,15 @@ def _runs(out: Outcome | None) -> bool:
     return out is not None and out.verdict.status in (FITS, TIGHT)
 
 
+def _smaller(spec: ModelSpec, precision: str, than: str) -> bool:
+    """Whether ``precision`` exists for this checkpoint and stores its weights in fewer bytes than ``than``
+    (sizes, not bits per weight: an MXFP4 checkpoint's experts are already 4-bit, so int8 of it is larger)."""
+    fmt = weight_format(precision)
+    if stored_only_problem(fmt, spec.stored_formats(), spec.name):
+        return False
+    return weight_bytes(spec, fmt).total < weight_bytes(spec, weight_format(than)).total
+
+
 def _quality(precision: str) -> int:
     return weight_format(precision).quality_loss
 
@@ -251,16 +261,19 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
         return 10 + 40 * (1 - ctx / request.context)
 
     # 1. Lower-precision weights with the same engine (alone, over all GPUs, then at the context that fits).
-    current_bits = weight_format(plan.precision).linear_bits
     runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
     all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
     for p in _LOWER_PRECISIONS[plan.engine]:
-        if p not in runnable or WEIGHT_FORMATS[p].linear_bits >= current_bits:
+        if p not in runnable or not _smaller(spec, p, plan.precision):
             continue
         step = max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
         cand = base.with_changes(precision=p)
         desc = weight_format(p).description
-        out = s.consider(f"Quantize the weights to {desc}", cand, step)
+        title = f"Quantize the weights to {desc}"
+        if p == spec.stored_format:
+            title = f"Keep the checkpoint's own {desc}" + (
+                f" ({engines.MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and plan.engine == "transformers" else "")
+        out = s.consider(title, cand, step)
         if not _runs(out) and all_gpus > plan.gpus:
             cand = cand.with_changes(gpus=all_gpus)
             out = s.consider(f"{desc} over {all_gpus} GPUs", cand, step + COST_PER_GPU * (all_gpus - plan.gpus))
@@ -283,10 +296,21 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                    base.with_changes(transformers_version=None), 1)
 
     # 1b. The same weights served by vLLM (paged KV cache, activations bounded by chunked prefill).
+    #     (vLLM loads an MXFP4 checkpoint as stored: for gpt-oss that is 1c below.)
     if plan.engine == "transformers" and on_gpu and engines.runs_here("vllm", plan.precision, kind, cc) is None \
-            and plan.precision not in ("int8", "nf4", "fp32"):
+            and plan.precision not in ("int8", "nf4", "fp32") and not plan.dequantize:
         s.consider("Serve with vLLM (paged KV cache, chunked prefill)",
                    base.with_changes(engine="vllm", transformers_version=None, attention=None), 3)
+
+    # 1c. The checkpoint's own format served by vLLM where transformers dequantized it (gpt-oss on an A100:
+    #     vLLM's Marlin MXFP4 kernels keep the experts packed).
+    stored = spec.stored_format
+    if plan.engine == "transformers" and on_gpu and stored and stored != plan.precision \
+            and stored in engines.ENGINES["vllm"].precisions and engines.runs_here("vllm", stored, kind, cc) is None \
+            and _smaller(spec, stored, plan.precision):
+        s.consider(f"Serve the checkpoint's own {stored.upper()} with vLLM",
+                   base.with_changes(engine="vllm", precision=stored, transformers_version=None, attention=None),
+                   3 + max(_quality(stored) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP)
 
     # 2. Quantized KV cache.
     for kv in {"vllm": ("fp8",), "sglang": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}.get(plan.engine, ()):
@@ -312,7 +336,9 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     if on_gpu and _multi_node(machine) and engines.runs_here("vllm", plan.precision, kind, cc) is None \
             and not engines.engine_precision_problem("vllm", plan.precision):
         cand = base.with_changes(engine="vllm", gpus=None, gpu_layers=None, device="auto", transformers_version=None,
-                                 attention=None, kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto")
+                                 attention=None, kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto",
+                                 # vLLM loads an MXFP4 checkpoint as stored (1c): say so in the command
+                                 precision=spec.stored_format if plan.dequantize else plan.precision)
         _more_nodes(s, cand, plan, "vLLM, tensor parallel within a node × pipeline parallel", 0.0)
         if plan.engine == "sglang" and engines.runs_here("sglang", plan.precision, kind, cc) is None:
             _more_nodes(s, cand.with_changes(engine="sglang"), plan, "SGLang, tensor parallel", 0.0)
@@ -333,8 +359,9 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
     #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
     kv = plan.kv_dtype if plan.kv_dtype in ("q8_0", "q4_0") else "auto"
-    start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
-    ladder = [g for g in _GGUF_LADDER if weight_format(g).linear_bits <= weight_format(start).linear_bits]
+    # From the plan's own GGUF type; a 16-bit GGUF file steps to q8_0 first; other engines to q4_k_m.
+    start = plan.precision if weight_format(plan.precision).gguf else "q8_0" if plan.engine == "llama.cpp" else "q4_k_m"
+    ladder = [g for g in _GGUF_LADDER if g == start or _smaller(spec, g, start)]
     gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
     gpu_ok = visible > 0 and request.device != "cpu" and engines.runs_here("llama.cpp", start, gpu_kind, gpu_cc) is None
     gguf_base = base.with_changes(engine="llama.cpp", kv_dtype=kv, gpu_layers=None, transformers_version=None,
@@ -554,9 +581,13 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                  base.with_changes(mode="lora", precision=half, lora_targets="all-linear",
                                    lora_train_embeddings=False, master_weights=None), COST_LORA)
     if plan.mode in ("full", "lora") and engines.TRAINING_BASE_RUNS["nf4"].problem(kind, cc) is None:
-        consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})",
-                 base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None),
-                 (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA)
+        qlora = base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None)
+        qlora_cost = (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA
+        consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})", qlora, qlora_cost)
+        if eight_bit and not _runs(s.evaluate(qlora)):
+            # QLoRA's own recipe pairs the 4-bit base with a paged 8-bit optimizer (Dettmers et al. 2023).
+            consider(f"QLoRA (r={plan.lora_rank}) with 8-bit AdamW", qlora.with_changes(optimizer="adamw-8bit"),
+                     qlora_cost + COST_8BIT_OPTIMIZER)
     if plan.mode in ("lora", "qlora"):
         if plan.lora_targets != "attention":
             consider("LoRA on the attention projections only", base.with_changes(lora_targets="attention"), 6)
@@ -659,7 +690,6 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
     base = request.with_changes(precision=plan.precision, engine=plan.engine)
     kind, cc = engines.machine_kind(machine, plan.device)
     runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
-    current_bits = weight_format(plan.precision).linear_bits
 
     def step(p: str) -> float:
         return max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
@@ -667,7 +697,7 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
     candidates: list[tuple[float, str, Request]] = [
         (step(p), f"{weight_format(p).description} with {plan.engine}", base.with_changes(precision=p))
         for p in _LOWER_PRECISIONS[plan.engine]
-        if p in runnable and WEIGHT_FORMATS[p].linear_bits < current_bits]
+        if p in runnable and _smaller(spec, p, plan.precision)]
     if request.engine in (None, "llama.cpp"):
         start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
         gguf_base = base.with_changes(engine="llama.cpp", transformers_version=None, attention=None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from fitcheck.engines import FSDP_STRATEGIES
+from fitcheck.engines import FSDP_STRATEGIES, MXFP4_TRANSFORMERS_NEEDS
 from fitcheck.estimate.formats import weight_format
 from fitcheck.options import command_args
 from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION, AnyPlan, Plan, TrainingPlan
@@ -300,6 +300,8 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
     repo, prequantized = _quantized_repo(model_id, plan.precision, repos)
     comment = _needs_checkpoint(model_id, plan.precision) if (
         weight_format(plan.precision).family in ("gptq", "awq") and not prequantized) else ""
+    if plan.precision == "mxfp4":
+        comment = f"  # MXFP4 experts stay packed with {MXFP4_TRANSFORMERS_NEEDS}; else they load dequantized to bf16"
     # GPTQ/AWQ kernels compute in float16.
     dtype = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
              "gptq-int8": "torch.float16", "int4": "torch.float16"}.get(plan.precision, "torch.bfloat16")
@@ -309,7 +311,9 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
                  "bnb_4bit_use_double_quant=True)")
     elif plan.precision == "int8":
         extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
-    bnb = ", BitsAndBytesConfig" if "BitsAndBytes" in extra else ""
+    elif plan.dequantize == "mxfp4":
+        extra = ", quantization_config=Mxfp4Config(dequantize=True)"
+    bnb = ", BitsAndBytesConfig" if "BitsAndBytes" in extra else ", Mxfp4Config" if "Mxfp4Config" in extra else ""
     if attention_typed(plan):
         extra += f", attn_implementation='{HF_ATTENTION.get(plan.attention, plan.attention)}'"
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"
@@ -385,6 +389,7 @@ def training_engine_command(model_id: str, plan: TrainingPlan) -> str:
              + (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "
                 "bnb_4bit_use_double_quant=True)" if plan.precision == "nf4" else
                 ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)" if plan.precision == "int8"
+                else ", quantization_config=Mxfp4Config(dequantize=True)" if plan.dequantize == "mxfp4"
                 else "") + ")"]
     if plan.mode != "full":
         notes.append(lora_config(plan))

@@ -31,7 +31,7 @@ CUDA_ROCM = frozenset({CUDA, ROCM})
 KIND_NAMES = {CUDA: "an NVIDIA GPU (CUDA)", ROCM: "an AMD GPU (ROCm)", METAL: "an Apple GPU (Metal)",
               XPU: "an Intel GPU", CPU: "the CPU"}
 
-GGUF_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
+GGUF_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k", "mxfp4_moe")
 FLOATS = ("fp32", "fp16", "bf16")
 
 
@@ -68,6 +68,21 @@ _GPU_SERVING = Runs(CUDA_ROCM, why="vLLM")
 # docs.sglang.ai/advanced_features/quantization.html) and --kv-cache-dtype fp8_e4m3/fp8_e5m2.
 _SGLANG = Runs(CUDA_ROCM, why="SGLang")
 _SGLANG_FP8 = Runs(CUDA_ROCM, 8.9, why="FP8 kernels")
+# MXFP4 checkpoints (gpt-oss).  transformers' Mxfp4HfQuantizer.validate_environment keeps the experts
+# packed on CUDA compute capability >= 7.5 (or an Intel XPU) with triton >= 3.4 and the kernels
+# package, and otherwise dequantizes them to bf16 at load ("we will default to dequantizing the model
+# to bf16"); 4.55.0 asked for compute capability >= 9.0 (lowered in 4.56, PR #39940).
+# https://github.com/huggingface/transformers/blob/0001b3ee40be23bcac4f361e7684f1391a49a56b/src/transformers/quantizers/quantizer_mxfp4.py
+_MXFP4_TRANSFORMERS = Runs(frozenset({CUDA, XPU}), 7.5, why="transformers' MXFP4 kernels (triton >= 3.4, kernels)")
+# vLLM's gpt-oss recipe: H100/H200/B200 and MI300x/MI325x/MI355x, and Ampere (A100) by default with
+# the Marlin MXFP4 MoE kernel.  https://github.com/vllm-project/recipes/blob/main/OpenAI/GPT-OSS.md
+_MXFP4_VLLM = Runs(CUDA_ROCM, 8.0, why="vLLM's MXFP4 MoE kernels")
+# Without the version or the kernels package in view, fitcheck takes the dequantized size below the
+# compute capability every transformers release with gpt-oss keeps MXFP4 on (4.55: >= 9.0); from
+# --transformers-version 4.56 the kernels' own 7.5.
+MXFP4_TRANSFORMERS_DEFAULT_CC = 9.0
+MXFP4_TRANSFORMERS_NEEDS = "transformers >= 4.56 with triton >= 3.4 and the kernels package"
+MXFP4_TRANSFORMERS_LOWER_SINCE = (4, 56)
 
 
 # llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (common/arg.cpp default 512).
@@ -95,12 +110,12 @@ ENGINES: dict[str, Engine] = {
     "transformers": Engine(
         "transformers", _ANY,
         {"fp32": _ANY, "bf16": _ANY, "fp16": _ANY, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
-         "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ},
+         "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ, "mxfp4": _MXFP4_TRANSFORMERS},
         ("fp16", "bf16", "fp32"), "layers", kv_mla_latent=False, kv_sliding_extra=None),
     "vllm": Engine(
         "vllm", _GPU_SERVING,
         {"fp32": _GPU_SERVING, "bf16": _GPU_SERVING, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
-         "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ},
+         "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ, "mxfp4": _MXFP4_VLLM},
         ("fp16", "bf16", "fp32", "fp8"), "tensor", offloads=frozenset({"streamed"})),
     "sglang": Engine(
         "sglang", _SGLANG,
@@ -235,6 +250,18 @@ def runs_here(engine: str, precision: str, kind: str, cc: float | None) -> str |
         return f"{engine} does not load {precision}"
     problem = entry.problem(kind, cc)
     return f"{precision} with {engine}: {problem}" if problem else None
+
+
+def transformers_keeps_mxfp4(cc: float | None, transformers_version: str | None) -> bool:
+    """Whether a default transformers plan counts an MXFP4 checkpoint's experts packed (else dequantized)."""
+    if cc is None:
+        return False
+    if transformers_version is not None:
+        from fitcheck.plan import parse_transformers_version
+
+        if parse_transformers_version(transformers_version) >= MXFP4_TRANSFORMERS_LOWER_SINCE:
+            return cc >= (_MXFP4_TRANSFORMERS.min_cc or 0)
+    return cc >= MXFP4_TRANSFORMERS_DEFAULT_CC
 
 
 def engines_for(precision: str) -> list[str]:

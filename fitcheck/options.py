@@ -32,7 +32,7 @@ LORA = frozenset({"lora", "qlora"})
 ONLY_INFERENCE = frozenset({INFERENCE})
 
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
-              "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
+              "mxfp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k", "mxfp4_moe")
 ENGINES = ("transformers", "vllm", "sglang", "llama.cpp")
 DEVICES = ("auto", "gpu", "cpu")
 KV_DTYPES = ("auto", "fp16", "bf16", "fp32", "fp8", "q8_0", "q4_0")
@@ -198,8 +198,10 @@ OPTIONS: tuple[Option, ...] = (
            envvar="FITCHECK_PRECISION",
            prompt="Precision (auto, bf16, fp16, int8, awq, gptq-int4, nf4, q8_0, q4_k_m, ...)",
            help="Weights format. Default: the best this machine runs — bf16 on GPUs with compute capability "
-                ">= 8.0 and Apple, fp16 on older GPUs, q4_k_m on CPU-only machines; a checkpoint read from "
-                "files keeps its format where it runs here."),
+                ">= 8.0 and Apple, fp16 on older GPUs, q4_k_m on CPU-only machines; a checkpoint keeps its "
+                "stored format (FP8, AWQ, GPTQ, MXFP4) where it runs here, and a .gguf file its own type. "
+                "bf16/fp16 of a quantized checkpoint is its dequantized size; mxfp4 (gpt-oss's experts) and "
+                "mxfp4_moe (its GGUF) exist only for MXFP4 checkpoints."),
     Option("context", ("--context", "-c"), "int", 4096, modes=ONLY_INFERENCE, low=1, high=MAX_CONTEXT,
            prompt="Context length, tokens (prompt + generated)",
            help="Tokens per sequence, prompt plus generated (not the model's maximum)."),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from fitcheck import engines
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.formats import weight_format, weight_format_or_none
+from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -93,6 +93,7 @@ class Plan:
         if self.engine == "llama.cpp" and self.nodes > 1:
             return f"llama.cpp RPC: layers split over {self.world} GPUs of {self.nodes} nodes"
         return ""
+    dequantize: str = ""        # the stored format transformers is told to dequantize at load ('mxfp4'), else ''
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
@@ -137,6 +138,7 @@ class TrainingPlan:
     device: str = "gpu"          # gpu | cpu: where the step runs (cpu: one process, RAM is the memory)
     problems: tuple[str, ...] = ()
     nodes: int = 1               # machines; gpus is per node
+    dequantize: str = ""         # the stored format loaded dequantized (Mxfp4Config(dequantize=True)), else ''
 
     @property
     def world(self) -> int:
@@ -314,21 +316,61 @@ def _gpu_problems(machine: Machine, asked: str, gpus: int) -> list[str]:
     return []
 
 
-def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float | None) -> tuple[str | None, str]:
+def _stored_precision(spec: ModelSpec, engine: str | None, kind: str, cc: float | None,
+                      transformers_version: str | None = None) -> tuple[str | None, str]:
     """The checkpoint's stored format when it runs here (with ``engine`` or its default), else
     (None, why not)."""
     stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
     if stored is None:
         return None, ""
     name = stored.name
+    what = f"the checkpoint's stored format ({name})"
+    if spec.stored_file_type:
+        what = f"this file's own type ({spec.stored_file_type}" + (
+            f": its exact bytes, under the nearest type fitcheck models, {name})"
+            if spec.stored_file_type.lower() not in (name, {"fp16": "f16", "fp32": "f32"}.get(name)) else ")")
     choices = [engine] if engine else engines.engines_for(name)
     if engine and engines.engine_precision_problem(engine, name):
         return None, f"the checkpoint's {name} does not load in {engine}"
+    if name == "mxfp4" and choices[0] == "transformers" and kind == engines.CUDA:
+        # transformers dequantizes MXFP4 experts to bf16 where its kernels do not run (engines).
+        if engines.transformers_keeps_mxfp4(cc, transformers_version):
+            return name, what
+        return None, ("transformers keeps MXFP4 experts packed with its triton kernels on compute capability "
+                      f">= {engines.MXFP4_TRANSFORMERS_DEFAULT_CC:g} (7.5 from 4.56 with the kernels package: "
+                      "-p mxfp4 to count that) and dequantizes them elsewhere")
     for e in choices:
         if engines.runs_here(e, name, kind, cc) is None:
-            return name, "the checkpoint's stored format"
+            return name, what
     why = engines.runs_here(choices[0], name, kind, cc) if choices else f"no engine loads {name}"
     return None, f"the checkpoint's {name} does not run here ({why})"
+
+
+def _dequantize(spec: ModelSpec, precision: str) -> str:
+    """'mxfp4' when transformers loads an MXFP4 checkpoint as 16/32-bit weights: Mxfp4Config(dequantize=True)
+    makes it so on every GPU (where its kernels run it would otherwise keep the experts packed)."""
+    return "mxfp4" if spec.stored_format == "mxfp4" and weight_format(precision).family == "float" else ""
+
+
+def _typed_precision(spec: ModelSpec, typed: str) -> str:
+    fmt = weight_format(typed)
+    problem = stored_only_problem(fmt, spec.stored_formats(), spec.name)
+    if problem:
+        raise FitcheckError(*problem)
+    return fmt.name
+
+
+def _typed_precision_note(spec: ModelSpec, precision: str, engine: str | None = None) -> str:
+    """'from --precision', and how those weights relate to what the checkpoint or file stores."""
+    fmt = weight_format(precision)
+    if spec.stored_file_type:
+        own = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+        if own is None or own.name != fmt.name:
+            return (f"from --precision; this file is {spec.stored_file_type}: -p {precision} means a different "
+                    f"file (a {precision} GGUF of the model)")
+        return "from --precision (this file's own type)"
+    note = derived_note(fmt, spec.stored_format, engine)
+    return f"from --precision; {note}" if note else "from --precision"
 
 
 def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
@@ -366,21 +408,23 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     # The engine asked for, or implied by a KV-cache type only one engine has.
     implied = {"q8_0": "llama.cpp", "q4_0": "llama.cpp", "fp8": "vllm"}.get(req.kv_dtype)
     hint = req.engine or implied or (engines.offload_engine("experts" if cpu_moe else "layers") if device == "offload"
-                                     else engines.offload_engine("streamed") if req.cpu_offload_gb else None)
+                                     else engines.offload_engine("streamed") if req.cpu_offload_gb
+                                     else "llama.cpp" if spec.stored_file_type else None)
 
     # Precision: typed, the checkpoint's stored format where it runs here, else the best here.
     if req.precision:
-        precision = weight_format(req.precision).name
-        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+        precision = _typed_precision(spec, req.precision)
+        notes.append(Assumption("precision", precision, _typed_precision_note(spec, precision, hint), "--precision"))
     else:
-        stored, why_stored = _stored_precision(spec, hint, kind, cc)
+        stored, why_stored = _stored_precision(spec, hint, kind, cc, req.transformers_version)
         if stored:
             precision = stored
             notes.append(Assumption("precision", precision, why_stored, "--precision"))
         else:
             precision, why = engines.default_precision(machine, device, hint)
-            notes.append(Assumption("precision", precision, f"{why_stored}; {why}" if why_stored else why,
-                                    "--precision"))
+            derived = derived_note(weight_format(precision), spec.stored_format, hint)
+            notes.append(Assumption("precision", precision,
+                                    "; ".join(t for t in (derived, why_stored, why) if t), "--precision"))
 
     if req.engine:
         engine = req.engine
@@ -388,8 +432,9 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     elif hint and not engines.engine_precision_problem(hint, precision):
         engine = hint
         notes.append(Assumption("engine", engine, f"--kv-dtype {req.kv_dtype} is a {engine} type" if implied
-                                else "--cpu-offload-gb is vLLM's" if engine == "vllm"
-                                else "partial offload (--gpu-layers, --cpu-moe) is llama.cpp's", "--engine"))
+                                else "--cpu-offload-gb is vLLM's" if engine == "vllm" and req.cpu_offload_gb
+                                else "partial offload (--gpu-layers, --cpu-moe) is llama.cpp's" if device == "offload"
+                                else "a GGUF file is llama.cpp's", "--engine"))
     else:
         engine = engines.default_engine(precision, kind, cc, device)
         why = ("GGUF type or CPU" if engine == "llama.cpp" else "GPU with a non-GGUF precision"
@@ -518,6 +563,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         cpu_moe=cpu_moe, cpu_moe_all=bool(cpu_moe) and cpu_moe >= spec.num_layers, cpu_offload_gb=req.cpu_offload_gb,
         expert_parallel=req.expert_parallel, mem_fraction_static=mem_fraction,
         stored_format=_is_stored_format(spec, precision),
+        dequantize=_dequantize(spec, precision) if engine == "transformers" else "",
     )
 
 
@@ -611,16 +657,20 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         half, half_why = "bf16", CPU_PRECISION_WHY
     if half not in ("bf16", "fp16"):
         half = "bf16"
+    # Training loads a trainable base: transformers dequantizes an MXFP4 (or FP8) checkpoint first
+    # (Mxfp4HfQuantizer.is_trainable is False: "consider dequantizing the model first").
     if req.precision:
-        precision = weight_format(req.precision).name
-        notes.append(Assumption("precision", precision, "from --precision", "--precision"))
+        precision = _typed_precision(spec, req.precision)
+        notes.append(Assumption("precision", precision, _typed_precision_note(spec, precision), "--precision"))
     elif req.mode == "qlora":
         precision = "nf4"
-        notes.append(Assumption("precision", precision, "QLoRA's bitsandbytes NF4 base (Dettmers et al. 2023)",
-                                "--precision"))
+        notes.append(Assumption("precision", precision, "; ".join(t for t in (
+            "QLoRA's bitsandbytes NF4 base (Dettmers et al. 2023)",
+            derived_note(weight_format(precision), spec.stored_format)) if t), "--precision"))
     else:
         precision = half
-        notes.append(Assumption("precision", precision, half_why, "--precision"))
+        notes.append(Assumption("precision", precision, "; ".join(t for t in (
+            derived_note(weight_format(precision), spec.stored_format), half_why) if t), "--precision"))
     compute = precision if precision in ("bf16", "fp16", "fp32") else half
     master = req.master_weights or "fp32"
     notes.append(Assumption("master_weights", master, "from --master-weights" if req.master_weights else
@@ -679,5 +729,5 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
         compute_capability=cc, assumptions=tuple(notes), device=device, problems=tuple(problems),
-        nodes=req.nodes,
+        nodes=req.nodes, dequantize=_dequantize(spec, precision),
     )

@@ -6,6 +6,7 @@ and zero points are included, and each format says which tensors stay 16-bit.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from fitcheck.errors import FitcheckError
@@ -20,6 +21,16 @@ class WeightFormat:
     description: str
     quality_loss: int      # rank for alternatives: 0 none .. higher = more loss
     gguf: bool = False     # a llama.cpp type (per-tensor mixture rules apply)
+    # Tensor groups (fitcheck.model.spec kinds) the format packs: None = every linear layer.  MXFP4
+    # checkpoints pack only the routed experts; their attention and shared layers stay 16-bit.
+    packs: frozenset[str] | None = None
+    # Only a checkpoint stored in this format (or in one of `converted_from`) has it: nothing
+    # quantizes other models to it.
+    stored_only: bool = False
+    converted_from: tuple[str, ...] = ()
+
+    def packs_kind(self, kind: str) -> bool:
+        return self.packs is None or kind in self.packs
 
 
 # Group-quantized 4-bit (GPTQ/AWQ, group 128): 4 bits + an fp16 scale and a packed 4-bit zero
@@ -89,11 +100,17 @@ GGML_TYPES: dict[int, GGMLType] = {t_id: GGMLType(*spec) for t_id, spec in {
 GGML_TYPE_BITS: dict[str, float] = {
     t.name.lower(): t.type_size * 8 / t.block_size for t in GGML_TYPES.values()
     if t.name.lower() in ("f32", "f16", "bf16", "q8_0", "q6_k", "q5_k", "q4_k", "q3_k", "q2_k",
-                          "q4_0", "q4_1", "q5_0", "q5_1")
+                          "q4_0", "q4_1", "q5_0", "q5_1", "mxfp4")
 }
 # k-quants need rows (input dimension) divisible by 256; llama.cpp falls back per tensor
 # (llama-quant.cpp, "tensor cols are not divisible by 256, required for k-quants").
 GGML_K_FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+
+# MXFP4 (gpt-oss experts): 32-value blocks of 4-bit E2M1 with one E8M0 scale = 4.25 bits (OCP
+# Microscaling spec v1.0).  The same layout in every engine: the checkpoint's *_blocks (uint8, two
+# values a byte) and *_scales (one uint8 per 32) tensors, and ggml's block_mxfp4 (type 39 above).
+MXFP4_BITS = GGML_TYPE_BITS["mxfp4"]
+_EXPERTS_ONLY = frozenset({"experts"})   # fitcheck.model.spec.EXPERTS
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.name: f
@@ -108,6 +125,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("gptq-int4", "gptq", _G128_4BIT, 16, "GPTQ 4-bit, group 128", 3),
         WeightFormat("awq", "awq", _G128_4BIT, 16, "AWQ 4-bit, group 128", 3),
         WeightFormat("nf4", "bnb", _NF4_DQ, 16, "bitsandbytes NF4 with double quantization", 3),
+        # The checkpoint's own format (gpt-oss): nothing is lost against it, so no quality step.
+        WeightFormat("mxfp4", "mxfp4", MXFP4_BITS, 16, "MXFP4 experts (the rest bf16)", 0,
+                     packs=_EXPERTS_ONLY, stored_only=True),
         WeightFormat("q8_0", "gguf", 8.5, 32, "GGUF Q8_0", 1, gguf=True),
         WeightFormat("q6_k", "gguf", 6.5625, 32, "GGUF Q6_K", 2, gguf=True),
         WeightFormat("q5_k_m", "gguf", 5.5, 32, "GGUF Q5_K_M (Q5_K, some Q6_K)", 2, gguf=True),
@@ -115,11 +135,11 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("q4_0", "gguf", 4.5, 32, "GGUF Q4_0", 4, gguf=True),
         WeightFormat("q3_k_m", "gguf", 3.4375, 32, "GGUF Q3_K_M (Q3_K, some Q4_K/Q5_K)", 5, gguf=True),
         WeightFormat("q2_k", "gguf", 2.625, 32, "GGUF Q2_K (Q2_K, some Q3_K/Q4_K)", 6, gguf=True),
+        # llama.cpp's MXFP4_MOE file type: expert tensors MXFP4, the other matrices Q8_0 (llama-quant.cpp).
+        WeightFormat("mxfp4_moe", "gguf", MXFP4_BITS, 32, "GGUF MXFP4_MOE (MXFP4 experts, Q8_0 the rest)", 1,
+                     gguf=True, stored_only=True, converted_from=("mxfp4",)),
     )
 }
-# MXFP4 (gpt-oss experts): 32-value blocks of 4-bit E2M1 with an 8-bit shared exponent = 4.25 bits
-# (OCP Microscaling spec v1.0).
-MXFP4_BITS = 4 + 8 / 32
 
 PRECISIONS = tuple(WEIGHT_FORMATS)
 
@@ -128,7 +148,8 @@ def weight_format(name: str) -> WeightFormat:
     key = name.lower().replace("_", "-") if not name.lower().startswith("q") else name.lower()
     key = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "gptq": "gptq-int4",
            "gptq-4bit": "gptq-int4", "gptq-8bit": "gptq-int8", "q4_k": "q4_k_m", "q5_k": "q5_k_m",
-           "q3_k": "q3_k_m"}.get(key, key)
+           "q3_k": "q3_k_m",
+           "mxfp4-moe": "mxfp4_moe"}.get(key, key)
     if key not in WEIGHT_FORMATS:
         raise FitcheckError(f"unknown precision '{name}'", "choose one of: " + ", ".join(PRECISIONS))
     return WEIGHT_FORMATS[key]
@@ -136,11 +157,39 @@ def weight_format(name: str) -> WeightFormat:
 
 def weight_format_or_none(name: str) -> WeightFormat | None:
     """The format a stored checkpoint name stands for, or None when it is not a selectable precision
-    (e.g. 'mxfp4', which only gpt-oss experts use)."""
+    (e.g. 'compressed-tensors', or a GGUF type such as 'iq2_xs' fitcheck does not model)."""
     try:
         return weight_format(name)
     except FitcheckError:
         return None
+
+
+def stored_only_problem(fmt: WeightFormat, stored_formats: Collection[str], model: str) -> tuple[str, str] | None:
+    """(message, hint) when ``fmt`` exists only as a stored checkpoint format and ``model`` (stored in
+    ``stored_formats``, fitcheck.model.spec.ModelSpec.stored_formats) is not stored in it: MXFP4 is gpt-oss's
+    own expert format, nothing quantizes another model to it."""
+    if not fmt.stored_only or fmt.name in stored_formats or set(fmt.converted_from) & set(stored_formats):
+        return None
+    return (f"precision {fmt.name} is the stored format of MXFP4 checkpoints (gpt-oss); {model} is not "
+            f"stored in it", "drop --precision, or choose another one")
+
+
+def derived_note(fmt: WeightFormat, stored_format: str | None, engine: str | None = None) -> str:
+    """How weights in ``fmt`` (with ``engine``, when known) come from a checkpoint stored as ``stored_format``
+    ('' when they are the stored ones, or the checkpoint is 16/32-bit)."""
+    stored = weight_format_or_none(stored_format) if stored_format else None
+    if stored is None or stored.family == "float" or stored.name == fmt.name:
+        return ""
+    gguf = fmt.gguf or engine == "llama.cpp"
+    if fmt.family == "float" and engine == "vllm" and stored.packs is not None:
+        return (f"vLLM loads the checkpoint's {stored.name.upper()} {', '.join(sorted(stored.packs))} as stored; "
+                f"{fmt.name} is the rest")
+    if fmt.family == "float" and not (gguf and stored.packs is not None):
+        return f"dequantized from the checkpoint's {stored.name.upper()}"
+    if gguf and stored.packs is not None:
+        return f"a GGUF build of the {stored.name.upper()} checkpoint: its {', '.join(sorted(stored.packs))} stay " \
+               f"{stored.name.upper()}"
+    return f"quantized from the dequantized 16-bit weights of the {stored.name.upper()} checkpoint"
 
 
 # KV-cache element sizes in bytes.  q8_0/q4_0 are llama.cpp block types (8.5 / 4.5 bits).

@@ -39,6 +39,7 @@ from fitcheck.estimate.result import (
 )
 from fitcheck.estimate.weights import (
     WeightBytes,
+    engine_format,
     largest_matrix_params,
     linear_matrices,
     remote_code_buffer_bytes,
@@ -98,8 +99,9 @@ def _act_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-def _weights(spec: ModelSpec, precision: str) -> WeightBytes:
-    return weight_bytes(spec, weight_format(precision), untie_lm_head=_separate_fp8_head(spec, precision))
+def _weights(spec: ModelSpec, precision: str, engine: str = "") -> WeightBytes:
+    return weight_bytes(spec, engine_format(spec, weight_format(precision), engine),
+                        untie_lm_head=_separate_fp8_head(spec, precision))
 
 
 def _separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
@@ -340,7 +342,7 @@ def mla_replicated_bytes(spec: ModelSpec, precision: str) -> int:
 def _vllm(spec: ModelSpec, plan: Plan):
     tp = max(plan.gpus, 1)
     pp = max(plan.nodes, 1)
-    wb = _weights(spec, plan.precision)
+    wb = _weights(spec, plan.precision, plan.engine)
     act_b = 2
     kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm")
     if spec.is_mla:
@@ -566,7 +568,7 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
 
 # ---- llama.cpp ---------------------------------------------------------------------------------
 def _llama_cpp(spec: ModelSpec, plan: Plan):
-    wb = _weights(spec, plan.precision)
+    wb = _weights(spec, plan.precision, plan.engine)
     weights_total, exact = _stored_weight_total(spec, plan.precision, wb.total)
     scale = weights_total / wb.total if wb.total else 1.0
     L = spec.num_layers

@@ -35,7 +35,7 @@ from fitcheck.estimate.expert_offload import LLAMA_CPP_OFFLOAD_MIN_BATCH, cpu_of
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.lora import lora_params, parse_targets
-from fitcheck.estimate.weights import weight_bytes
+from fitcheck.estimate.weights import engine_format, weight_bytes
 from fitcheck.machine import Machine, known, nodes_of
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
@@ -215,13 +215,13 @@ def experts_touched_fraction(spec: ModelSpec, batch: int) -> float:
     return 1.0 - (1.0 - p) ** max(batch, 1)
 
 
-def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1) -> int:
+def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1, engine: str = "") -> int:
     """Weight bytes one decode step reads, in the plan's storage format.
 
     Routed experts count by :func:`experts_touched_fraction`; an untied input embedding is not
     read (one row per token is looked up), a tied one is read in full as the output head.
     """
-    wb = weight_bytes(spec, weight_format(precision))
+    wb = weight_bytes(spec, engine_format(spec, weight_format(precision), engine))
     share = experts_touched_fraction(spec, batch)
     total = 0.0
     for kind, b in wb.by_group:
@@ -350,7 +350,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     ctx = plan.context if context is None else context
     B = plan.batch
     L = spec.num_layers
-    weights = active_weight_bytes(spec, plan.precision, B)
+    weights = active_weight_bytes(spec, plan.precision, B, plan.engine)
     kv_seq = kv_bytes_per_sequence(spec, plan, ctx) * kv_traffic_multiplier(spec, plan.engine)
     kv = kv_seq * B
     if plan.expert_parallel:

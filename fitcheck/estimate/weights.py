@@ -7,13 +7,12 @@ llama.cpp's per-tensor type rules, which give some tensors more bits (`q4_k_m` i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from fitcheck.estimate.formats import (
     GGML_K_FALLBACK,
     GGML_TYPE_BITS,
-    MXFP4_BITS,
     WeightFormat,
 )
 from fitcheck.model import spec as S
@@ -147,24 +146,29 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = Fa
     groups = {g.kind: g.params for g in spec.tensor_groups()}
     keep = fmt.keep_bits / 8
     lin = fmt.linear_bits / 8
-    stored_mxfp4 = spec.stored_format == "mxfp4" and fmt.family == "float"
+    # Every format is counted from the full-precision model: a 16-bit request of an MXFP4 or FP8
+    # checkpoint is its dequantized size, and int8/nf4/AWQ/GPTQ quantize that dequantized base
+    # (bitsandbytes and the 4-bit quantizers start from bf16 weights).  MXFP4 packs the experts only.
     out: list[tuple[str, int]] = []
     for kind, params in groups.items():
-        if kind in S.LINEAR_KINDS:
-            per = lin
-            if stored_mxfp4 and kind == S.EXPERTS:
-                # gpt-oss keeps its experts in MXFP4 when served in bf16 (vLLM, transformers>=4.55
-                # with the triton kernels); the rest is bf16.
-                per = MXFP4_BITS / 8
-            out.append((kind, int(params * per)))
-        else:
-            out.append((kind, int(params * keep)))
+        packed = kind in S.LINEAR_KINDS and fmt.packs_kind(kind)
+        out.append((kind, int(params * (lin if packed else keep))))
     if untie_lm_head and spec.tie_word_embeddings:
         out.append((S.LM_HEAD, int(groups[S.EMBED] * keep)))
     total_layers = sum(b for k, b in out if k not in (S.EMBED, S.LM_HEAD, S.OTHER))
     embed = dict(out).get(S.EMBED, 0)
     head = sum(b for k, b in out if k == S.LM_HEAD)
     return WeightBytes(tuple(out), total_layers // max(spec.num_layers, 1), embed, head)
+
+
+def engine_format(spec: ModelSpec, fmt: WeightFormat, engine: str) -> WeightFormat:
+    """The weights ``engine`` holds for ``fmt``.  At 16/32 bits an MXFP4 checkpoint keeps its experts MXFP4
+    in llama.cpp (the converter writes them as ggml's MXFP4 type; only the rest is 16/32-bit) and in vLLM
+    (its Mxfp4 method loads the checkpoint as stored; --dtype sets the rest); transformers dequantizes
+    them (Mxfp4Config(dequantize=True), or below its kernels' compute capability)."""
+    if engine in ("llama.cpp", "vllm") and fmt.family == "float" and spec.stored_groups().get(S.EXPERTS) == "mxfp4":
+        return replace(fmt, linear_bits=GGML_TYPE_BITS["mxfp4"], packs=frozenset({S.EXPERTS}))
+    return fmt
 
 
 def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]:
@@ -193,8 +197,14 @@ def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]
 #   attn_output: Q2_K -> Q3_K; Q3_K_M -> Q4_K (dense); 8 experts with Q2_K/Q3_K_* -> Q5_K.
 #   1-D tensors (norms, biases) stay F32.  token_embd keeps the file's base type, except when
 #   there is no output.weight (tied embeddings): then it is treated as the output tensor.
+#   MXFP4_MOE: "MoE tensors -> MXFP4, other tensors -> Q8_0" (tensor->ne[2] > 1), after the output
+#   rule above (output.weight Q6_K).
+# MXFP4 checkpoints (gpt-oss) keep their experts MXFP4 in every GGUF build: the expert tensors are
+# written as ggml's MXFP4 at conversion and the published quantizations (ggml-org/gpt-oss-*-GGUF,
+# unsloth/gpt-oss-*-GGUF) retype only the other tensors, so their q4_k_m and F16 files differ by
+# the attention and embedding bytes.
 _BASE_TYPE = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k_m": "q5_k", "q4_k_m": "q4_k", "q4_0": "q4_0",
-              "q3_k_m": "q3_k", "q2_k": "q2_k"}
+              "q3_k_m": "q3_k", "q2_k": "q2_k", "mxfp4_moe": "q8_0"}
 
 
 def _use_more_bits(i: int, n: int) -> bool:
@@ -202,6 +212,8 @@ def _use_more_bits(i: int, n: int) -> bool:
 
 
 def _gguf_tensor_type(ftype: str, role: str, layer: int, n_layers: int, spec: ModelSpec) -> str:
+    if role.endswith("_exps") and (ftype == "mxfp4_moe" or spec.stored_groups().get(S.EXPERTS) == "mxfp4"):
+        return "mxfp4"
     base = _BASE_TYPE[ftype]
     n_gqa = spec.num_attention_heads // max(spec.num_kv_heads, 1)
     eight_experts = spec.num_experts == 8

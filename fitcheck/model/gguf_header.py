@@ -62,6 +62,18 @@ FILE_TYPES: dict[int, str] = {
     33: "q4_0_4_4", 34: "q4_0_4_8", 35: "q4_0_8_8", 36: "tq1_0", 37: "tq2_0", 38: "mxfp4_moe",
 }
 UNQUANTIZED_FILE_TYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+# The --precision that names a file's own type (a GGUF file's type is its default precision): the
+# 16/32-bit types by their precision names; types fitcheck has no mixture rules for by the nearest one it
+# has (the file's exact bytes are what is counted; the assumption names the file's type).
+_FILE_TYPE_PRECISIONS = {
+    "f32": "fp32", "f16": "fp16", "bf16": "bf16", "mxfp4": "mxfp4_moe",
+    "q4_1": "q4_0", "q4_1_some_f16": "q4_0", "iq4_nl": "q4_0", "q4_k_s": "q4_k_m", "iq4_xs": "q4_k_m",
+    "q5_0": "q5_k_m", "q5_1": "q5_k_m", "q5_k_s": "q5_k_m",
+    "q3_k_s": "q3_k_m", "q3_k_l": "q3_k_m", "iq3_xs": "q3_k_m", "iq3_xxs": "q3_k_m", "iq3_s": "q3_k_m",
+    "iq3_m": "q3_k_m",
+    "q2_k_s": "q2_k", "iq2_xxs": "q2_k", "iq2_xs": "q2_k", "iq2_s": "q2_k", "iq2_m": "q2_k", "iq1_s": "q2_k",
+    "iq1_m": "q2_k", "tq1_0": "q2_k", "tq2_0": "q2_k",
+}
 
 
 @dataclass(frozen=True)
@@ -531,7 +543,10 @@ def spec_from_gguf(headers, name: str):
         num_sliding_layers=sliding_layers,
         max_context=key("context_length"),
         stored_dtype=stored_dtype,
-        stored_format=None if file_type in UNQUANTIZED_FILE_TYPES else file_type,
+        stored_format=_FILE_TYPE_PRECISIONS.get(file_type, file_type),
+        stored_file_type=file_type.upper(),
+        group_formats=(("experts", "mxfp4"),) if any(
+            n.endswith("_exps.weight") and t.type_name == "MXFP4" for n, t in tensors.items()) else (),
         stored_weight_bytes=sum(t.nbytes for t in tensors.values()),
         sources=tuple(sources),
         **mla,

@@ -12,7 +12,7 @@ falls back to the offline answer and says so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from fitcheck.errors import FitcheckError
@@ -160,4 +160,4 @@ def offline_spec(name: GGUFRepoName) -> tuple[ModelSpec, object]:
         raise FitcheckError(f"unknown GGUF repository {name.repo!r}: no catalog model is its base",
                             "with the hub extra and a network fitcheck reads the file's header; "
                             "or point at a downloaded .gguf file")
-    return replace(entry.spec, stored_format=precision_of(name)), entry
+    return entry.spec.as_stored(precision_of(name)), entry

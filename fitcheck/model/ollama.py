@@ -79,9 +79,18 @@ def parse_name(text: str) -> OllamaName | None:
     return OllamaName(m.group("ns"), m.group("model").lower(), tag, size, variant, quant)
 
 
-def precision_of(name: OllamaName) -> str:
-    """The fitcheck precision of the tag's quantization (Q4_K_M when the tag names none)."""
+# Ollama's gpt-oss tags carry the checkpoint's own values: "We distribute the original values for the
+# weights" (an Ollama maintainer, r/ollama "How does Ollama run gpt-oss?"), i.e. the MXFP4 experts as
+# published and the rest in BF16 (ollama/convert/convert_gptoss.go): 14 GB and 65 GB on ollama.com.
+MXFP4_DEFAULT = "bf16"
+
+
+def precision_of(name: OllamaName, base: ModelSpec | None = None) -> str:
+    """The fitcheck precision of the tag's quantization (Q4_K_M when the tag names none; a model whose
+    experts are stored MXFP4 as published: bf16, which llama.cpp holds with those experts MXFP4)."""
     if name.quant is None:
+        if base is not None and base.stored_groups().get("experts") == "mxfp4":
+            return MXFP4_DEFAULT
         return DEFAULT_QUANT
     if name.quant in QUANTS:
         return QUANTS[name.quant]

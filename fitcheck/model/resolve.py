@@ -240,21 +240,16 @@ def _ollama(name) -> ResolvedModel:
         size = name.size or "no size"
         raise FitcheckError(f"unknown Ollama model {name.text!r} ({size}; not pulled in {ollama.store_dir()})",
                             "did you mean: " + ", ".join(suggestions(name.model + "-" + (name.size or ""))))
-    precision = ollama.precision_of(name)
-    spec = replace(entry.spec, stored_format=precision)
-    default = "" if name.quant else ", Ollama's default quantization"
-    engine = ("llama.cpp, Ollama's runtime" if weight_format_ok(precision)
-              else "add --engine llama.cpp: Ollama's runtime")
+    precision = ollama.precision_of(name, entry.spec)
+    # An Ollama model is one GGUF blob: its type is the default, with llama.cpp (Ollama's runtime).
+    spec = replace(entry.spec.as_stored(precision), stored_file_type=name.quant.upper() if name.quant
+                   else precision.upper())
+    default = "" if name.quant else (", the published MXFP4 experts, the rest BF16" if spec.stored_groups()
+                                     else ", Ollama's default quantization")
+    engine = "llama.cpp, Ollama's runtime"  # the blob's type is the default, so llama.cpp runs it
     note = (f"{name.text} → {entry.hf_id}{ollama.size_note(name)} as {precision.upper()}{default} "
             f"(engine {engine}); not pulled here, so bytes are computed")
     return ResolvedModel(spec, name.text, "ollama", note, entry)
-
-
-def weight_format_ok(precision: str) -> bool:
-    """True when a precision is a GGUF type (the default engine is then llama.cpp)."""
-    from fitcheck.estimate.formats import weight_format
-
-    return weight_format(precision).gguf
 
 
 def resolve_model(text: str, *, params: str | None = None, layers: int | None = None,

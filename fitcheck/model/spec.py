@@ -10,7 +10,7 @@ biases and routers in 16 bits while packing the linear layers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # Kinds of tensor groups.  Linear kinds are what weight quantization packs.
 EMBED = "embed"            # token embedding (vocab x hidden)
@@ -25,6 +25,7 @@ BIAS = "bias"              # linear-layer biases
 OTHER = "other"            # vision tower, projector, SSM extras, attention sinks: kept 16-bit
 
 LINEAR_KINDS = frozenset({ATTN, MLP, EXPERTS, SHARED_EXPERTS})
+MXFP4_STORED = ("mxfp4", "mxfp4_moe")   # stored formats whose routed experts are MXFP4
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,34 @@ class ModelSpec:
 
     max_context: int | None = None
     stored_dtype: str = "bfloat16"     # torch_dtype of the checkpoint
-    stored_format: str | None = None   # pre-quantized checkpoint: 'gptq-int4', 'awq', 'fp8', 'mxfp4', 'q4_k_m' ...
+    stored_format: str | None = None   # pre-quantized checkpoint: 'gptq-int4', 'awq', 'fp8', 'mxfp4', 'q4_k_m' ...;
+    #                                    a GGUF file's type even when 16/32-bit ('fp16', 'bf16', 'fp32')
     stored_weight_bytes: int | None = None  # exact bytes from a safetensors/GGUF header
+    stored_file_type: str = ""         # a GGUF file's own type as llama.cpp names it ('F16', 'Q4_K_M'); else ''
+    # Tensor groups stored in a format of their own whatever the file's type: gpt-oss's experts are MXFP4
+    # in its checkpoint and in every GGUF build of it ((EXPERTS, 'mxfp4'),).  See stored_groups().
+    group_formats: tuple[tuple[str, str], ...] = ()
     extra_params: int = 0              # parameters outside the text decoder (vision tower, MTP)
     extra_params_note: str = ""
     generic: bool = False              # True for a --params estimate without real architecture
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (field, where from)
+
+    # ---- stored formats -------------------------------------------------------------------
+    def stored_groups(self) -> dict[str, str]:
+        """Tensor group -> the format it is stored in, where it differs from the rest (MXFP4 experts)."""
+        out = dict(self.group_formats)
+        if self.stored_format in MXFP4_STORED and self.is_moe:
+            out.setdefault(EXPERTS, "mxfp4")
+        return out
+
+    def stored_formats(self) -> frozenset[str]:
+        """Every format this checkpoint (or the checkpoint a GGUF build was made from) stores weights in."""
+        return frozenset({*([self.stored_format] if self.stored_format else []), *self.stored_groups().values()})
+
+    def as_stored(self, stored_format: str) -> ModelSpec:
+        """This model as a build stored in ``stored_format`` (a GGUF type, an Ollama tag): the groups kept
+        in their own format stay so."""
+        return replace(self, stored_format=stored_format, group_formats=tuple(self.stored_groups().items()))
 
     # ---- derived shape -------------------------------------------------------------------
     @property

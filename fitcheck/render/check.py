@@ -5,7 +5,9 @@ Bytes are integers in JSON; GiB (2^30 bytes) only in the table, labelled GiB.
 
 {
   "schema": "fitcheck.check/1", "fitcheck_version": str,
-  "model":   {query, id, source, note, architecture, params_total, params_active, generic},
+  "model":   {query, id, source, note, architecture, params_total, params_active, generic,
+              stored_format (the checkpoint's own: 'mxfp4', 'fp8', 'awq', a GGUF file's 'fp16', 'q4_k_m'; null
+              for a 16-bit checkpoint), stored_file_type (a GGUF file's type as llama.cpp names it, else null)},
   "request": {mode, precision, context, batch, prompt_tokens, kv_dtype, engine, device, gpus,
               gpu_layers, cpu_moe, cpu_offload_gb, gpu_memory_utilization, headroom_pct},
   "machine": {name, kind, source, summary},
@@ -102,6 +104,8 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
             "params_total": spec.total_params,
             "params_active": spec.active_params,
             "generic": spec.generic,
+            "stored_format": spec.stored_format,
+            "stored_file_type": spec.stored_file_type or None,
         },
         "request": {
             "mode": est.mode,

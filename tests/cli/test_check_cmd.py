@@ -23,7 +23,8 @@ COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_d
              "power_watts", "purchase_usd", "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
              "amortized_usd_per_million_tokens", "usd_per_million_tokens", "run"}
 RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
-MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic"}
+MODEL_KEYS = {"query", "id", "source", "note", "architecture", "params_total", "params_active", "generic",
+              "stored_format", "stored_file_type"}
 REQUEST_KEYS = {"mode", "precision", "context", "batch", "prompt_tokens", "kv_dtype", "engine", "device", "gpus", "nodes",
                 "expert_parallel", "layout", "gpu_layers", "cpu_moe", "cpu_offload_gb", "gpu_memory_utilization",
                 "headroom_pct"}

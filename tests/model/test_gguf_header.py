@@ -57,7 +57,8 @@ def test_tied_output_qkv_bias_and_unquantized(tmp_path):
     header = gh.read_header(write_gguf(tmp_path / "q.gguf", meta, tensors))
     spec = gh.spec_from_gguf([header], "q")
     assert spec.tie_word_embeddings and spec.qkv_bias and not spec.attn_out_bias
-    assert spec.stored_format is None and spec.stored_dtype == "float16"
+    # A 16-bit file's own type is its default precision (fp16), named as the file names it.
+    assert spec.stored_format == "fp16" and spec.stored_file_type == "F16" and spec.stored_dtype == "float16"
     assert spec.total_params == sum(t.elements for t in header.tensors)
 
 
