@@ -248,11 +248,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("cpu_offload_gb", ("--cpu-offload-gb",), "float", 0.0, modes=ONLY_INFERENCE, low=0, high=MAX_OFFLOAD_GIB,
            metavar="GiB",
            help="vLLM: GiB of weights per GPU kept in RAM and streamed to the GPU over PCIe in every forward pass."),
-    Option("transformers_version", ("--transformers-version",), "str", None, modes=ONLY_INFERENCE,
+    Option("transformers_version", ("--transformers-version",), "str", None,
            metavar="X.Y", check=_check_transformers_version, nullable=True, envvar="FITCHECK_TRANSFORMERS_VERSION",
            help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
-                "logits are fp32 for every position, not just the last. Default: the installed transformers "
-                "on this machine, else 4.45 or later."),
+                "logits are fp32 for every position, not just the last; training under 4.46–4.48 keeps a "
+                "shifted fp32 copy of the logits at batch > 1. Default (inference): the installed transformers on "
+                "this machine, else 4.45 or later; training: 4.49 or later."),
     Option("grad_accum", ("--grad-accum",), "int", 1, modes=TRAINING, low=1, high=MAX_GRAD_ACCUM,
            help="Training: gradient accumulation steps (> 1 keeps gradients allocated between micro-batches)."),
     Option("optimizer", ("--optimizer",), "choice", "adamw", modes=TRAINING, choices=OPTIMIZERS,

@@ -139,6 +139,7 @@ class TrainingPlan:
     problems: tuple[str, ...] = ()
     nodes: int = 1               # machines; gpus is per node
     dequantize: str = ""         # the stored format loaded dequantized (Mxfp4Config(dequantize=True)), else ''
+    transformers_version: str | None = None  # as typed (--transformers-version); None: a current one
 
     @property
     def world(self) -> int:
@@ -238,6 +239,15 @@ SDPA_DEFAULT_SINCE = (4, 36)
 # `next_cache = next_decoder_cache.to_legacy_cache() if use_legacy_cache`).  Measured across releases:
 # benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
 DYNAMIC_CACHE_SINCE = (4, 42)
+# Training's loss: transformers 4.46 moved it into loss_utils.ForCausalLMLoss, which upcast the
+# logits to fp32 and then shifted them with a contiguous copy (`logits = logits.float()`,
+# `shift_logits = logits[..., :-1, :].contiguous()`): at batch > 1 one more fp32 vocabulary-sized
+# tensor per token while the model's 16-bit logits are still referenced (at batch 1 the slice is
+# contiguous and nothing is copied).  Pull request #35646 (merged
+# 2025-01-13, first released in 4.49) dropped the copy; labels are padded and shifted instead.
+# https://github.com/huggingface/transformers/pull/35646; measured with the HF Trainer:
+# benchmarks/results/cpu-kbit-step-2026-12-01.csv (4.47.1 against 5.24.0).
+LOSS_SHIFT_COPY_RELEASES = ((4, 46), (4, 49))  # [first, last + 1)
 # transformers 4.38 expands a max_position_embeddings² causal mask per forward for these
 # (activations.static_causal_mask_bytes); 4.39 sizes the mask to the sequence again.
 STATIC_MASK_RELEASES = frozenset({(4, 38)})
@@ -284,6 +294,14 @@ def static_mask_mode(architecture: str, transformers_version: str | None) -> boo
     """Whether the release expands a full max_positions² causal mask in every forward (4.38, Llama/Gemma)."""
     return (transformers_version is not None and architecture in STATIC_MASK_ARCHITECTURES
             and parse_transformers_version(transformers_version) in STATIC_MASK_RELEASES)
+
+
+def loss_shift_copy_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether transformers' ForCausalLMLoss makes a shifted fp32 copy of the logits (4.46–4.48)."""
+    if transformers_version is None or architecture in _ALL_LOGITS_ARCHITECTURES:
+        return False
+    first, end = LOSS_SHIFT_COPY_RELEASES
+    return first <= parse_transformers_version(transformers_version) < end
 
 
 def legacy_cache_mode(architecture: str, transformers_version: str | None) -> bool:
@@ -720,6 +738,13 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
     if req.nodes > 1:
         notes.append(Assumption("nodes", str(req.nodes), f"from --nodes: {gpus * req.nodes} processes, "
                                 f"{gpus} per node", "--nodes"))
+    if req.transformers_version is not None:
+        notes.append(Assumption("transformers_version", req.transformers_version,
+                                "from --transformers-version: the loss "
+                                + ("upcasts, then shifts the logits with a contiguous fp32 copy (4.46–4.48; "
+                                   "a copy at batch > 1)"
+                                   if loss_shift_copy_mode("", req.transformers_version)
+                                   else "keeps no shifted copy of the fp32 logits"), "--transformers-version"))
     problems = _training_problems(req, precision, device, gpus, machine)
     return TrainingPlan(
         mode=req.mode, precision=precision, compute_dtype=compute, seq_len=req.seq_len, batch=req.batch,
@@ -729,5 +754,5 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
         lora_dropout=req.lora_dropout, lora_train_embeddings=req.lora_train_embeddings, gpus=gpus,
         zero=req.zero, fsdp=req.fsdp, offload=req.offload, ds_bucket_elements=req.ds_bucket_elements,
         compute_capability=cc, assumptions=tuple(notes), device=device, problems=tuple(problems),
-        nodes=req.nodes, dequantize=_dequantize(spec, precision),
+        nodes=req.nodes, dequantize=_dequantize(spec, precision), transformers_version=req.transformers_version,
     )

@@ -129,6 +129,20 @@ CUDA_GRAPH_ENGINES = ("vllm", "sglang")
 HOST_PER_EXPERT_OF_LAYER = 0.3
 
 
+# transformers' fine-grained FP8 linear (integrations/finegrained_fp8.py FP8Linear.forward) quantizes
+# the activation (act_quant), runs its Triton block matmul, then calls
+# `torch.cuda.synchronize()` before nan_to_num and the cast back: every linear waits for the GPU, so
+# the host cannot enqueue ahead and a decode step takes the device time plus the host time, not the
+# larger of the two.  vLLM (CUTLASS/Triton FP8 GEMMs in CUDA graphs) and llama.cpp have no such wait.
+# https://github.com/huggingface/transformers/blob/main/src/transformers/integrations/finegrained_fp8.py
+SERIAL_HOST_PRECISIONS = {"transformers": frozenset({"fp8"})}
+
+
+def host_serialises(engine: str, precision: str) -> bool:
+    """Whether the engine's kernels for this format make the host wait for the device at every linear."""
+    return precision in SERIAL_HOST_PRECISIONS.get(engine, frozenset())
+
+
 def host_layers(spec: ModelSpec, engine: str, batch: int) -> float:
     """Decode-step host work in units of one decoder layer: the layers, plus transformers' Python
     loop over the experts each MoE layer routes tokens to (HOST_PER_EXPERT_OF_LAYER)."""
@@ -330,8 +344,10 @@ def _cpu_device(machine: Machine) -> _Device:
 
 
 def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
-               end: str) -> tuple[float, str]:
-    """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it."""
+               end: str, serial: bool = False) -> tuple[float, str]:
+    """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it.
+
+    `serial`: the host waits for the device inside every layer (host_serialises): the two add."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
     e_bw = pick(DECODE_BANDWIDTH[dev.kind])
     mem = (weight_b + kv_b) / (dev.bandwidth * e_bw)
@@ -341,6 +357,8 @@ def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _
     bound = "compute" if comp > mem else "memory bandwidth"
     if over > max(mem, comp):
         bound = "host overhead"
+    if serial and dev.kind == "gpu":
+        return max(mem, comp) + over, bound
     return max(mem, comp, over), bound
 
 
@@ -386,7 +404,8 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         total = 0.0
         for share, kv_share, dev in parts:
             t, bound = _step_time(weights * share, kv * kv_share, step_flops * share, host_units * share, dev,
-                                  host_overhead(plan.engine, plan.precision, spec), end)
+                                  host_overhead(plan.engine, plan.precision, spec), end,
+                                  serial=host_serialises(plan.engine, plan.precision))
             total += t
             bounds.append(bound)
         streamed = _streamed_seconds(plan, machine)

@@ -48,7 +48,7 @@ from fitcheck.estimate.result import (
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, input_sites, training_activations
 from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, remote_code_buffer_bytes, weight_bytes
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import TrainingPlan
+from fitcheck.plan import TrainingPlan, loss_shift_copy_mode
 from fitcheck.units import GiB
 
 TEMP_BUFFERS = "temp_buffers"
@@ -239,13 +239,24 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         saved_inputs = input_sites(m.role for m in adapted_matrices(spec, targets))
     else:
         saved_inputs = frozenset()
+    # The residual stream keeps the embedding output's dtype: fp32 when prepare_model_for_kbit_training
+    # upcast the embeddings (a bitsandbytes base; _base_format), whatever autocast does to the linears.
+    kbit_fp32 = _base_format(plan).keep_bits == 32 and plan.mode != "full"
+    resid_b = 4 if kbit_fp32 else act_b
+    # Its fp32 lm_head runs under autocast: a 16-bit copy of the weight is made and kept for backward.
+    head_cast = kbit_fp32 and act_b < 4
     upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
     shifts = spec.architecture in _LOSS_IN_COMPUTE_DTYPE
     acts = training_activations(spec, tokens_per_gpu=plan.batch * plan.seq_len, seq_len=plan.seq_len,
                                 attention=plan.attention, act_bytes=act_b, checkpointing=plan.grad_checkpointing,
                                 upcast_loss=upcast, shifts_logits=shifts, trainable_base=full,
                                 saved_inputs=saved_inputs, lm_head_trains=full or emb is not None,
-                                lora_saved_bytes=lora_saved)
+                                lora_saved_bytes=lora_saved,
+                                # batch 1: logits[..., :-1, :] is contiguous already, .contiguous() copies nothing
+                                shift_copy_fp32=plan.batch > 1
+                                and loss_shift_copy_mode(spec.architecture, plan.transformers_version),
+                                residual_bytes=resid_b,
+                                head_cast_bytes=spec.vocab_size * spec.hidden_size * act_b if head_cast else 0)
     scratch, scratch_why = _quant_scratch(spec, plan) if plan.mode != "full" else (0, "")
     # The loss's tensors die in lm_head's backward, before the first layer is recomputed: the
     # backward peak is the saved tensors plus the larger of the two.

@@ -120,7 +120,8 @@ def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_
     return int(total)
 
 
-def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shifts_logits: bool) -> int:
+def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shifts_logits: bool,
+                           shift_copy_fp32: bool = False) -> int:
     """Peak bytes of the lm_head output and the cross-entropy loss, per token.
 
     - the logits in the compute dtype (vocab × act_bytes);
@@ -130,13 +131,21 @@ def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shi
     - `upcast`: an fp32 copy and fp32 log-softmax output (transformers' ForCausalLMLoss does
       `logits.float()`; PyTorch autocast runs cross_entropy in fp32), else the log-softmax in the
       compute dtype (a model run entirely in 16 bits, as DeepSpeed runs it, whose code does not
-      upcast).
+      upcast);
+    - `shift_copy_fp32`: transformers 4.46–4.48's ForCausalLMLoss shifted the fp32 upcast with a
+      contiguous copy (`logits[..., :-1, :].contiguous()`, removed by transformers#35646) — a copy
+      only at batch > 1 (at batch 1 the slice is contiguous and `.contiguous()` returns it): while
+      log_softmax runs, the 16-bit logits (the model's frame), the fp32 upcast (the loss's frame),
+      the shifted copy and the log-softmax output are all alive: act_bytes + 3 × 4 B, 14 B for
+      bf16 (the HF Trainer under 4.47.1 and 5.24: benchmarks/results/cpu-kbit-step-*.csv).
     """
     v = spec.vocab_size
     b = v * act_bytes
     if shifts_logits:
         b += v * act_bytes
     b += v * 8 if upcast else v * act_bytes
+    if upcast and shift_copy_fp32 and not shifts_logits:
+        b += v * 4
     if upcast and not shifts_logits:
         # Backward of the fp32 loss: the saved log-softmax output, nll_loss's full-size gradient
         # and log_softmax_backward's output, 3 × 4 B, once the 16-bit logits are gone.
@@ -147,12 +156,23 @@ def logits_bytes_per_token(spec: ModelSpec, *, act_bytes: int, upcast: bool, shi
 def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, attention: str, act_bytes: int,
                          checkpointing: bool, upcast_loss: bool, shifts_logits: bool, trainable_base: bool = True,
                          saved_inputs: frozenset[str] = ALL_INPUT_SITES, lm_head_trains: bool = True,
-                         lora_saved_bytes: int = 0) -> ActivationBytes:
+                         lora_saved_bytes: int = 0, shift_copy_fp32: bool = False,
+                         residual_bytes: int | None = None, head_cast_bytes: int = 0) -> ActivationBytes:
     """Activation bytes on one GPU for a micro-batch of `tokens_per_gpu` tokens (batch × seq_len).
 
     `trainable_base`: the base's weights train (full fine-tuning); else only the linears whose
     inputs `saved_inputs` names keep them (LoRA branches reading the input as it is).
+    `residual_bytes`: bytes per element of the residual stream, which checkpointing keeps at each
+    layer's input (default `act_bytes`).  It follows the embedding's output dtype: with the
+    embeddings upcast to fp32 (peft prepare_model_for_kbit_training) it is fp32 under autocast
+    too, since every `residual + hidden_states` of a 16-bit branch output onto fp32 stays fp32
+    (modeling_llama.py LlamaDecoderLayer.forward).
+    `head_cast_bytes`: a 16-bit copy of an fp32 lm_head weight that autocast makes for the matmul
+    and that the matmul keeps for its backward (autocast caches no cast of a frozen weight:
+    torch/csrc/autograd/autocast_mode.cpp `cached_cast` needs a leaf that requires grad): it lives
+    from lm_head's forward to its backward, through the loss's peak.
     """
+    rb = act_bytes if residual_bytes is None else residual_bytes
     h = spec.hidden_size
     L = spec.num_layers
     per_layer = layer_bytes_per_token(spec, attention=attention, seq_len=seq_len, act_bytes=act_bytes,
@@ -161,17 +181,18 @@ def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, 
     # Outside the layers: the final norm (as in a layer) and lm_head's input when lm_head trains.
     outside = norm_bytes_per_token(spec, act_bytes, trainable_base) + (h * act_bytes if lm_head_trains else 0)
     if checkpointing:
-        saved = tokens_per_gpu * (L * h * act_bytes + outside)
+        saved = tokens_per_gpu * (L * h * rb + outside)
         # One layer recomputed, plus the gradient w.r.t. its output and input.
-        recompute = tokens_per_gpu * (per_layer + 2 * h * act_bytes)
-        how = (f"checkpointing: {L} layer inputs × {h} × {act_bytes} B per token; one layer recomputed "
+        recompute = tokens_per_gpu * (per_layer + 2 * h * rb)
+        how = (f"checkpointing: {L} layer inputs × {h} × {rb} B per token; one layer recomputed "
                f"({per_layer:,} B/token)")
     else:
         saved = tokens_per_gpu * (L * per_layer + outside)
         recompute = 0
         how = f"{L} layers × {per_layer:,} B per token saved for backward"
     logits = tokens_per_gpu * logits_bytes_per_token(spec, act_bytes=act_bytes, upcast=upcast_loss,
-                                                     shifts_logits=shifts_logits)
+                                                     shifts_logits=shifts_logits, shift_copy_fp32=shift_copy_fp32)
+    logits += head_cast_bytes
     attn = {"eager": "eager attention keeps heads × seq softmax probabilities",
             "flash": "flash attention: no seq² matrix", "sdpa": "SDPA (flash/memory-efficient): no seq² matrix"}[attention]
     return ActivationBytes(int(saved), int(recompute), int(logits), f"{how}; {attn}; {tokens_per_gpu:,} tokens per GPU")

@@ -164,3 +164,15 @@ def test_advice_follows_what_fits():
 def test_rate_mid_is_geometric():
     assert SP.Rate(10, 40).mid == pytest.approx(20)
     assert math.isclose(SP.Rate(10, 40).scaled(0.5).high, 20)
+
+
+def test_transformers_fp8_waits_for_the_gpu_at_every_linear():
+    # finegrained_fp8.py FP8Linear.forward synchronizes after each block matmul: device and host
+    # times add instead of overlapping; vLLM's FP8 GEMMs do not wait.
+    m = box(gpu_bw=3350e9, gpu_tflops=989)
+    assert SP.host_serialises("transformers", "fp8") and not SP.host_serialises("vllm", "fp8")
+    assert not SP.host_serialises("transformers", "bf16")
+    fp8 = SP.estimate_speed(QWEN25_7B, plan_for(QWEN25_7B, m, precision="fp8", context=2048), m)
+    host = SP.HOST_OVERHEAD_PER_LAYER_S["transformers"]
+    mem_fast = (fp8.weight_bytes_per_step + fp8.kv_bytes_per_step) / (fp8.bandwidth_bytes_per_s * SP.DECODE_BANDWIDTH["gpu"].high)
+    assert 1 / fp8.decode.high == pytest.approx(mem_fast + QWEN25_7B.num_layers * host.low, rel=1e-6)

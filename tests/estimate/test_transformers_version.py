@@ -81,14 +81,17 @@ def test_upgrading_is_the_first_alternative_and_its_command_drops_the_flag():
     assert "--transformers-version 4.38.2" in quantized.fitcheck_command
 
 
-def test_cli_option_bad_value_and_wrong_mode_exit_2():
+def test_cli_option_bad_value_exits_2_and_training_takes_the_version():
     r = CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", "--transformers-version", "4.38", "--json"])
     doc = json.loads(r.output)
     assert any(a["name"] == "logits" and a["value"] == "all-fp32" for a in doc["estimate"]["assumptions"])
     bad = CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", "--transformers-version", "latest"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output and "4.46 or 4.38.2" in bad.output
-    lora = CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--transformers-version", "4.38"])
-    assert lora.exit_code == 2 and "--transformers-version applies to inference" in lora.output
+    lora = CliRunner().invoke(cli, ["llama-3.1-8b", "--mode", "qlora", "--profile", "a100-80gb",
+                                    "--transformers-version", "4.47", "--json"])
+    assert lora.exit_code in (0, 1), lora.output
+    notes = {a["name"]: a for a in json.loads(lora.output)["estimate"]["assumptions"]}
+    assert notes["transformers_version"]["value"] == "4.47" and "contiguous fp32 copy" in notes["transformers_version"]["why"]
 
 
 def test_where_judges_every_profile_with_the_version():

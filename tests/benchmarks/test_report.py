@@ -1,0 +1,59 @@
+"""README's accuracy table is what `python -m benchmarks.report` prints, and the capacity check holds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import report  # noqa: E402
+from benchmarks.capacity import capacities  # noqa: E402
+
+
+def test_readme_table_is_the_generated_one():
+    in_readme = report.readme_table((ROOT / "README.md").read_text())
+    assert in_readme is not None, "README.md lost the accuracy-table markers"
+    assert in_readme == report.table(), "README's accuracy table is stale: run `python -m benchmarks.report --write`"
+
+
+def test_every_source_is_reported_apart_for_inference_and_training():
+    srcs = report.sources()
+    kinds = {s.kind for s in srcs}
+    assert kinds == {"inference", "training"}
+    assert len(srcs) >= 8
+    assert all(s.errors for s in srcs)
+
+
+def test_write_readme_replaces_only_between_the_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{report.BEGIN}\nold\n{report.END}\nafter\n")
+    assert report.write_readme("| new |", readme)
+    assert readme.read_text() == f"before\n{report.BEGIN}\n| new |\n{report.END}\nafter\n"
+    assert not report.write_readme("| new |", readme)
+
+
+# Llama-3.1-8B at 28,000 tokens on 80 GB: fitcheck says about 31,000 fit; the ~2 B per vocabulary
+# entry per token it misses is not found yet (docs/accuracy.md, "The capacity case").
+KNOWN_OVER = {"Llama-3.1-8B-Instruct on 80 GB (transformers 4.47)": 1.15}
+
+
+def test_qlora_capacity_is_never_said_to_fit_beyond_five_percent_of_what_fit():
+    rows = capacities()
+    measured = [c for c in rows if c.published]
+    assert len(measured) >= 4
+    for c in measured:
+        assert c.ratio <= KNOWN_OVER.get(c.label, 1.05), (c.label, c.predicted, c.published)
+        assert c.ratio >= 0.8, (c.label, c.predicted, c.published)  # and not uselessly conservative
+    for c in rows:
+        if c.published is None:
+            assert c.agrees, c.label  # published OOM: fitcheck does not say it fits either
+
+
+@pytest.mark.xfail(strict=True, reason="Llama-3.1-8B's capacity row is 1.11x: a per-token term is still missing")
+def test_the_8b_capacity_row_is_within_five_percent():
+    c = next(c for c in capacities() if c.label in KNOWN_OVER)
+    assert c.ratio <= 1.05
