@@ -584,10 +584,20 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
         qlora = base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None)
         qlora_cost = (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA
         consider(f"QLoRA: LoRA on a 4-bit NF4 base (r={plan.lora_rank})", qlora, qlora_cost)
+        best_qlora, best_title = qlora, f"QLoRA (r={plan.lora_rank})"
         if eight_bit and not _runs(s.evaluate(qlora)):
             # QLoRA's own recipe pairs the 4-bit base with a paged 8-bit optimizer (Dettmers et al. 2023).
-            consider(f"QLoRA (r={plan.lora_rank}) with 8-bit AdamW", qlora.with_changes(optimizer="adamw-8bit"),
-                     qlora_cost + COST_8BIT_OPTIMIZER)
+            best_qlora, best_title = qlora.with_changes(optimizer="adamw-8bit"), best_title + " with 8-bit AdamW"
+            qlora_cost += COST_8BIT_OPTIMIZER
+            consider(best_title, best_qlora, qlora_cost)
+        if not _runs(s.evaluate(best_qlora)):
+            # Even the 4-bit base does not hold this sequence: QLoRA at the longest sequence that fits (the
+            # shorter sequence costs as in 7. below).
+            seq = largest_fitting(lambda n: s.fits(best_qlora.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
+                                  min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
+            if seq:
+                consider(f"{best_title} at a {seq:,}-token sequence", best_qlora.with_changes(seq_len=seq),
+                         qlora_cost + 10 + 40 * (1 - seq / plan.seq_len), False)
     if plan.mode in ("lora", "qlora"):
         if plan.lora_targets != "attention":
             consider("LoRA on the attention projections only", base.with_changes(lora_targets="attention"), 6)
