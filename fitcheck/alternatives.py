@@ -7,8 +7,9 @@ command (built from the changed request) reproduces its status and bytes.
 
 Candidates are drawn from the capability table: only precisions, KV types, optimizers and
 sharding the machine's device kind runs.  Cost (lower is better) ranks them: quality first
-(precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing), then what the
-user gives up of the request (context, batch, sequence length).
+(precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing; where fitcheck chose
+the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
+then what the user gives up of the request (context, batch, sequence length).
 """
 
 from __future__ import annotations
@@ -178,9 +179,11 @@ def _quality(precision: str) -> int:
 
 
 def _engine_chosen(request: Request, plan: AnyPlan) -> bool:
-    """The request left the engine to fitcheck and runs non-GGUF weights on GPUs: its quantized
-    alternatives may serve with another engine, and pay for the decode speed they give up."""
-    return request.engine is None and plan.device == "gpu" and not weight_format(plan.precision).gguf
+    """The request left the engine to fitcheck (no --engine, nor a transformers-only option: --attention,
+    --transformers-version) and runs non-GGUF weights on GPUs: its quantized alternatives may serve with
+    another engine, and pay for the decode speed they give up."""
+    return request.engine is None and request.transformers_version is None and request.attention is None \
+        and plan.device == "gpu" and not weight_format(plan.precision).gguf
 
 
 def _lower_precision_engines(request: Request, plan: Plan, kind: str, cc: float | None) -> dict[str, list[str]]:
