@@ -7,8 +7,9 @@ command (built from the changed request) reproduces its status and bytes.
 
 Candidates are drawn from the capability table: only precisions, KV types, optimizers and
 sharding the machine's device kind runs.  Cost (lower is better) ranks them: quality first
-(precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing), then what the
-user gives up of the request (context, batch, sequence length).
+(precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing; where fitcheck chose
+the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
+then what the user gives up of the request (context, batch, sequence length).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ COST_PER_RAM_SHARE = 30
 # vLLM --cpu-offload-gb moves the offloaded bytes over PCIe in every forward pass: a last resort,
 # after the GGUF builds and the CPU (45), plus COST_PER_SLOWDOWN per multiple of the step it adds.
 COST_STREAMED = 50
+# Another engine than the request's default (vLLM's paged KV cache instead of transformers' device_map):
+# one more thing to install and launch, a little less than a quality step.
+COST_ENGINE_SWITCH = 3
 # Training costs.
 COST_CHECKPOINTING = 5      # ≈ 30 % more compute (one extra forward per step)
 COST_ACCUMULATION = 2
@@ -71,13 +75,15 @@ COST_PER_NODE = 10          # each machine more (rented or owned) beside this on
 MAX_NODES_SEARCHED = 64     # the most nodes an alternative proposes
 COST_EXPERT_PARALLEL = 2    # another layout of the same GPUs (all-to-alls instead of all-reduces): no quality lost
 
-# The lower-precision weights a practitioner reaches for with each engine.
+# The lower-precision weights a practitioner reaches for with each engine; a serving engine without an
+# entry here (vLLM-like: the pre-quantized checkpoints and online fp8) gets _SERVING_QUANTIZED.
+_SERVING_QUANTIZED = ("fp8", "gptq-int8", "awq", "gptq-int4")
 _LOWER_PRECISIONS = {
     "transformers": ("mxfp4", "int8", "awq", "gptq-int4", "nf4"),
-    "vllm": ("mxfp4", "fp8", "gptq-int8", "awq", "gptq-int4"),
-    "sglang": ("fp8", "gptq-int8", "awq", "gptq-int4"),
+    "vllm": ("mxfp4", *_SERVING_QUANTIZED),
     "llama.cpp": engines.GGUF_TYPES,
 }
+_ENGINE_TITLES = {"vllm": "vLLM", "sglang": "SGLang"}
 _GGUF_LADDER = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
 
 
@@ -183,6 +189,85 @@ def _quality(precision: str) -> int:
     return weight_format(precision).quality_loss
 
 
+def _engine_chosen(request: Request, plan: AnyPlan) -> bool:
+    """The request left the engine to fitcheck (no --engine, nor a transformers-only option: --attention,
+    --transformers-version) and runs non-GGUF weights on GPUs: its quantized alternatives may serve with
+    another engine, and pay for the decode speed they give up."""
+    return request.engine is None and request.transformers_version is None and request.attention is None \
+        and plan.device == "gpu" and not weight_format(plan.precision).gguf
+
+
+def _lower_precision_engines(spec: ModelSpec, request: Request, plan: Plan, kind: str,
+                             cc: float | None) -> dict[str, list[str]]:
+    """The lower-precision weights the ladder tries, each with the engines that try them: the plan's engine
+    (its _LOWER_PRECISIONS) and, where fitcheck chose the engine, every other engine of the capability table
+    that runs that (non-GGUF) precision here: a practitioner who quantizes to serve on GPUs serves with
+    vLLM (paged KV cache, tensor parallel), not transformers' device_map='auto'."""
+    names = [plan.engine] + ([e for e in engines.ENGINES if e != plan.engine] if _engine_chosen(request, plan) else [])
+    found: dict[str, list[str]] = {}
+    for e in names:
+        for p in _LOWER_PRECISIONS.get(e, _SERVING_QUANTIZED):
+            if not _smaller(spec, p, plan.precision) or engines.runs_here(e, p, kind, cc) is not None \
+                    or (e != plan.engine and weight_format(p).gguf):
+                continue
+            found.setdefault(p, []).append(e)
+    return found
+
+
+def _with_engine(base: Request, engine: str, plan: AnyPlan) -> Request:
+    """``base`` served by ``engine`` (the transformers-only options reset to their defaults)."""
+    if engine == plan.engine:
+        return base
+    return base.with_changes(engine=engine, transformers_version=None, attention=None)
+
+
+def _decode(spec: ModelSpec, machine: Machine, plan: AnyPlan) -> Any:
+    """The plan's decode Rate (tokens/s over the batch), or None when unknown."""
+    from fitcheck.estimate.speed import estimate_speed
+
+    return estimate_speed(spec, plan, machine).decode if isinstance(plan, Plan) else None
+
+
+def _gives_up(plan: AnyPlan) -> tuple[int, int, int]:
+    """What a candidate gives up, each larger is better: (-quality loss, context, batch)."""
+    return -_quality(plan.precision), getattr(plan, "context", 0), getattr(plan, "batch", 0)
+
+
+def _slowdown_cost(rate: Any, gives_up: tuple[int, int, int], others: list[tuple[tuple[int, int, int], Any]]) -> float:
+    """COST_PER_SLOWDOWN per multiple of a decode step ``rate`` adds to the fastest of ``others``
+    (_gives_up, Rate) that gives up no more (quality, context, batch) (capped at 4, as offload's); 0 where
+    a speed is unknown.  Rates compare by their geometric middle (Rate.mid, the one used to rank) and the
+    cost is rounded to whole units: a few per cent (NF4's slightly smaller weights than AWQ's) is no
+    reason to reorder."""
+    fastest = max((r.mid for g, r in others if r is not None and all(a >= b for a, b in zip(g, gives_up, strict=True))),
+                  default=None)
+    if rate is None or fastest is None:
+        return 0.0
+    return float(round(COST_PER_SLOWDOWN * min(max(fastest / max(rate.mid, 1e-9) - 1, 0.0), 4.0)))
+
+
+def _slowdown_costs(spec: ModelSpec, machine: Machine, outs: list[Outcome]) -> list[float]:
+    """What each candidate's decode speed gives up against the fastest of them that gives up no more."""
+    rated = [(_gives_up(o.plan), _decode(spec, machine, o.plan)) for o in outs]
+    return [_slowdown_cost(r, g, rated) for g, r in rated]
+
+
+def _consider_fastest(s: _Search, spec: ModelSpec, machine: Machine,
+                      tries: list[tuple[str, Request, float, Outcome]], speed_costs: bool) -> None:
+    """Offer the candidates that run, each engine's paying for the decode speed it gives up
+    (_slowdown_costs) where fitcheck chose the engine; of one precision at one context and batch, only the
+    cheapest (transformers' AWQ is not offered beside vLLM's faster AWQ at the same settings)."""
+    extra = _slowdown_costs(spec, machine, [t[3] for t in tries]) if speed_costs else [0.0] * len(tries)
+    best: dict[tuple, tuple[str, Request, float, float]] = {}
+    for (title, cand, cost, out), slow in zip(tries, extra, strict=True):
+        key = (out.plan.precision, getattr(out.plan, "context", None), getattr(out.plan, "batch", None))
+        tight = COST_TIGHT if out.verdict.status == TIGHT else 0
+        if key not in best or cost + slow + tight < best[key][2] + best[key][3]:
+            best[key] = (title, cand, cost + slow, tight)
+    for title, cand, cost, _ in best.values():
+        s.consider(title, cand, cost)
+
+
 def _gpus_fit(out: Outcome | None) -> bool:
     if out is None:
         return False
@@ -252,6 +337,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     kind, cc = engines.machine_kind(machine, plan.device)
     visible = len(machine.gpus)
     on_gpu = plan.device != "cpu" and visible > 0
+    all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
 
     def max_context(candidate: Request) -> int | None:
         return largest_fitting(lambda n: s.fits(with_context(candidate, n)), MIN_USEFUL_CONTEXT,
@@ -260,28 +346,37 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     def context_cost(ctx: int) -> float:
         return 10 + 40 * (1 - ctx / request.context)
 
-    # 1. Lower-precision weights with the same engine (alone, over all GPUs, then at the context that fits).
-    runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
-    all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
-    for p in _LOWER_PRECISIONS[plan.engine]:
-        if p not in runnable or not _smaller(spec, p, plan.precision):
-            continue
+    # 1. Lower-precision weights (alone, over all GPUs, then at the context that fits) with the plan's
+    #    engine and, where fitcheck chose the engine, with each engine of the table that runs them here.
+    tries: list[tuple[str, Request, float, Outcome]] = []
+    for p, names in _lower_precision_engines(spec, request, plan, kind, cc).items():
         step = max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
-        cand = base.with_changes(precision=p)
         desc = weight_format(p).description
-        title = f"Quantize the weights to {desc}"
-        if p == spec.stored_format:
-            title = f"Keep the checkpoint's own {desc}" + (
-                f" ({engines.MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and plan.engine == "transformers" else "")
-        out = s.consider(title, cand, step)
-        if not _runs(out) and all_gpus > plan.gpus:
-            cand = cand.with_changes(gpus=all_gpus)
-            out = s.consider(f"{desc} over {all_gpus} GPUs", cand, step + COST_PER_GPU * (all_gpus - plan.gpus))
-        if not _runs(out):
-            ctx = max_context(cand)
-            if ctx:
-                s.consider(f"{desc} with a {ctx:,}-token context", with_context(cand, ctx),
-                           step + context_cost(ctx))
+        for e in names:
+            served = "" if e == plan.engine else f", served with {_ENGINE_TITLES.get(e, e)}"
+            cost = step + (0 if e == plan.engine else COST_ENGINE_SWITCH)
+            cand = _with_engine(base, e, plan).with_changes(precision=p)
+            title = f"Quantize the weights to {desc}{served}"
+            if p == spec.stored_format:
+                needs = f" ({engines.MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and e == "transformers" else ""
+                title = f"Keep the checkpoint's own {desc}{needs}{served}"
+            attempt: tuple[str, Request, float] = (title, cand, float(cost))
+            out = s.evaluate(cand)
+            n_all = engines.usable_gpus(e, visible, spec.num_attention_heads) if on_gpu else 0
+            if not _runs(out) and n_all > plan.gpus:
+                cand = cand.with_changes(gpus=n_all)
+                attempt = (f"{desc} over {n_all} GPUs{served}", cand, cost + COST_PER_GPU * (n_all - plan.gpus))
+                out = s.evaluate(cand)
+            if not _runs(out):
+                ctx = max_context(cand)
+                if not ctx:
+                    continue
+                cand = with_context(cand, ctx)
+                attempt = (f"{desc} with a {ctx:,}-token context{served}", cand, cost + context_cost(ctx))
+                out = s.evaluate(cand)
+            if out is not None and _runs(out):
+                tries.append((*attempt, out))
+    _consider_fastest(s, spec, machine, tries, _engine_chosen(request, plan))
 
     # 1'. SDPA instead of eager attention (no prompt × prompt score matrix), or instead of a kernel this
     #     machine does not run (flash-attention needs CUDA >= 8.0 or ROCm).
@@ -300,7 +395,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     if plan.engine == "transformers" and on_gpu and engines.runs_here("vllm", plan.precision, kind, cc) is None \
             and plan.precision not in ("int8", "nf4", "fp32") and not plan.dequantize:
         s.consider("Serve with vLLM (paged KV cache, chunked prefill)",
-                   base.with_changes(engine="vllm", transformers_version=None, attention=None), 3)
+                   base.with_changes(engine="vllm", transformers_version=None, attention=None), COST_ENGINE_SWITCH)
 
     # 1c. The checkpoint's own format served by vLLM where transformers dequantized it (gpt-oss on an A100:
     #     vLLM's Marlin MXFP4 kernels keep the experts packed).
@@ -690,24 +785,60 @@ def _cannot_hold(spec: ModelSpec, precision: str, machine: Machine, device: str)
     return 0.95 * (wb.total - wb.embed_bytes) > sum(free)  # type: ignore[arg-type]
 
 
+def _with_speed_costs(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: Evaluate,
+                      candidates: list[tuple[float, str, Request]]) -> list[tuple[float, str, Request]]:
+    """The candidates that run, each cost with the decode speed it gives up (_slowdown_costs).  The other
+    engines' are checked first; one of the plan's engine is checked only when its cost with the speed it
+    gives up to those (from its plan alone: transformers' memory estimate is the slow one) can be the lowest."""
+    from fitcheck.errors import FitcheckError
+    from fitcheck.plan import resolve
+
+    def holds(c: tuple[float, str, Request]) -> bool:
+        return not _cannot_hold(spec, c[2].precision or "", machine, plan.device)
+
+    running: list[tuple[tuple[float, str, Request], Outcome]] = []
+    for c in [c for c in candidates if c[2].engine != plan.engine and holds(c)]:
+        out = evaluate(c[2])
+        if out is not None and _runs(out):
+            running.append((c, out))
+    rated = [(_gives_up(o.plan), _decode(spec, machine, o.plan)) for _, o in running]
+    lowest = min((c[0] + _slowdown_cost(r, g, rated) for (c, _), (g, r) in zip(running, rated, strict=True)),
+                 default=None)
+    for c in sorted((c for c in candidates if c[2].engine == plan.engine and holds(c)), key=lambda c: c[0]):
+        try:
+            own = resolve(c[2], spec, machine)
+        except FitcheckError:
+            continue
+        if lowest is not None and c[0] + _slowdown_cost(_decode(spec, machine, own), _gives_up(own), rated) >= lowest:
+            continue
+        out = evaluate(c[2])
+        if out is not None and _runs(out):
+            running.append((c, out))
+    slow = _slowdown_costs(spec, machine, [o for _, o in running])
+    return [(c[0] + extra, c[1], c[2]) for (c, _), extra in zip(running, slow, strict=True)]
+
+
 def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                    evaluate: Evaluate) -> Alternative | None:
     """For a request whose precision was left to the machine and does not run at its default: the
     weights format the inference alternatives above would try (the engine's lower precisions, then
     GGUF builds with llama.cpp where no engine was given), nothing else of the request changed (same
     device, context, batch and KV cache, no partial offload), the cheapest that runs (quality first,
-    the same costs as the alternatives).  Candidates are checked cheapest first, and only until one runs."""
+    the same costs as the alternatives).  Candidates are checked cheapest first, and only until one runs;
+    where fitcheck chose the engine, the serving engines' are checked too (vLLM's AWQ before transformers'),
+    all of them, each paying for the decode speed it gives up."""
     base = request.with_changes(precision=plan.precision, engine=plan.engine)
     kind, cc = engines.machine_kind(machine, plan.device)
-    runnable = set(engines.runnable_precisions(plan.engine, kind, cc))
 
     def step(p: str) -> float:
         return max(_quality(p) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
 
     candidates: list[tuple[float, str, Request]] = [
-        (step(p), f"{weight_format(p).description} with {plan.engine}", base.with_changes(precision=p))
-        for p in _LOWER_PRECISIONS[plan.engine]
-        if p in runnable and _smaller(spec, p, plan.precision)]
+        (step(p) + (0 if e == plan.engine else COST_ENGINE_SWITCH), f"{weight_format(p).description} with {e}",
+         _with_engine(base, e, plan).with_changes(precision=p))
+        for p, names in _lower_precision_engines(spec, request, plan, kind, cc).items() for e in names]
+    if _engine_chosen(request, plan):
+        candidates = _with_speed_costs(spec, plan, machine, evaluate, candidates)
     if request.engine in (None, "llama.cpp"):
         start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
         gguf_base = base.with_changes(engine="llama.cpp", transformers_version=None, attention=None,

@@ -234,3 +234,56 @@ def test_offload_ranks_after_a_cheaper_change_and_pays_for_its_transfers():
     assert "Offload" not in titles[0], titles
     offload = next(a for a in result.alternatives if a.request.offload != "none")
     assert offload.cost > COST_OFFLOAD_PARAMS
+
+
+# ---- quantize and serve: where fitcheck chose the engine, the serving engines' quantized weights too --------
+def test_deepseek_r1_on_one_8x_h100_node_offers_awq_served_with_vllm_before_transformers():
+    # fp8 (the stored format) does not fit one node; AWQ/GPTQ served by vLLM does (71.68 GiB per GPU, TP 8),
+    # hundreds of tok/s against transformers' device_map='auto' at a few.
+    result = check("deepseek-r1", Request(), load_profile("8x-h100"))
+    alts = list(result.alternatives)
+    served = [i for i, a in enumerate(alts) if a.plan.engine == "vllm" and a.plan.nodes == 1
+              and a.plan.precision in ("awq", "gptq-int4")]
+    assert served, [a.title for a in alts]
+    first = alts[served[0]]
+    assert "served with vLLM" in first.title and first.plan.gpus == 8
+    assert first.engine_command.startswith("vllm serve ") and "--tensor-parallel-size 8" in first.engine_command
+    assert f"--precision {first.plan.precision} --engine vllm" in first.fitcheck_command
+    slower = [i for i, a in enumerate(alts) if a.plan.engine == "transformers" and a.plan.precision == first.plan.precision]
+    assert all(i > served[0] for i in slower)
+    # the printed command reproduces it
+    doc = json.loads(run(*first.fitcheck_command.split()[1:], "--json").output)
+    assert doc["verdict"]["status"] == first.verdict.status
+    assert doc["estimate"]["total_bytes"] == first.estimate.total_bytes
+
+
+def test_where_lists_one_8x_h100_node_at_awq_served_with_vllm():
+    doc = json.loads(run("where", "deepseek-r1", "--json").output)
+    single = [m for m in doc["machines"] if m["name"] == "8x-h100" and m["nodes"] == 1]
+    assert len(single) == 1 and single[0]["engine"] == "vllm", single
+    assert single[0]["precision"] in ("awq", "gptq-int4") and single[0]["precision_choice"] == "best_fitting"
+    # far cheaper per token than transformers' device_map (≈ $3,000 per million tokens)
+    assert single[0]["usd_per_million_tokens"]["high"] < 100
+
+
+def test_no_serving_engine_alternatives_where_none_runs_the_precision_or_the_engine_was_named():
+    from fitcheck.alternatives import _lower_precision_engines
+    from fitcheck.plan import resolve
+
+    # Apple: vLLM does not run on Metal (nor AWQ/GPTQ/bitsandbytes): the answer is today's, no vLLM in it
+    apple = check("llama3.3-70b", Request(), load_profile("macbook-pro-m3-max-64gb"))
+    assert apple.alternatives and all(a.plan.engine != "vllm" for a in apple.alternatives)
+    # the CPU: no serving engine either
+    cpu = check("qwen-7b", Request(device="cpu", engine="transformers", precision="bf16"),
+                load_profile("laptop-8gb"))
+    assert all(a.plan.engine != "vllm" for a in cpu.alternatives)
+    # the engine named: its own ladder only, as before
+    named = check("deepseek-r1", Request(engine="transformers"), load_profile("8x-h100"))
+    quantized = [a for a in named.alternatives if a.title.startswith("Quantize the weights")]
+    assert quantized and all(a.plan.engine == "transformers" for a in quantized)
+    # on a CUDA GPU where fitcheck chooses, each precision lists the engines that run it there
+    machine = load_profile("8x-h100")
+    plan = resolve(Request(), spec("deepseek-r1"), machine)
+    by_precision = _lower_precision_engines(Request(), plan, "cuda", 9.0)
+    assert by_precision["awq"] == ["transformers", "vllm"] and by_precision["nf4"] == ["transformers"]
+    assert _lower_precision_engines(Request(engine="transformers"), plan, "cuda", 9.0)["awq"] == ["transformers"]

@@ -28,7 +28,9 @@ hours_per_day; break_even_hours is against break_even_against, the cheapest rent
 Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
 without a price, fastest first.  With no --precision, a machine whose default does not fit is listed
 at the best precision that does (precision_choice "best_fitting", its default in default_precision):
-the lower precisions and GGUF builds check's alternatives try, nothing else of the request changed.
+the lower precisions and GGUF builds check's alternatives try (with no --engine, with each serving
+engine that runs them there too: DeepSeek-R1 on one 8x-h100 at AWQ served by vLLM), nothing else of the
+request changed.
 """
 
 from __future__ import annotations
