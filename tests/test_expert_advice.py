@@ -262,8 +262,12 @@ def test_where_lists_one_8x_h100_node_at_awq_served_with_vllm():
     single = [m for m in doc["machines"] if m["name"] == "8x-h100" and m["nodes"] == 1]
     assert len(single) == 1 and single[0]["engine"] == "vllm", single
     assert single[0]["precision"] in ("awq", "gptq-int4") and single[0]["precision_choice"] == "best_fitting"
-    # far cheaper per token than transformers' device_map (≈ $3,000 per million tokens)
-    assert single[0]["usd_per_million_tokens"]["high"] < 100
+    # cheaper per token than two nodes at fp8, and far cheaper than transformers' device_map
+    two = [m for m in doc["machines"] if m["name"] == "8x-h100" and m["nodes"] == 2]
+    assert two and single[0]["usd_per_million_tokens"]["high"] < two[0]["usd_per_million_tokens"]["high"]
+    transformers_awq = json.loads(run("where", "deepseek-r1", "-p", "awq", "--engine", "transformers", "--json").output)
+    slow = [m for m in transformers_awq["machines"] if m["name"] == "8x-h100" and m["nodes"] == 1]
+    assert slow and single[0]["usd_per_million_tokens"]["high"] < slow[0]["usd_per_million_tokens"]["low"] / 3
 
 
 def test_no_serving_engine_alternatives_where_none_runs_the_precision_or_the_engine_was_named():
