@@ -136,7 +136,8 @@ def test_alternatives_for_gpt_oss_on_a_4090_start_with_the_checkpoints_own_mxfp4
     assert result.plan.precision == "bf16" and result.verdict.status == "does_not_fit"
     first = result.alternatives[0]
     assert first.plan.precision == "mxfp4" and first.title.startswith("Keep the checkpoint's own MXFP4")
-    assert "kernels" in first.title
+    # transformers keeps MXFP4 only with its kernels (named); vLLM serves it as stored (the faster route)
+    assert "kernels" in first.title if first.plan.engine == "transformers" else first.plan.engine == "vllm"
 
 
 @pytest.mark.parametrize("precision", ["int8", "mxfp4", "nf4"])
