@@ -47,9 +47,15 @@ from fitcheck.estimate.result import (
 )
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, ActivationBytes, input_sites, training_activations
 from fitcheck.estimate.varying_lengths import StepTensors
-from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, remote_code_buffer_bytes, weight_bytes
+from fitcheck.estimate.weights import (
+    largest_matrix_params,
+    linear_matrices,
+    remote_code_buffer_bytes,
+    rotary_table_bytes,
+    weight_bytes,
+)
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import TrainingPlan, loss_shift_copy_mode
+from fitcheck.plan import TrainingPlan, loss_shift_copy_mode, rotary_table_mode
 from fitcheck.units import GiB
 
 TEMP_BUFFERS = "temp_buffers"
@@ -310,6 +316,9 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     mask_buf, mask_why = remote_code_buffer_bytes(spec, plan.attention)
     if mask_buf:
         comps.append(Component(TEMP_BUFFERS, mask_buf, mask_why))
+    if rotary_table_mode(spec.architecture, plan.transformers_version):
+        rotary, rotary_why = rotary_table_bytes(spec, act_b)
+        comps.append(Component(WEIGHTS, _shard(rotary, weights_sharded, N), rotary_why))
     logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
         "(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")
     if peak_at_step:
