@@ -188,7 +188,8 @@ def inference_row(r: dict, configs: dict | None = None) -> Row:
         version = _transformers_version(r.get("framework", ""))
         attention = "flash" if "flash" in (r.get("notes", "") + r.get("framework", "")).lower() else \
             attention_mode(spec.architecture, version, None)[0]
-        plan = plan.with_changes(attention=attention, legacy_cache=legacy_cache_mode(spec.architecture, version))
+        plan = plan.with_changes(attention=attention, legacy_cache=legacy_cache_mode(spec.architecture, version),
+                                 transformers_version=version)
     est = estimate_inference(spec, plan)
     metric = r.get("metric", "")
     if (r.get("memory_scope") or "") == "total_all_gpus" and "allocated" in metric.lower():

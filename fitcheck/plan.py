@@ -252,6 +252,19 @@ LOSS_SHIFT_COPY_RELEASES = ((4, 46), (4, 49))  # [first, last + 1)
 # (activations.static_causal_mask_bytes); 4.39 sizes the mask to the sequence again.
 STATIC_MASK_RELEASES = frozenset({(4, 38)})
 STATIC_MASK_ARCHITECTURES = frozenset({"llama", "gemma"})
+# Releases whose rotary embedding precomputes cos/sin tables for every position in every attention
+# layer: `self.rotary_emb = Qwen2RotaryEmbedding(head_dim, max_position_embeddings=...)` in each
+# attention module, whose __init__ calls `_set_cos_sin_cache(seq_len=max_position_embeddings, ...,
+# dtype=torch.get_default_dtype())` and registers cos_cached and sin_cached (Llama: _cos_cached /
+# _sin_cached, kept for backward compatibility) — the default dtype being the load's torch_dtype
+# (modeling_utils `_set_default_torch_dtype`).  Checked in the released wheels: v4.38.2
+# models/qwen2/modeling_qwen2.py Qwen2RotaryEmbedding and Qwen2Attention.__init__; present for qwen2
+# in 4.37.2–4.44.2 and gone in 4.45.2 (one Qwen2RotaryEmbedding(config) per model, cos/sin computed
+# per forward from position_ids); qwen2_moe 4.41.2–4.44.2, gone in 4.45.2; mistral 4.37.2–4.41.2, gone
+# in 4.42.4; llama 4.37.2–4.40.2, gone in 4.41.2.  Per architecture: [first release, first without); the
+# releases before those checked kept the same Llama-style rotary module since the model was added.
+ROTARY_TABLE_RELEASES = {"qwen2": ((4, 37), (4, 45)), "qwen2_moe": ((4, 40), (4, 45)),
+                         "mistral": ((4, 34), (4, 42)), "llama": ((4, 0), (4, 41))}
 # Remote-code architectures that keep tuple caches whatever the release (Qwen(1) modeling_qwen.py:
 # `present = (key, value)` after `torch.cat((past_key, key), dim=1)`; ChatGLM likewise).
 _LEGACY_CACHE_ARCHITECTURES = frozenset({"qwen", "chatglm"})
@@ -301,6 +314,14 @@ def loss_shift_copy_mode(architecture: str, transformers_version: str | None) ->
     if transformers_version is None or architecture in _ALL_LOGITS_ARCHITECTURES:
         return False
     first, end = LOSS_SHIFT_COPY_RELEASES
+    return first <= parse_transformers_version(transformers_version) < end
+
+
+def rotary_table_mode(architecture: str, transformers_version: str | None) -> bool:
+    """Whether the release keeps per-layer cos/sin tables for every position (ROTARY_TABLE_RELEASES)."""
+    if transformers_version is None or architecture not in ROTARY_TABLE_RELEASES:
+        return False
+    first, end = ROTARY_TABLE_RELEASES[architecture]
     return first <= parse_transformers_version(transformers_version) < end
 
 

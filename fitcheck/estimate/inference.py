@@ -43,12 +43,13 @@ from fitcheck.estimate.weights import (
     largest_matrix_params,
     linear_matrices,
     remote_code_buffer_bytes,
+    rotary_table_bytes,
     weight_bytes,
     weight_tensor_runs,
 )
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import Plan, static_mask_mode
+from fitcheck.plan import Plan, rotary_table_mode, static_mask_mode
 from fitcheck.units import GiB, MiB
 
 # CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by
@@ -258,6 +259,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
     generates = plan.decodes and plan.context > plan.prompt_tokens
     kv_copy = max(kv - _prefill_peak(act, logits, plan, mask), 0) if plan.legacy_cache and generates else 0
     mask_buf, buf_why = remote_code_buffer_bytes(spec, plan.attention)
+    rotary, rotary_why = rotary_table_bytes(spec, act_b) \
+        if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
     devices = []
@@ -275,6 +278,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
         ]
         if mask_buf and i == 0:  # a QWenModel buffer: on the device of the model's first modules
             comps.append(Component(WEIGHTS, mask_buf, buf_why))
+        if rotary:  # buffers of the attention layers: split with them
+            comps.append(Component(WEIGHTS, int(rotary * share), rotary_why))
         if kv_copy:
             comps.append(Component(KV_CACHE, int(kv_copy * share),
                                    "the previous step's cache, still referenced while the legacy tuple cache "

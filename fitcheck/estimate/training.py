@@ -45,10 +45,17 @@ from fitcheck.estimate.result import (
     DeviceNeed,
     Estimate,
 )
-from fitcheck.estimate.training_activations import ALL_INPUT_SITES, input_sites, training_activations
-from fitcheck.estimate.weights import largest_matrix_params, linear_matrices, remote_code_buffer_bytes, weight_bytes
+from fitcheck.estimate.training_activations import ALL_INPUT_SITES, ActivationBytes, input_sites, training_activations
+from fitcheck.estimate.varying_lengths import StepTensors
+from fitcheck.estimate.weights import (
+    largest_matrix_params,
+    linear_matrices,
+    remote_code_buffer_bytes,
+    rotary_table_bytes,
+    weight_bytes,
+)
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import TrainingPlan, loss_shift_copy_mode
+from fitcheck.plan import TrainingPlan, loss_shift_copy_mode, rotary_table_mode
 from fitcheck.units import GiB
 
 TEMP_BUFFERS = "temp_buffers"
@@ -126,6 +133,44 @@ def _quant_scratch(spec: ModelSpec, plan: TrainingPlan) -> tuple[int, str]:
         per = 2 if plan.precision == "nf4" else 1
         return largest_matrix_params(spec) * per, "bitsandbytes dequantizes one matrix at a time"
     return 0, ""
+
+
+def _step_activations(spec: ModelSpec, plan: TrainingPlan, *, act_b: int, param_b: int,
+                      lm_head_trains: bool) -> ActivationBytes:
+    """The activations and loss-path bytes of one micro-batch of `plan` (estimate_training's own)."""
+    ds = plan.zero is not None
+    targets = parse_targets(plan.lora_targets) if plan.mode != "full" else None
+    # Adapter branches: fp32 input copies when the adapters are fp32 on a 16-bit base (param_b is
+    # the adapters' dtype), dropout copies and masks.
+    lora_saved = adapter_saved_bytes_per_token(spec, targets, plan.lora_rank, adapter_bytes=param_b, compute_bytes=act_b,
+                                               dropout=plan.lora_dropout) if targets else 0
+    # A frozen base keeps no linear inputs; LoRA branches in the compute dtype without dropout
+    # read the input tensor itself and keep it (fp32 casts and dropout copies are in lora_saved).
+    full = plan.mode == "full"
+    if full:
+        saved_inputs = ALL_INPUT_SITES
+    elif param_b == act_b and plan.lora_dropout <= 0:
+        saved_inputs = input_sites(m.role for m in adapted_matrices(spec, targets))
+    else:
+        saved_inputs = frozenset()
+    # The residual stream keeps the embedding output's dtype: fp32 when prepare_model_for_kbit_training
+    # upcast the embeddings (a bitsandbytes base; _base_format), whatever autocast does to the linears.
+    kbit_fp32 = _base_format(plan).keep_bits == 32 and plan.mode != "full"
+    resid_b = 4 if kbit_fp32 else act_b
+    # Its fp32 lm_head runs under autocast: a 16-bit copy of the weight is made and kept for backward.
+    head_cast = kbit_fp32 and act_b < 4
+    upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
+    shifts = spec.architecture in _LOSS_IN_COMPUTE_DTYPE
+    return training_activations(spec, tokens_per_gpu=plan.batch * plan.seq_len, seq_len=plan.seq_len,
+                                attention=plan.attention, act_bytes=act_b, checkpointing=plan.grad_checkpointing,
+                                upcast_loss=upcast, shifts_logits=shifts, trainable_base=full,
+                                saved_inputs=saved_inputs, lm_head_trains=lm_head_trains,
+                                lora_saved_bytes=lora_saved,
+                                # batch 1: logits[..., :-1, :] is contiguous already, .contiguous() copies nothing
+                                shift_copy_fp32=plan.batch > 1
+                                and loss_shift_copy_mode(spec.architecture, plan.transformers_version),
+                                residual_bytes=resid_b,
+                                head_cast_bytes=spec.vocab_size * spec.hidden_size * act_b if head_cast else 0)
 
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
@@ -226,37 +271,9 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
 
     # ---- activations ---------------------------------------------------------------------------
     targets = parse_targets(plan.lora_targets) if plan.mode != "full" else None
-    # Adapter branches: fp32 input copies when the adapters are fp32 on a 16-bit base (param_b is
-    # the adapters' dtype), dropout copies and masks.
-    lora_saved = adapter_saved_bytes_per_token(spec, targets, plan.lora_rank, adapter_bytes=param_b, compute_bytes=act_b,
-                                               dropout=plan.lora_dropout) if targets else 0
-    # A frozen base keeps no linear inputs; LoRA branches in the compute dtype without dropout
-    # read the input tensor itself and keep it (fp32 casts and dropout copies are in lora_saved).
     full = plan.mode == "full"
-    if full:
-        saved_inputs = ALL_INPUT_SITES
-    elif param_b == act_b and plan.lora_dropout <= 0:
-        saved_inputs = input_sites(m.role for m in adapted_matrices(spec, targets))
-    else:
-        saved_inputs = frozenset()
-    # The residual stream keeps the embedding output's dtype: fp32 when prepare_model_for_kbit_training
-    # upcast the embeddings (a bitsandbytes base; _base_format), whatever autocast does to the linears.
-    kbit_fp32 = _base_format(plan).keep_bits == 32 and plan.mode != "full"
-    resid_b = 4 if kbit_fp32 else act_b
-    # Its fp32 lm_head runs under autocast: a 16-bit copy of the weight is made and kept for backward.
-    head_cast = kbit_fp32 and act_b < 4
     upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
-    shifts = spec.architecture in _LOSS_IN_COMPUTE_DTYPE
-    acts = training_activations(spec, tokens_per_gpu=plan.batch * plan.seq_len, seq_len=plan.seq_len,
-                                attention=plan.attention, act_bytes=act_b, checkpointing=plan.grad_checkpointing,
-                                upcast_loss=upcast, shifts_logits=shifts, trainable_base=full,
-                                saved_inputs=saved_inputs, lm_head_trains=full or emb is not None,
-                                lora_saved_bytes=lora_saved,
-                                # batch 1: logits[..., :-1, :] is contiguous already, .contiguous() copies nothing
-                                shift_copy_fp32=plan.batch > 1
-                                and loss_shift_copy_mode(spec.architecture, plan.transformers_version),
-                                residual_bytes=resid_b,
-                                head_cast_bytes=spec.vocab_size * spec.hidden_size * act_b if head_cast else 0)
+    acts = _step_activations(spec, plan, act_b=act_b, param_b=param_b, lm_head_trains=full or emb is not None)
     scratch, scratch_why = _quant_scratch(spec, plan) if plan.mode != "full" else (0, "")
     # The loss's tensors die in lm_head's backward, before the first layer is recomputed: the
     # backward peak is the saved tensors plus the larger of the two.
@@ -299,6 +316,9 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     mask_buf, mask_why = remote_code_buffer_bytes(spec, plan.attention)
     if mask_buf:
         comps.append(Component(TEMP_BUFFERS, mask_buf, mask_why))
+    if rotary_table_mode(spec.architecture, plan.transformers_version):
+        rotary, rotary_why = rotary_table_bytes(spec, act_b)
+        comps.append(Component(WEIGHTS, _shard(rotary, weights_sharded, N), rotary_why))
     logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
         "(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")
     if peak_at_step:
@@ -425,3 +445,37 @@ def model_state_bytes(estimate: Estimate, device: str = "gpu0") -> int:
     grads = d.component(GRADIENTS) or dict(estimate.facts).get("gradient_bytes", 0)
     return grads + sum(d.component(n) for n in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS))
 
+
+
+def step_activations(spec: ModelSpec, plan: TrainingPlan) -> ActivationBytes:
+    """The activations and loss-path bytes of one micro-batch of `plan`, as estimate_training counts them."""
+    act_b = _BYTES[plan.compute_dtype]
+    ds = plan.zero is not None
+    master_on = plan.master_weights == "fp32" and plan.compute_dtype != "fp32"
+    adapters_fp32 = plan.mode != "full" and master_on and not ds
+    param_b = 4 if (plan.compute_dtype == "fp32" or adapters_fp32) else act_b
+    emb = _embedding_copies(spec, plan)
+    return _step_activations(spec, plan, act_b=act_b, param_b=param_b,
+                             lm_head_trains=plan.mode == "full" or emb is not None)
+
+
+def step_tensors(spec: ModelSpec, plan: TrainingPlan) -> StepTensors:
+    """Per-token sizes of the tensors one micro-batch of `plan` allocates and frees (the estimate's
+    own activations and loss path), for replaying steps of varying length
+    (fitcheck.estimate.varying_lengths)."""
+    act_b = _BYTES[plan.compute_dtype]
+    ds = plan.zero is not None
+    acts = step_activations(spec, plan)
+    n = plan.batch * plan.seq_len
+    rb = 4 if _base_format(plan).keep_bits == 32 and plan.mode != "full" else act_b
+    h, L = spec.hidden_size, spec.num_layers
+    if plan.grad_checkpointing:
+        outside = max(acts.saved // n - L * h * rb, 0)
+        work = max(acts.recompute // n - 2 * h * rb, 0)
+    else:
+        outside, work = 0, acts.saved // n // L
+    upcast = not ds or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
+    return StepTensors(layers=L, layer_input=h * rb, layer_work=work, outside=outside, vocab=spec.vocab_size,
+                       compute_bytes=act_b, loss_bytes=4 if upcast else act_b,
+                       shift_copy=plan.batch > 1 and spec.architecture in _LOSS_IN_COMPUTE_DTYPE,
+                       checkpointing=plan.grad_checkpointing)

@@ -186,6 +186,17 @@ def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]
     return 0, ""
 
 
+
+def rotary_table_bytes(spec: ModelSpec, dtype_bytes: int) -> tuple[int, str]:
+    """The per-layer cos/sin tables older transformers releases build at load (plan.rotary_table_mode):
+    2 tables × max_position_embeddings × rotary dim in the load dtype, in every attention layer."""
+    if not spec.max_context:
+        return 0, ""
+    dim = spec.attn_head_dim
+    n = 2 * spec.max_context * dim * dtype_bytes * spec.num_layers
+    return n, (f"rotary cos/sin tables: 2 × {spec.max_context:,} positions × {dim} × {dtype_bytes} B "
+               f"in each of {spec.num_layers} layers (older transformers releases)")
+
 # ---- GGUF mixtures -------------------------------------------------------------------------
 # llama.cpp src/llama-quant.cpp, llama_tensor_get_type() (b4500-b6000 behave the same here):
 #   output.weight -> Q6_K unless the file type is Q8_0 (then Q8_0); Q8_0 when cols % 256 != 0.

@@ -1,0 +1,108 @@
+"""ms-swift's benchmark against the caching allocator replayed over steps of varying length.
+
+    python -m benchmarks.varying_reserve [--orders 4]
+
+The ms-swift table reads `torch.cuda.max_memory_reserved` at the end of a run on an 80 GB A100
+(swift/trainers/trainers.py @4312aeb, Seq2SeqTrainer.train) whose samples vary in length: ms-swift
+deletes samples longer than max_length (truncation_strategy 'delete', swift/llm/utils/template.py
+@4312aeb `_encode`) and trains on all 4,959 samples of cls-fudan-news-zh, 1,000 drawn ones when
+max_length > 2048 (scripts/benchmark/test_memory_time/run_single.py @4312aeb); batch 1 is one
+sample.  For each row this prints the measured figure, the estimate (the reserve the run needs:
+the smallest GPU it fits in) and what a roomy GPU's counter reads when the estimate's own step
+tensors are replayed through the allocator's rules over that many samples of the data set's stated
+length distribution, for several sample orders (fitcheck.estimate.varying_lengths).  No constant
+is taken from the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+
+from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, row_spec, training_row
+from benchmarks.report import DATA
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.allocator import OutOfMemory
+from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
+from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
+from fitcheck.estimate.varying_lengths import LengthMix, replay_steps
+from fitcheck.units import GiB
+
+
+def _mix(notes: str) -> LengthMix | None:
+    m = re.search(r"token lengths\s+([\d.]+)\s*±\s*([\d.]+),\s*min\s+(\d+),\s*max\s+(\d+)", notes)
+    return LengthMix(float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))) if m else None
+
+
+def _samples(notes: str, max_length: int) -> int:
+    total = int(re.search(r"(\d+) samples", notes).group(1))  # type: ignore[union-attr]
+    m = re.search(r"(\d+) drawn when max_length > (\d+)", notes)
+    return int(m.group(1)) if m and max_length > int(m.group(2)) else total
+
+
+def rows(orders: int = 4) -> list[dict]:
+    configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
+    out = []
+    seen = set()
+    with (DATA / "training_reference.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            mix = _mix(r.get("notes", ""))
+            if mix is None or "reserved" not in r.get("metric", ""):
+                continue
+            key = tuple(r[k] for k in ("model", "mode", "precision", "batch", "input_len", "grad_checkpointing",
+                                       "flash_attn", "notes"))
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                row = training_row(r, configs)
+                spec = row_spec(r, configs)
+                plan = generic_training_plan(r, spec)
+                dev = estimate_training(spec, plan).gpu_devices[0]
+            except (Skip, FitcheckError):
+                continue
+            delete = "deleted" in r["notes"]
+            n = _samples(r["notes"], plan.seq_len)
+            # the static tensors' share of the GPU: what the allocated peak holds besides the step's
+            acts = step_activations(spec, plan)
+            static = dev.peak_allocated_bytes - (acts.saved + max(acts.recompute, acts.logits))
+            room = _gpu_bytes(r.get("gpu", "")) - TORCH_CUDA_CONTEXT - static
+            roomy = []
+            for seed in range(orders):
+                lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
+                try:
+                    rep = replay_steps(step_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
+                                       plan.batch, capacity=room)
+                except OutOfMemory:
+                    roomy.append(float("inf"))
+                    continue
+                roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + rep.excess) / GiB)
+            out.append({"row": row.label, "measured": row.measured_gib, "needed": row.predicted_gib,
+                        "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--orders", type=int, default=4, help="sample orders replayed per row")
+    args = ap.parse_args(argv)
+    res = rows(args.orders)
+    print("| row | measured GiB | estimate (needed) | roomy GPU, replayed: min / median / max |")
+    print("|---|---|---|---|")
+    inside = between = 0
+    for x in res:
+        inside += x["roomy_min"] <= x["measured"] <= x["roomy_max"]
+        between += x["needed"] <= x["measured"] <= x["roomy_max"]
+        print(f"| {x['row']} | {x['measured']:.2f} | {x['needed']:.2f} | {x['roomy_min']:.2f} / "
+              f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} |")
+    print(f"\n{len(res)} rows: {between} between the estimate and the largest replayed reserve, "
+          f"{inside} within the replayed orders' range")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

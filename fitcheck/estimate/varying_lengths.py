@@ -1,0 +1,168 @@
+"""What `torch.cuda.max_memory_reserved` reads on a GPU with memory to spare when the sequence
+length changes from step to step (pure: no torch, no I/O).
+
+The estimate's training reserve (TRAINING_ALLOCATOR_SLACK) is what a run needs beyond its live
+tensors: the smallest GPU it fits in.  A GPU with room to spare reads more, because the caching
+allocator returns cached segments to the driver only when cudaMalloc fails
+(fitcheck/estimate/allocator.py): a step longer than any before it finds no cached block large
+enough for its vocabulary-sized tensors and allocates new segments, while the smaller segments of
+earlier shapes stay reserved, and shorter steps split the large ones.  Fine-tuning data is like
+that: SFT samples vary in length, and a batch of one is one sample.
+
+This module replays one micro-batch after another through the allocator's rules, each with the
+tensors a step allocates and frees in the order the code does, sized for that step's length, and
+returns how far the replay's peak reserve lies above its live peak.  The tensors:
+
+* forward under gradient checkpointing (torch.utils.checkpoint): each layer's output (the next
+  layer's saved input, hidden × residual bytes per token) and its working set, freed when the
+  layer ends (no_grad inside the checkpoint); without checkpointing each layer's saved tensors stay;
+* the loss path (the sizes and order of fitcheck.estimate.training_activations.logits_bytes_per_token):
+  the logits in the compute dtype; under autocast cross_entropy runs in fp32
+  (aten/src/ATen/autocast_mode.cpp, cross_entropy_loss in the fp32 list): an fp32 copy, then
+  log_softmax's fp32 output, which is saved, and the copy freed when cross_entropy returns; the
+  16-bit logits die with the model's output before backward (no backward function saves them);
+  backward: nll_loss_backward's full-size gradient, log_softmax_backward's output, the cast back to
+  16 bits, the shift's slice_backward (a zero-filled full-size tensor);
+* backward through the layers: each one recomputed (its working set), the gradient of its input,
+  its saved input freed.
+
+Static tensors (weights, adapters, optimizer states) are allocated once and never freed: they take
+segments of their own and do not take part.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from fitcheck.estimate.allocator import CachingAllocator
+
+
+@dataclass(frozen=True)
+class LengthMix:
+    """A data set's token lengths as its card states them: mean ± sd, min, max."""
+
+    mean: float
+    sd: float
+    minimum: int
+    maximum: int
+
+    def draw(self, samples: int, max_length: int, *, delete_longer: bool, seed: int = 0) -> tuple[int, ...]:
+        """`samples` lengths in training order: a log-normal with the stated mean and sd, kept within
+        [minimum, maximum]; samples longer than `max_length` dropped (`delete_longer`, ms-swift's
+        truncation_strategy 'delete') or truncated to it."""
+        rng = random.Random(seed)
+        sigma2 = math.log1p((self.sd / self.mean) ** 2)
+        mu = math.log(self.mean) - sigma2 / 2
+        out = []
+        for _ in range(samples):
+            n = min(self.maximum, max(self.minimum, int(rng.lognormvariate(mu, math.sqrt(sigma2)))))
+            if n > max_length:
+                if delete_longer:
+                    continue
+                n = max_length
+            out.append(n)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class StepTensors:
+    """Per-token sizes (bytes) of one micro-batch's transient tensors."""
+
+    layers: int
+    layer_input: int        # hidden × residual bytes: a layer's output, saved as the next one's input
+    layer_work: int         # one layer's working set (recomputed under checkpointing)
+    outside: int            # final norm and lm_head input
+    vocab: int
+    compute_bytes: int      # the logits' dtype
+    loss_bytes: int         # the cross-entropy's dtype (4: autocast/upcast fp32)
+    shift_copy: bool        # a contiguous shifted copy of the logits (batch > 1 with a shifting model)
+    checkpointing: bool
+
+
+def _events(t: StepTensors, tokens: int, step: int) -> Iterator[tuple[bool, object, int]]:
+    """(allocate?, id, bytes) of one micro-batch of `tokens` tokens."""
+    L = t.layers
+    v = t.vocab * tokens
+    k = ("s", step)
+    yield True, (k, "x", 0), tokens * t.layer_input
+    for i in range(L):
+        yield True, (k, "w", i), tokens * t.layer_work
+        yield True, (k, "x", i + 1), tokens * t.layer_input
+        yield False, (k, "w", i), 0
+        if not t.checkpointing:
+            yield True, (k, "keep", i), tokens * t.layer_work
+    yield True, (k, "out"), tokens * t.outside
+    yield True, (k, "logits"), v * t.compute_bytes
+    if t.shift_copy:
+        yield True, (k, "shift"), v * t.compute_bytes
+    upcast = t.loss_bytes > t.compute_bytes
+    if upcast:
+        yield True, (k, "cast"), v * t.loss_bytes
+    yield True, (k, "logp"), v * t.loss_bytes
+    if upcast:
+        yield False, (k, "cast"), 0
+    if t.shift_copy:
+        yield False, (k, "shift"), 0
+    yield False, (k, "logits"), 0
+    # backward of the loss
+    yield True, (k, "g_nll"), v * t.loss_bytes
+    yield True, (k, "g_logp"), v * t.loss_bytes
+    yield False, (k, "g_nll"), 0
+    yield False, (k, "logp"), 0
+    if upcast:
+        yield True, (k, "g_cast"), v * t.compute_bytes
+        yield False, (k, "g_logp"), 0
+        last = "g_cast"
+    else:
+        last = "g_logp"
+    yield True, (k, "g_slice"), v * t.compute_bytes
+    yield False, (k, last), 0
+    yield True, (k, "g", L), tokens * t.layer_input
+    yield False, (k, "g_slice"), 0
+    yield False, (k, "out"), 0
+    yield False, (k, "x", L), 0
+    for i in reversed(range(L)):
+        if t.checkpointing:
+            yield True, (k, "w", i), tokens * t.layer_work
+        yield True, (k, "g", i), tokens * t.layer_input
+        yield False, (k, "w" if t.checkpointing else "keep", i), 0
+        yield False, (k, "g", i + 1), 0
+        yield False, (k, "x", i), 0
+    yield False, (k, "g", 0), 0
+
+
+@dataclass(frozen=True)
+class ReserveReplay:
+    peak_allocated: int
+    peak_reserved: int
+    steps: int
+    longest: int
+
+    @property
+    def excess(self) -> int:
+        """What a roomy GPU's max_memory_reserved reads above the live peak of these tensors."""
+        return self.peak_reserved - self.peak_allocated
+
+
+@lru_cache(maxsize=64)
+def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
+                 capacity: int | None = None) -> ReserveReplay:
+    """Replay micro-batches of `batch` samples of `lengths` (in order; a batch is padded to its
+    longest) through the caching allocator.  `capacity`: the bytes the GPU has for them (its memory
+    less the static tensors and the CUDA context); beyond it the allocator gives its wholly free
+    cached segments back and retries, as cudaMalloc failing makes it do (OutOfMemory if that fails)."""
+    alloc = CachingAllocator(capacity=capacity)
+    lengths = tuple(lengths)
+    for step in range(0, len(lengths), batch):
+        tokens = batch * max(lengths[step:step + batch])
+        for is_alloc, ident, nbytes in _events(tensors, tokens, step):
+            if is_alloc:
+                alloc.malloc(ident, max(nbytes, 1))
+            else:
+                alloc.free(ident)
+    return ReserveReplay(alloc.peak_allocated, alloc.peak_reserved, -(-len(lengths) // batch),
+                         max(lengths, default=0))

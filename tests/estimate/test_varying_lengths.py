@@ -1,0 +1,46 @@
+"""max_memory_reserved on a roomy GPU when lengths vary between steps: the caching allocator replayed
+over the estimate's own step tensors (fitcheck.estimate.varying_lengths)."""
+
+from fitcheck.estimate.training import step_activations, step_tensors
+from fitcheck.estimate.varying_lengths import LengthMix, replay_steps
+from fitcheck.model.resolve import resolve_model
+from fitcheck.plan import TrainingPlan
+
+QWEN1 = resolve_model("Qwen/Qwen-1_8B-Chat").spec
+# ms-swift's benchmark setup: LoRA r=8 on c_attn, bf16 autocast, checkpointing, flash attention, batch 1
+PLAN = TrainingPlan(mode="lora", precision="bf16", compute_dtype="bf16", seq_len=1024, batch=1, grad_accum=16,
+                    optimizer="adamw", master_weights="fp32", grad_checkpointing=True, attention="flash",
+                    lora_rank=8, lora_targets="c_attn", lora_dropout=0.05, lora_train_embeddings=False, gpus=1,
+                    zero=None, fsdp=None, offload="none", ds_bucket_elements=None, compute_capability=8.0)
+
+
+def test_the_replayed_live_peak_is_the_estimates_activations_and_loss():
+    acts = step_activations(QWEN1, PLAN)
+    rep = replay_steps(step_tensors(QWEN1, PLAN), (1024,) * 3)
+    assert abs(rep.peak_allocated / (acts.saved + max(acts.recompute, acts.logits)) - 1) < 0.01
+
+
+def test_fixed_lengths_reserve_little_varying_ones_much_more():
+    fixed = replay_steps(step_tensors(QWEN1, PLAN), (1024,) * 40)
+    lengths = LengthMix(3234.4, 2547.5, 91, 19548).draw(4959, 1024, delete_longer=True, seed=0)
+    varying = replay_steps(step_tensors(QWEN1, PLAN.with_changes(seq_len=max(lengths))), lengths)
+    assert fixed.excess < 0.25 * fixed.peak_allocated
+    assert varying.excess > varying.peak_allocated
+    assert varying.longest <= 1024 and varying.steps == len(lengths)
+
+
+def test_delete_drops_longer_samples_truncate_clips_them():
+    mix = LengthMix(3234.4, 2547.5, 91, 19548)
+    kept = mix.draw(1000, 2048, delete_longer=True)
+    clipped = mix.draw(1000, 2048, delete_longer=False)
+    assert len(clipped) == 1000 and max(clipped) == 2048
+    assert len(kept) < 600 and max(kept) <= 2048 and min(kept) >= 91
+
+
+
+def test_a_gpu_without_room_gives_cached_segments_back():
+    lengths = LengthMix(3234.4, 2547.5, 91, 19548).draw(4959, 1024, delete_longer=True, seed=0)
+    tensors = step_tensors(QWEN1, PLAN.with_changes(seq_len=max(lengths)))
+    roomy = replay_steps(tensors, lengths)
+    tight = replay_steps(tensors, lengths, capacity=roomy.peak_allocated + roomy.excess // 4)
+    assert tight.peak_reserved <= roomy.peak_allocated + roomy.excess // 4 < roomy.peak_reserved
