@@ -9,7 +9,9 @@ Candidates are drawn from the capability table: only precisions, KV types, optim
 sharding the machine's device kind runs.  Cost (lower is better) ranks them: quality first
 (precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing; where fitcheck chose
 the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
-then what the user gives up of the request (context, batch, sequence length).
+then what the user gives up of the request (context, batch, sequence length).  The inference list shown
+is read as a practitioner's advice: one good option per route (serving engine, llama.cpp, transformers)
+before a third of the same route, and no more nodes where this machine already fits at the same quality.
 """
 
 from __future__ import annotations
@@ -543,7 +545,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
             # The decode speed it gives up, on the footing of the serving engines' (_consider_fastest).
             slow = _slowdown_cost(_decode(spec, machine, out.plan), _gives_up(out.plan),
                                   [*rated, (_gives_up(out.plan), _decode(spec, machine, out.plan))]) \
-                if speed_costs and _runs(out) and out is not None else 0.0
+                if speed_costs and out is not None and _runs(out) else 0.0
             placed = _runs(s.consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp", full,
                                       gguf_step + COST_GGUF + slow + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
             whole = placed
