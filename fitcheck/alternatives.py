@@ -164,16 +164,15 @@ class _Search:
 # online-quantized checkpoints), llama.cpp's GGUF builds, transformers (bitsandbytes on load).
 _ROUTES = {"vllm": "serving", "sglang": "serving"}
 MAX_PER_ROUTE = 2           # options of one route (differing only in weights format) shown before other routes'
-_FORMAT_ONLY = frozenset({"precision", "engine", "transformers_version", "attention", "kv_dtype",
-                          "gpu_memory_utilization"})
+_FORMAT_ONLY = frozenset({"precision", "engine", "transformers_version", "attention", "gpu_memory_utilization"})
 
 
 def _route(a: Alternative) -> tuple[Any, ...]:
-    """What kind of option ``a`` is: its engine's route and every change but the weights format (and the
-    options an engine switch resets).  vLLM's AWQ and SGLang's GPTQ-int4 at the same settings are one kind;
-    the same weights over more GPUs, at a shorter context or offloaded are another."""
-    others = tuple((k, v) for k, v in a.changes if k not in _FORMAT_ONLY)
-    return _ROUTES.get(a.plan.engine, a.plan.engine), others
+    """What kind of option ``a`` is: its engine's route and what else it changes than the weights format (and
+    the options an engine switch resets), by name: vLLM's AWQ and SGLang's GPTQ-int4 are one kind, and so are
+    FP8 and GPTQ-int8 each at the longest context that fits (36,365 and 35,767 tokens); the same weights over
+    more GPUs or nodes, offloaded, or with another KV cache type are another."""
+    return _ROUTES.get(a.plan.engine, a.plan.engine), tuple(k for k, _ in a.changes if k not in _FORMAT_ONLY)
 
 
 def _diverse(ranked: list[Alternative]) -> tuple[Alternative, ...]:
@@ -184,7 +183,9 @@ def _diverse(ranked: list[Alternative]) -> tuple[Alternative, ...]:
     shown: list[Alternative] = []
     later: list[Alternative] = []
     for a in ranked:
-        same = [b for b in shown if _route(b) == _route(a)]
+        # only another weights format is put after: a shorter context or more GPUs alone is another option
+        same = [b for b in shown if _route(b) == _route(a) and "precision" in dict(b.changes)] \
+            if "precision" in dict(a.changes) else []
         if len(same) >= MAX_PER_ROUTE or any(_quality(b.plan.precision) == _quality(a.plan.precision) for b in same):
             later.append(a)
         else:
