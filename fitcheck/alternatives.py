@@ -9,7 +9,9 @@ Candidates are drawn from the capability table: only precisions, KV types, optim
 sharding the machine's device kind runs.  Cost (lower is better) ranks them: quality first
 (precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing; where fitcheck chose
 the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
-then what the user gives up of the request (context, batch, sequence length).
+then what the user gives up of the request (context, batch, sequence length).  The inference list shown
+is read as a practitioner's advice: one good option per route (serving engine, llama.cpp, transformers)
+before a third of the same route, and no more nodes where this machine already fits at the same quality.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ COST_PER_QUALITY_STEP = 10
 COST_KV = {"fp8": 4, "q8_0": 4, "q4_0": 9}
 COST_PER_GPU = 2            # using more of the machine's own GPUs costs little
 COST_TIGHT = 3              # fits only inside the headroom
+COST_GGUF = 5               # a GGUF build instead of the checkpoint: another download, another server to run
 # Partial offload with llama.cpp: 15, plus 30 × the share of a decode step's weights read from RAM
 # (-ngl: the layers on the CPU; --n-cpu-moe: the picked experts of the offloaded layers).
 COST_OFFLOAD = 15
@@ -149,6 +152,56 @@ class _Search:
     def ranked(self, n: int) -> tuple[Alternative, ...]:
         return tuple(sorted(self.found, key=lambda a: a.cost)[:n])
 
+    def ranked_for_serving(self, n: int, plan: AnyPlan) -> tuple[Alternative, ...]:
+        """The inference alternatives a practitioner would read: by cost, without the multi-node ones a
+        single machine's fitting alternative makes needless (_needless_nodes), one good option per route
+        before a third of the same route (_diverse)."""
+        found = sorted(self.found, key=lambda a: a.cost)
+        return _diverse([a for a in found if not _needless_nodes(a, found, plan)])[:n]
+
+
+# Routes a practitioner tells apart: the serving engines (vLLM, SGLang: paged KV cache, pre-quantized or
+# online-quantized checkpoints), llama.cpp's GGUF builds, transformers (bitsandbytes on load).
+_ROUTES = {"vllm": "serving", "sglang": "serving"}
+MAX_PER_ROUTE = 2           # options of one route (differing only in weights format) shown before other routes'
+_FORMAT_ONLY = frozenset({"precision", "engine", "transformers_version", "attention", "gpu_memory_utilization"})
+
+
+def _route(a: Alternative) -> tuple[Any, ...]:
+    """What kind of option ``a`` is: its engine's route and what else it changes than the weights format (and
+    the options an engine switch resets), by name: vLLM's AWQ and SGLang's GPTQ-int4 are one kind, and so are
+    FP8 and GPTQ-int8 each at the longest context that fits (36,365 and 35,767 tokens); the same weights over
+    more GPUs or nodes, offloaded, or with another KV cache type are another."""
+    return _ROUTES.get(a.plan.engine, a.plan.engine), tuple(k for k, _ in a.changes if k not in _FORMAT_ONLY)
+
+
+def _diverse(ranked: list[Alternative]) -> tuple[Alternative, ...]:
+    """Cost order, except that an option is put after the other routes' when its kind (_route) already has
+    MAX_PER_ROUTE options above it, or one of the same quality (another 4-bit format of the same size: GPTQ-int4
+    beside AWQ on one engine adds nothing to read): on one consumer GPU the serving engines' quantized
+    variants would otherwise fill every slot and hide llama.cpp's GGUF build."""
+    shown: list[Alternative] = []
+    later: list[Alternative] = []
+    for a in ranked:
+        # only another weights format is put after: a shorter context or more GPUs alone is another option
+        same = [b for b in shown if _route(b) == _route(a) and "precision" in dict(b.changes)] \
+            if "precision" in dict(a.changes) else []
+        if len(same) >= MAX_PER_ROUTE or any(_quality(b.plan.precision) == _quality(a.plan.precision) for b in same):
+            later.append(a)
+        else:
+            shown.append(a)
+    return tuple(shown + later)
+
+
+def _needless_nodes(a: Alternative, found: list[Alternative], plan: AnyPlan) -> bool:
+    """More nodes than the request's add nothing when an alternative on the request's nodes already fits
+    (with headroom) and gives up no more (quality, context, batch: _gives_up) than they do."""
+    if a.plan.nodes <= plan.nodes:
+        return False
+    mine = _gives_up(a.plan)
+    return any(b.plan.nodes <= plan.nodes and b.verdict.status == FITS
+               and all(x >= y for x, y in zip(_gives_up(b.plan), mine, strict=True)) for b in found)
+
 
 def with_context(request: Request, context: int) -> Request:
     """The request at another context length, its prompt (--prompt) cut to fit in it."""
@@ -252,12 +305,20 @@ def _slowdown_costs(spec: ModelSpec, machine: Machine, outs: list[Outcome]) -> l
     return [_slowdown_cost(r, g, rated) for g, r in rated]
 
 
+Rated = list[tuple[tuple[int, int, int], Any]]   # (_gives_up, decode Rate) of the candidates compared for speed
+
+
 def _consider_fastest(s: _Search, spec: ModelSpec, machine: Machine,
-                      tries: list[tuple[str, Request, float, Outcome]], speed_costs: bool) -> None:
+                      tries: list[tuple[str, Request, float, Outcome]], speed_costs: bool,
+                      references: tuple[Outcome, ...] = ()) -> Rated:
     """Offer the candidates that run, each engine's paying for the decode speed it gives up
-    (_slowdown_costs) where fitcheck chose the engine; of one precision at one context and batch, only the
-    cheapest (transformers' AWQ is not offered beside vLLM's faster AWQ at the same settings)."""
-    extra = _slowdown_costs(spec, machine, [t[3] for t in tries]) if speed_costs else [0.0] * len(tries)
+    (_slowdown_costs) where fitcheck chose the engine, against the fastest of them and of ``references``
+    (llama.cpp's GGUF build on the same GPUs, offered later at the same footing); of one precision at one
+    context and batch, only the cheapest (transformers' AWQ is not offered beside vLLM's faster AWQ at the
+    same settings).  Returns the candidates rated for speed (empty where speed costs nothing)."""
+    rated: Rated = [(_gives_up(o.plan), _decode(spec, machine, o.plan))
+                    for o in [t[3] for t in tries] + list(references)] if speed_costs else []
+    extra = [_slowdown_cost(r, g, rated) for g, r in rated[:len(tries)]] if speed_costs else [0.0] * len(tries)
     best: dict[tuple, tuple[str, Request, float, float]] = {}
     for (title, cand, cost, out), slow in zip(tries, extra, strict=True):
         key = (out.plan.precision, getattr(out.plan, "context", None), getattr(out.plan, "batch", None))
@@ -266,6 +327,7 @@ def _consider_fastest(s: _Search, spec: ModelSpec, machine: Machine,
             best[key] = (title, cand, cost + slow, tight)
     for title, cand, cost, _ in best.values():
         s.consider(title, cand, cost)
+    return rated
 
 
 def _gpus_fit(out: Outcome | None) -> bool:
@@ -346,6 +408,24 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     def context_cost(ctx: int) -> float:
         return 10 + 40 * (1 - ctx / request.context)
 
+    # The llama.cpp GGUF builds (6. below) from the plan's own GGUF type; a 16-bit GGUF file steps to q8_0
+    # first; other engines to q4_k_m.
+    kv = plan.kv_dtype if plan.kv_dtype in ("q8_0", "q4_0") else "auto"
+    start = plan.precision if weight_format(plan.precision).gguf else "q8_0" if plan.engine == "llama.cpp" else "q4_k_m"
+    ladder = [g for g in _GGUF_LADDER if g == start or _smaller(spec, g, start)]
+    gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
+    gpu_ok = visible > 0 and request.device != "cpu" and engines.runs_here("llama.cpp", start, gpu_kind, gpu_cc) is None
+    gguf_base = base.with_changes(engine="llama.cpp", kv_dtype=kv, gpu_layers=None, transformers_version=None,
+                                  attention=None,
+                                  gpu_memory_utilization=Request().gpu_memory_utilization,
+                                  device="auto" if request.device == "gpu" else request.device)
+
+    def gguf_on_gpus(gguf: str) -> Request:
+        return gguf_base.with_changes(precision=gguf, gpus=None if base.gpus is None else visible)
+
+    speed_costs = _engine_chosen(request, plan)
+    gguf_ref = evaluate(gguf_on_gpus(ladder[0])) if speed_costs and gpu_ok and ladder else None
+
     # 1. Lower-precision weights (alone, over all GPUs, then at the context that fits) with the plan's
     #    engine and, where fitcheck chose the engine, with each engine of the table that runs them here.
     tries: list[tuple[str, Request, float, Outcome]] = []
@@ -376,7 +456,8 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                 out = s.evaluate(cand)
             if out is not None and _runs(out):
                 tries.append((*attempt, out))
-    _consider_fastest(s, spec, machine, tries, _engine_chosen(request, plan))
+    rated = _consider_fastest(s, spec, machine, tries, speed_costs,
+                              (gguf_ref,) if gguf_ref is not None and _runs(gguf_ref) else ())
 
     # 1'. SDPA instead of eager attention (no prompt × prompt score matrix), or instead of a kernel this
     #     machine does not run (flash-attention needs CUDA >= 8.0 or ROCm).
@@ -453,16 +534,6 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
 
     # 6. llama.cpp GGUF builds: fully on the GPU(s), else the most layers the GPUs hold (partial
     #    offload), else the CPU alone; the lower GGUF types are tried only when the higher fail.
-    kv = plan.kv_dtype if plan.kv_dtype in ("q8_0", "q4_0") else "auto"
-    # From the plan's own GGUF type; a 16-bit GGUF file steps to q8_0 first; other engines to q4_k_m.
-    start = plan.precision if weight_format(plan.precision).gguf else "q8_0" if plan.engine == "llama.cpp" else "q4_k_m"
-    ladder = [g for g in _GGUF_LADDER if g == start or _smaller(spec, g, start)]
-    gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
-    gpu_ok = visible > 0 and request.device != "cpu" and engines.runs_here("llama.cpp", start, gpu_kind, gpu_cc) is None
-    gguf_base = base.with_changes(engine="llama.cpp", kv_dtype=kv, gpu_layers=None, transformers_version=None,
-                                  attention=None,
-                                  gpu_memory_utilization=Request().gpu_memory_utilization,
-                                  device="auto" if request.device == "gpu" else request.device)
     n_gpus = visible
     for gguf in ladder:
         gguf_step = max(_quality(gguf) - _quality(plan.precision), 0) * COST_PER_QUALITY_STEP
@@ -470,14 +541,19 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
         placed = False
         if gpu_ok:
             where = f"{n_gpus} GPUs" if n_gpus > 1 else "the GPU"
-            full = cand.with_changes(gpus=None if base.gpus is None else n_gpus)
+            full = gguf_on_gpus(gguf)
+            out = evaluate(full)
+            # The decode speed it gives up, on the footing of the serving engines' (_consider_fastest).
+            slow = _slowdown_cost(_decode(spec, machine, out.plan), _gives_up(out.plan),
+                                  [*rated, (_gives_up(out.plan), _decode(spec, machine, out.plan))]) \
+                if speed_costs and out is not None and _runs(out) else 0.0
             placed = _runs(s.consider(f"Run a GGUF {gguf} build fully on {where} with llama.cpp", full,
-                                      gguf_step + 5 + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
+                                      gguf_step + COST_GGUF + slow + COST_PER_GPU * (n_gpus - max(plan.gpus, 1))))
             whole = placed
             if not whole and _multi_node(machine):
                 # llama.cpp's RPC backend: the layers over the GPUs of more nodes like this one.
                 _more_nodes(s, full.with_changes(gpus=None), plan,
-                            f"llama.cpp RPC ({gguf}), layers split", gguf_step + 5)
+                            f"llama.cpp RPC ({gguf}), layers split", gguf_step + COST_GGUF)
             if not whole and spec.is_moe and "experts" in engines.ENGINES["llama.cpp"].offloads:
                 placed = _expert_offload(s, spec, full, evaluate, gguf, gguf_step)
             if not whole:
@@ -501,7 +577,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     # 7. Last resort: vLLM streaming part of the weights from RAM every forward pass (--cpu-offload-gb).
     if on_gpu and not plan.problems and "streamed" in engines.ENGINES[plan.engine].offloads:
         _streamed_offload(s, spec, base, plan, machine, evaluate)
-    return s.ranked(MAX_ALTERNATIVES)
+    return s.ranked_for_serving(MAX_ALTERNATIVES, plan)
 
 
 def _ram_read_share(spec: ModelSpec, plan: AnyPlan) -> float:
@@ -843,7 +919,7 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
         start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
         gguf_base = base.with_changes(engine="llama.cpp", transformers_version=None, attention=None,
                                       gpu_memory_utilization=Request().gpu_memory_utilization)
-        candidates += [(step(g) + 5, f"GGUF {g} with llama.cpp", gguf_base.with_changes(precision=g))
+        candidates += [(step(g) + COST_GGUF, f"GGUF {g} with llama.cpp", gguf_base.with_changes(precision=g))
                        for g in _GGUF_LADDER
                        if weight_format(g).linear_bits <= weight_format(start).linear_bits and g != plan.precision]
     s = _Search(base, evaluate)

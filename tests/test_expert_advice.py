@@ -292,3 +292,93 @@ def test_no_serving_engine_alternatives_where_none_runs_the_precision_or_the_eng
     assert by_precision["awq"][:2] == ["transformers", "vllm"] and by_precision["nf4"] == ["transformers"]
     assert _lower_precision_engines(plan_spec, Request(engine="transformers"), plan, "cuda", 9.0)["awq"] \
         == ["transformers"]
+
+
+# ---- the inference ladder as a practitioner reads it: one good option per route ------------------
+SERVING = ("vllm", "sglang")
+
+
+def _kinds(alternatives):
+    return [(a.plan.engine, a.plan.precision, a.plan.nodes) for a in alternatives]
+
+
+def test_one_consumer_gpu_shows_llama_cpp_beside_at_most_two_serving_engine_variants():
+    for model in ("gpt-oss-20b", "qwen-14b"):
+        result = check(model, Request(), load_profile("rtx-4090"))
+        engines = [a.plan.engine for a in result.alternatives]
+        assert len(engines) == 5 and "llama.cpp" in engines, _kinds(result.alternatives)
+        first = engines.index("llama.cpp")
+        # before the GGUF build: no more than two of vLLM/SGLang's quantized variants
+        assert sum(e in SERVING for e in engines[:first]) <= 2, _kinds(result.alternatives)
+
+
+def test_a_second_4bit_format_on_the_same_engine_comes_after_the_other_routes():
+    result = check("qwen-7b", Request(context=16384), load_profile("rtx-3060"))
+    order = [(a.plan.engine, a.plan.precision) for a in result.alternatives]
+    assert order.index(("vllm", "awq")) < order.index(("llama.cpp", "q4_k_m")) < order.index(("vllm", "gptq-int4"))
+    assert order.index(("transformers", "nf4")) < order.index(("vllm", "gptq-int4")), order
+
+
+def test_diversity_keeps_cost_order_within_what_is_shown_first():
+    from fitcheck.alternatives import MAX_PER_ROUTE, _route
+
+    result = check("gpt-oss-20b", Request(), load_profile("rtx-4090"))
+    alts = list(result.alternatives)
+    seen: dict = {}
+    for i, a in enumerate(alts):
+        seen.setdefault(_route(a), []).append(i)
+    # a route's third option (or a second of the same quality) is shown only after every other route's
+    deferred = [a for a in alts if seen[_route(a)].index(alts.index(a)) >= MAX_PER_ROUTE]
+    assert all(alts.index(d) > alts.index(b) for d in deferred for b in alts if _route(b) != _route(d)
+               and b not in deferred)
+    leading = alts[:len(alts) - len(deferred)]
+    assert [a.cost for a in leading] == sorted(a.cost for a in leading)
+
+
+def test_no_more_nodes_when_one_machine_already_fits_at_the_same_quality():
+    result = check("gpt-oss-120b", Request(), load_profile("a100-80gb"))
+    assert result.alternatives[0].plan.precision == "mxfp4" and result.alternatives[0].plan.nodes == 1
+    assert result.alternatives[0].verdict.status == "fits"
+    assert all(a.plan.nodes == 1 for a in result.alternatives), _kinds(result.alternatives)
+
+
+def test_more_nodes_stay_first_when_they_keep_the_quality_one_machine_gives_up():
+    # DeepSeek-R1 at its own FP8 does not fit 8×H100: two nodes keep FP8; one node needs a 4-bit build
+    result = check("deepseek-r1", Request(), load_profile("8x-h100"))
+    first = result.alternatives[0]
+    assert first.plan.nodes == 2 and first.plan.precision == "fp8"
+    assert any(a.plan.nodes == 1 and a.plan.engine == "llama.cpp" for a in result.alternatives)
+
+
+def test_llama_cpp_pays_for_the_decode_speed_it_gives_up_as_vllm_does():
+    from fitcheck.alternatives import COST_GGUF, COST_PER_QUALITY_STEP, _gives_up, _slowdown_cost
+    from fitcheck.estimate.speed import estimate_speed
+
+    machine = load_profile("a100-80gb")
+    result = check("llama3.3-70b", Request(), machine)
+    s = spec("llama3.3-70b")
+    gguf = next(a for a in result.alternatives if a.plan.engine == "llama.cpp" and a.plan.gpu_layers is None)
+    awq = next(a for a in result.alternatives if a.plan.engine == "vllm" and a.plan.precision == "awq")
+    rated = [(_gives_up(a.plan), estimate_speed(s, a.plan, machine).decode) for a in (awq, gguf)]
+    slow = _slowdown_cost(rated[1][1], rated[1][0], rated)
+    assert slow > 0  # vLLM's AWQ decodes faster at the same quality
+    assert gguf.cost == 3 * COST_PER_QUALITY_STEP + COST_GGUF + slow
+
+
+def test_transformers_4bit_pays_against_a_faster_gguf_build_of_the_same_quality():
+    # 8 GB laptop GPU: llama.cpp's q4_k_m decodes about twice as fast as transformers' AWQ
+    result = check("llama3.1-8b", Request(), load_profile("rtx-4060-laptop"))
+    first = result.alternatives[0]
+    assert (first.plan.engine, first.plan.precision) == ("llama.cpp", "q4_k_m"), _kinds(result.alternatives)
+    awq = next(a for a in result.alternatives if a.plan.precision == "awq")
+    assert awq.cost > first.cost
+
+
+def test_quantized_variants_at_the_longest_context_that_fits_are_one_kind_but_shortening_alone_is_not():
+    # vLLM named, 128k context on 24 GiB: FP8 and GPTQ-int8, each at the context that fits, are one option twice
+    result = check("llama3.1-8b", Request(engine="vllm", context=131072, batch=2), load_profile("rtx-4090"))
+    order = [(a.plan.engine, a.plan.precision) for a in result.alternatives]
+    assert order.index(("vllm", "fp8")) < order.index(("llama.cpp", "q4_k_m")) < order.index(("vllm", "gptq-int8"))
+    # the bf16 weights at a shorter context are not a weights format: they do not push AWQ down
+    assert result.alternatives[0].title.startswith("Shorten the context")
+    assert order.index(("vllm", "awq")) < order.index(("vllm", "gptq-int8")), order
