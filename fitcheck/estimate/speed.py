@@ -30,7 +30,7 @@ from typing import TypeGuard
 from fitcheck.engines import ENGINES, LLAMA_CPP_UBATCH, shard_degree
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.activations import VLLM_PROFILE_TOKENS
-from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, training_traffic
+from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, overlapped_step, training_traffic
 from fitcheck.estimate.expert_offload import LLAMA_CPP_OFFLOAD_MIN_BATCH, cpu_offload_bytes, offloaded_expert_bytes
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
@@ -512,11 +512,12 @@ class TrainingSpeed:
     flops_per_token: float             # 6P full, 4P adapters, +2P recomputation
     tokens_per_step: int               # effective batch × sequence
     mfu: Efficiency
-    rate: Rate | None                  # tokens/s, all devices (offload's PCIe time included)
+    rate: Rate | None                  # tokens/s, all devices (offload's PCIe time and the link wait included)
     unknown: str = ""                  # why rate is None
     offload_bytes: int = 0             # host↔GPU bytes one GPU moves per optimizer step (ZeRO-Offload)
     offload_seconds: float = 0.0       # their time over PCIe
     traffic: NodeTraffic | None = None  # what crosses the link between nodes per step (several nodes)
+    link_wait: tuple[float, float] | None = None  # seconds of the step spent waiting on that link (in rate)
 
     @property
     def step_seconds(self) -> tuple[float, float] | None:
@@ -580,12 +581,19 @@ def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> Training
     if rate is not None and seconds:
         fast, slow = tokens / rate.high, tokens / rate.low
         rate = Rate(tokens / (slow + seconds), tokens / max(fast, seconds))
+    wait = None
+    if rate is not None and traffic is not None and traffic.seconds:
+        # the step waits for what of the link time its compute cannot hide (distributed.overlapped_step)
+        fast, slow = tokens / rate.high, tokens / rate.low
+        ends = [overlapped_step(c, traffic.seconds, plan, spec.num_layers) for c in (fast, slow)]
+        wait = (ends[0] - fast, ends[1] - slow)
+        rate = Rate(tokens / ends[1], tokens / ends[0])
     return TrainingSpeed(
         device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=peak,
         flops_per_token=training_flops_per_token(spec, plan.mode, plan.grad_checkpointing),
         tokens_per_step=tokens, mfu=mfu, rate=rate,
         unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known",
-        offload_bytes=moved, offload_seconds=seconds, traffic=traffic)
+        offload_bytes=moved, offload_seconds=seconds, traffic=traffic, link_wait=wait)
 
 
 def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:
