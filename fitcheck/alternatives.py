@@ -221,7 +221,8 @@ def _pcie_cost(s: _Search, spec: ModelSpec, request: Request, machine: Machine) 
     compute = speed.step_seconds
     if not speed.offload_seconds or compute is None:
         return 0.0
-    fastest_compute = compute[1] - speed.offload_seconds  # the slow end is compute + transfer
+    link = speed.link_wait[1] if speed.link_wait else 0.0
+    fastest_compute = compute[1] - speed.offload_seconds - link  # the slow end is compute + transfer
     return COST_PER_SLOWDOWN * min(speed.offload_seconds / max(fastest_compute, 1e-9), 4.0)
 
 

@@ -276,8 +276,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("lora_train_embeddings", ("--lora-train-embeddings",), "flag", False, modes=LORA,
            help="LoRA/QLoRA: also train embeddings and lm_head (peft modules_to_save)."),
     Option("zero", ("--zero",), "choice", None, modes=TRAINING, choices=ZERO_STAGES, nullable=True,
+           prompt=f"DeepSpeed ZeRO stage ({', '.join(map(str, ZERO_STAGES))}, or none)",
            help="Training: DeepSpeed ZeRO stage across --gpus (default: all of the machine's GPUs)."),
     Option("fsdp", ("--fsdp",), "choice", None, modes=TRAINING, choices=FSDP_MODES, nullable=True,
+           prompt=f"Shard over the GPUs with PyTorch FSDP ({', '.join(FSDP_MODES)}, or none for DeepSpeed or one GPU)",
            help="Training: PyTorch FSDP sharding across --gpus (default: all of the machine's GPUs); hybrid-shard "
                 "shards within each node and replicates across --nodes (HYBRID_SHARD)."),
     Option("offload", ("--offload",), "choice", "none", modes=TRAINING, choices=OFFLOADS,

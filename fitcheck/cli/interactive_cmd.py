@@ -1,7 +1,8 @@
 """`fitcheck interactive` (and plain `fitcheck` on a terminal): ask, answer, then explore.
 
 Asks for the model, mode, precision, context (sequence length for training modes), batch and
-machine, each with a default and validated (a bad answer is asked again with the reason), shows
+machine (and, training on several GPUs or nodes, the sharding: FSDP, else the ZeRO stage), each
+with a default and validated (a bad answer is asked again with the reason), shows
 the verdict and the alternatives (the same table as `fitcheck check`), then loops: a number
 takes that alternative, ``FIELD VALUE`` (``context 8192``, ``precision awq``, ``machine
 rtx-4090``) changes one answer, ``q``/``quit``/Ctrl-D ends (exit 0), Ctrl-C ends with exit 130.
@@ -36,7 +37,7 @@ _SHORT = {"p": "precision", "ctx": "context", "c": "context", "b": "batch", "pro
           "kv": "kv_dtype", "ngl": "gpu_layers", "transformers": "transformers_version",
           "checkpointing": "grad_checkpointing", "rank": "lora_rank"}
 SHOWN_FIELDS = ("model", "mode", "precision", "context", "prompt", "batch", "machine", "engine", "kv", "gpus",
-                "gpu-layers", "device", "transformers", "optimizer", "checkpointing", "lora-rank", "zero",
+                "gpu-layers", "device", "transformers", "optimizer", "checkpointing", "lora-rank", "zero", "fsdp",
                 "download-dir")
 
 
@@ -323,6 +324,13 @@ def _questions(session: Session) -> None:
     _ask(session, "batch", BY_NAME["batch"].question_in(mode), session.answers.request.batch)
     _ask(session, "machine", "Machine (this, or a profile name such as rtx-4090; `fitcheck profiles` lists them)",
          session.answers.machine)
+    request = session.answers.request
+    if request.training and (len(session.machine().gpus) > 1 or request.nodes > 1):
+        # Several GPUs (or nodes) to train on: how the model states are sharded over them, FSDP or DeepSpeed
+        # (the training default without either is one GPU, or DDP replicas over the nodes).
+        _ask(session, "fsdp", BY_NAME["fsdp"].question, request.fsdp or "none")
+        if session.answers.request.fsdp is None:
+            _ask(session, "zero", BY_NAME["zero"].question, "none" if request.zero is None else request.zero)
 
 
 def _evaluate(session: Session) -> int:

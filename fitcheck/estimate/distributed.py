@@ -18,7 +18,7 @@ carries 2(N-1)/N · Ψ per node instead of (W-1)/W · 3Ψ.
 in 16-bit elements.  A ring collective moves (W-1)/W of the buffer out of every rank; the ring crosses each
 node boundary once, so a node's NICs together send (W-1)/W of it (NCCL spreads its rings over the NICs).
 The time is that over the profile's inter-node bandwidth (``[cluster] inter_node_gbps``), a floor: NCCL
-overlaps some of it with compute and rarely reaches the line rate.
+rarely reaches the line rate.  What of it the step waits for is ``overlapped_step``'s.
 """
 
 from __future__ import annotations
@@ -254,3 +254,40 @@ def _on_link(per_node: int, what: str, cluster, bw: float | None) -> NodeTraffic
         return NodeTraffic(per_node, what, "inter-node bandwidth not in the profile ([cluster] inter_node_gbps)", None)
     return NodeTraffic(per_node, what, f"{cluster.inter_node} {cluster.inter_node_gbps:g} GB/s per node",
                        per_node / bw)
+
+
+# ---- training: how much of the link time the step waits for -----------------------------------------
+# Backward is two of the three matmul passes of a training step (dL/dx and dL/dW: 4P of the 6P FLOPs per
+# token, Kaplan et al. 2020 §2.1), the window in which gradient collectives can run behind compute.
+BACKWARD_SHARE = 2.0 / 3.0
+
+
+def overlapped_step(compute: float, link: float, plan, layers: int) -> float:
+    """Seconds of one optimizer step whose compute takes ``compute`` and whose inter-node collectives take
+    ``link`` at line rate, with the overlap each sharding scheme gets:
+
+    * ZeRO-3 / FSDP FULL_SHARD: each layer's all-gather is issued ahead of its compute (FSDP
+      ``forward_prefetch`` / ``BackwardPrefetch.BACKWARD_PRE``, pytorch.org/docs/stable/fsdp.html; DeepSpeed
+      ``stage3_prefetch_bucket_size`` and ``overlap_comm``, deepspeed.ai/docs/config-json/#parameter-offloading)
+      and its reduce-scatter runs behind the next layer's backward: per layer max(compute, comm), the whole
+      step as the window;
+    * DDP, ZeRO-1/2, FSDP SHARD_GRAD_OP and HYBRID_SHARD: the gradient buckets are reduced while backward
+      runs (pytorch.org/docs/stable/notes/ddp.html "overlapping gradient reduction with backward computation";
+      DeepSpeed ``overlap_comm``), the backward share of the compute as the window — of the last micro-batch only
+      where gradients are synchronised once per step (``no_sync`` / ``gradient_accumulation_steps``);
+    * in every case about one layer's share cannot hide: the first all-gather before any compute and the last
+      reduction before the optimizer step.
+    """
+    if link <= 0.0:
+        return compute
+    accum = max(plan.grad_accum, 1)
+    stage = sharding_stage(plan.zero, plan.fsdp)
+    hybrid = bool(plan.fsdp) and FSDP_STRATEGIES[plan.fsdp].within_node
+    if stage == 3 and not hybrid:
+        window = compute
+    elif stage == 3:  # hybrid full shard: the cross-node gradient all-reduce in every micro-batch's backward
+        window = compute * BACKWARD_SHARE
+    else:
+        window = compute * BACKWARD_SHARE / accum
+    exposed = link / max(layers, 1)
+    return compute - window + max(window, link) + exposed

@@ -30,7 +30,7 @@ from typing import TypeGuard
 from fitcheck.engines import ENGINES, LLAMA_CPP_UBATCH, shard_degree
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.activations import VLLM_PROFILE_TOKENS
-from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, training_traffic
+from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, overlapped_step, training_traffic
 from fitcheck.estimate.expert_offload import LLAMA_CPP_OFFLOAD_MIN_BATCH, cpu_offload_bytes, offloaded_expert_bytes
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
@@ -103,21 +103,75 @@ HOST_OVERHEAD_PER_LAYER_S = {
 }
 _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
 # A mixture-of-experts decoder layer under CUDA graphs (vLLM, SGLang) at decode batch sizes is bound by its
-# kernels' latency, not by the bytes they read: ~40 small kernels a layer (router, top-k, token alignment,
-# two grouped expert GEMMs with their activation quantization, shared experts, MLA's projections, norms,
-# rotary, the attention kernel), each a few µs whatever it reads.  Measured per layer on one node, where no
-# inter-node link is involved (step time less its NVLink all-reduces, 2 × 61 × INTRA_NODE_LATENCY ≈ 1.2 ms,
-# over the 61 layers of DeepSeek-V3/R1):
+# kernels' latency, not by the bytes they read: router, top-k, token alignment, the grouped expert GEMMs, norms,
+# rotary, the attention kernel each cost a few µs of GPU time whatever they read, and the graph runs them one
+# after the other, after or before the weight-reading GEMMs: the step is the bytes' time plus the kernels'.
+# What a layer launches (vLLM decode, CUDA graph; the GEMMs' weight reads are counted in the bandwidth term):
+#   attention, GQA (llama.py / qwen3_moe.py / mixtral.py / gpt_oss.py): fused add+RMSNorm, QKV GEMM, rotary,
+#     KV-cache write (reshape_and_cache_flash), attention, o_proj = 6; per-head q/k RMSNorm (Qwen3) + 2;
+#   attention, MLA (deepseek_v2.py DeepseekV2MLAAttention): fused add+RMSNorm, fused_qkv_a_proj, q_a_layernorm,
+#     kv_a_layernorm, q_b_proj, split/copy, rotary, W_UK bmm, concat_and_cache_mla, FlashMLA metadata + decode +
+#     combine, W_UV bmm, o_proj = 14;
+#   dense MLP: fused add+RMSNorm, gate_up GEMM, SiluAndMul, down GEMM = 4;
+#   MoE block (fused_moe/fused_moe.py): fused add+RMSNorm, router GEMM, top-k, moe_align_block_size, w13 grouped
+#     GEMM, activation, w2 grouped GEMM, moe_sum = 8, the top-k one fused kernel (topk_softmax) for softmax
+#     routers, about 8 torch ops for DeepSeek's grouped top-k (fused_moe.grouped_topk: sigmoid, + correction bias,
+#     group scores, topk, mask, topk, gather, renormalise; deepseek_v2.py use_grouped_topk=True);
+#     shared experts: gate_up, SiluAndMul, down, add = 4;
+#   block-FP8 GEMMs (fp8_utils.py apply_w8a8_block_fp8_linear) quantize their input first: + 1 per GEMM.
+# DeepSeek-V3/R1 FP8: 14 + 8 + 7 + 4 + 7 = 40 per MoE layer, 23 per dense one, 39.2 on average over its 61.
+# Per kernel, from DeepSeek measured on one node (step less its NVLink all-reduces, 2 × 61 × INTRA_NODE_LATENCY
+# ≈ 1.2 ms, less reading its ~4.7 GB of active FP8 weights per GPU on H200: 1.2 ms at 80 %, 2.2 ms at 45 % of
+# 4.8 TB/s), over 61 × 39.2 = 2,389 kernels:
 #   slow end: SGLang v0.4.1, DeepSeek-V3 FP8 on 8× H200 (TP 8), batch 1: 30.29 tok/s = 33.0 ms per token
-#             (github.com/sgl-project/sglang/pull/2643) → (33.0 − 1.2) / 61 ≈ 0.52 ms per layer;
+#             (github.com/sgl-project/sglang/pull/2643) → (33.0 − 1.2 − 2.2) / 2,389 ≈ 12.4 µs per kernel;
 #   fast end: SGLang v0.5.7, DeepSeek-R1-0528 FP8 on 8× H200 (TP 8), concurrency 8: mean TPOT 12.8 ms
-#             (github.com/SemiAnalysisAI/InferenceX/issues/870) → (12.8 − 1.2) / 61 ≈ 0.19 ms per layer.
-# Applied to every layer of an MoE model (its few dense layers are as many kernels).  Measured on DeepSeek's
-# layers (MLA, 256 routed experts and a shared one); lighter MoE layers (Mixtral, Qwen3-30B-A3B) may run
-# nearer the fast end.
-MOE_LAYER_LATENCY_S = Efficiency("decode kernel latency per layer (MoE, CUDA graphs)", 0.19e-3, 0.52e-3,
-                                 "DeepSeek-V3/R1 on one 8× H200 node: 0.19 ms (SGLang 0.5.7) to 0.52 ms "
-                                 "(SGLang 0.4.1) per layer at small batch")
+#             (github.com/SemiAnalysisAI/InferenceX/issues/870) → (12.8 − 1.2 − 1.2) / 2,389 ≈ 4.4 µs per kernel.
+# Lighter layers launch fewer: Qwen3-30B-A3B (bf16) 16, Mixtral and gpt-oss 14 (tests/test_moe_kernel_latency.py
+# checks them against published single-GPU decode figures).
+MOE_KERNEL_LATENCY_S = Efficiency("decode latency per kernel (MoE layers, CUDA graphs)", 4.4e-6, 12.4e-6,
+                                  "DeepSeek-V3/R1 on one 8× H200 node: 4.4 µs (SGLang 0.5.7) to 12.4 µs "
+                                  "(SGLang 0.4.1) per kernel of its ~39 a layer at small batch")
+GQA_ATTENTION_KERNELS = 6
+QK_NORM_KERNELS = 2
+MLA_ATTENTION_KERNELS = 14
+DENSE_MLP_KERNELS = 4
+MOE_BLOCK_KERNELS = 8
+GROUPED_TOPK_EXTRA_KERNELS = 7   # grouped top-k's ~8 torch ops in place of topk_softmax's one
+SHARED_EXPERT_KERNELS = 4
+_BLOCK_QUANT_PRECISIONS = ("fp8",)
+
+
+def moe_layer_kernels(spec: ModelSpec, precision: str) -> float:
+    """Kernels one decoder layer of an MoE model launches per decode step under CUDA graphs, averaged over its
+    MoE and dense layers (the table above MOE_KERNEL_LATENCY_S)."""
+    quant = 1 if precision in _BLOCK_QUANT_PRECISIONS else 0
+    if spec.is_mla:
+        attention = MLA_ATTENTION_KERNELS + 3 * quant  # fused_qkv_a_proj, q_b_proj, o_proj
+    else:
+        attention = GQA_ATTENTION_KERNELS + (QK_NORM_KERNELS if spec.qk_norm else 0) + 2 * quant
+    moe = MOE_BLOCK_KERNELS + 2 * quant + (GROUPED_TOPK_EXTRA_KERNELS if spec.is_mla else 0)
+    if spec.num_shared_experts:
+        moe += SHARED_EXPERT_KERNELS + 2 * quant
+    dense = DENSE_MLP_KERNELS + 2 * quant
+    layers = max(spec.num_layers, 1)
+    moe_layers = spec.num_moe_layers
+    return attention + (moe_layers * moe + (layers - moe_layers) * dense) / layers
+
+
+def moe_layer_latency(spec: ModelSpec, precision: str) -> Efficiency:
+    """Seconds per MoE-model layer per decode step under CUDA graphs: its kernels × MOE_KERNEL_LATENCY_S."""
+    k = moe_layer_kernels(spec, precision)
+    e = MOE_KERNEL_LATENCY_S
+    return Efficiency(f"decode kernel latency per layer (MoE, CUDA graphs, {k:.0f} kernels)",
+                      float(f"{k * e.low:.2g}"), float(f"{k * e.high:.2g}"), f"{k:.0f} kernels a layer at {e.low * 1e6:.1f}–{e.high * 1e6:.1f} µs each ({e.why})")
+
+
+def moe_under_graphs(spec: ModelSpec | None, engine: str) -> bool:
+    """An MoE model on vLLM/SGLang: its decode step is its bytes' time plus its kernels' latency."""
+    return spec is not None and spec.is_moe and engine in CUDA_GRAPH_ENGINES
+
+
 CUDA_GRAPH_ENGINES = ("vllm", "sglang")
 # transformers runs a MoE layer's experts in a Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
 # .forward: `for expert_idx in expert_hit:` -> torch.where on the routing mask (a device-to-host
@@ -155,9 +209,9 @@ def host_layers(spec: ModelSpec, engine: str, batch: int) -> float:
 
 def host_overhead(engine: str, precision: str, spec: ModelSpec | None = None) -> Efficiency:
     """The host-time factor for an engine and the kernels its weights format uses (an MoE model under CUDA
-    graphs: its layers' kernel latency, MOE_LAYER_LATENCY_S)."""
-    if spec is not None and spec.is_moe and engine in CUDA_GRAPH_ENGINES:
-        return MOE_LAYER_LATENCY_S
+    graphs: its layers' kernel latency, moe_layer_latency)."""
+    if spec is not None and moe_under_graphs(spec, engine):
+        return moe_layer_latency(spec, precision)
     if engine == "transformers" and (weight_format(precision).family in _SLOW_KERNEL_FAMILIES
                                      or precision == "gptq-int8"):
         return HOST_OVERHEAD_PER_LAYER_S["transformers-slow-kernels"]
@@ -347,7 +401,8 @@ def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _
                end: str, serial: bool = False) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it.
 
-    `serial`: the host waits for the device inside every layer (host_serialises): the two add."""
+    `serial`: the host waits for the device inside every layer (host_serialises), or the "host" time is the
+    GPU's own kernel latency (an MoE model under CUDA graphs, moe_layer_latency): the two add."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
     e_bw = pick(DECODE_BANDWIDTH[dev.kind])
     mem = (weight_b + kv_b) / (dev.bandwidth * e_bw)
@@ -405,7 +460,8 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
         for share, kv_share, dev in parts:
             t, bound = _step_time(weights * share, kv * kv_share, step_flops * share, host_units * share, dev,
                                   host_overhead(plan.engine, plan.precision, spec), end,
-                                  serial=host_serialises(plan.engine, plan.precision))
+                                  serial=host_serialises(plan.engine, plan.precision)
+                                  or moe_under_graphs(spec, plan.engine))
             total += t
             bounds.append(bound)
         streamed = _streamed_seconds(plan, machine)
@@ -420,7 +476,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     prefill = _prefill_rate(spec, plan, parts, machine)
     # The most frequent limit; a tie goes to the one met first (never to set order, which hashing decides).
     bound = max(dict.fromkeys(bounds), key=bounds.count)
-    if bound == "host overhead" and host_overhead(plan.engine, plan.precision, spec) is MOE_LAYER_LATENCY_S:
+    if bound == "host overhead" and moe_under_graphs(spec, plan.engine):
         bound = "kernel latency"
     if _streamed_seconds(plan, machine) > times["high"] / 2:
         bound = "PCIe"  # the weights streamed from RAM take most of the step
@@ -512,11 +568,12 @@ class TrainingSpeed:
     flops_per_token: float             # 6P full, 4P adapters, +2P recomputation
     tokens_per_step: int               # effective batch × sequence
     mfu: Efficiency
-    rate: Rate | None                  # tokens/s, all devices (offload's PCIe time included)
+    rate: Rate | None                  # tokens/s, all devices (offload's PCIe time and the link wait included)
     unknown: str = ""                  # why rate is None
     offload_bytes: int = 0             # host↔GPU bytes one GPU moves per optimizer step (ZeRO-Offload)
     offload_seconds: float = 0.0       # their time over PCIe
     traffic: NodeTraffic | None = None  # what crosses the link between nodes per step (several nodes)
+    link_wait: tuple[float, float] | None = None  # seconds of the step spent waiting on that link (in rate)
 
     @property
     def step_seconds(self) -> tuple[float, float] | None:
@@ -580,12 +637,19 @@ def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> Training
     if rate is not None and seconds:
         fast, slow = tokens / rate.high, tokens / rate.low
         rate = Rate(tokens / (slow + seconds), tokens / max(fast, seconds))
+    wait = None
+    if rate is not None and traffic is not None and traffic.seconds:
+        # the step waits for what of the link time its compute cannot hide (distributed.overlapped_step)
+        fast, slow = tokens / rate.high, tokens / rate.low
+        ends = [overlapped_step(c, traffic.seconds, plan, spec.num_layers) for c in (fast, slow)]
+        wait = (ends[0] - fast, ends[1] - slow)
+        rate = Rate(tokens / ends[1], tokens / ends[0])
     return TrainingSpeed(
         device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=peak,
         flops_per_token=training_flops_per_token(spec, plan.mode, plan.grad_checkpointing),
         tokens_per_step=tokens, mfu=mfu, rate=rate,
         unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known",
-        offload_bytes=moved, offload_seconds=seconds, traffic=traffic)
+        offload_bytes=moved, offload_seconds=seconds, traffic=traffic, link_wait=wait)
 
 
 def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:

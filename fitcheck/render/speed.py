@@ -79,6 +79,7 @@ def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
         "inter_node": None if speed.traffic is None else {
             "bytes_per_step": speed.traffic.bytes_per_step, "what": speed.traffic.what, "link": speed.traffic.link,
             "seconds_per_step": speed.traffic.seconds,
+            "wait_seconds_per_step": _span(speed.link_wait),
             "full_shard_bytes_per_step": speed.traffic.full_shard_bytes,
             "full_shard_seconds_per_step": speed.traffic.full_shard_seconds},
     }
@@ -98,11 +99,11 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
             f"one step of {speed.tokens_per_step:,} tokens in {_seconds_range(fast, slow)}"
             + (f", of which offload moves {speed.offload_bytes / 2**30:.2f} GiB over PCIe "
                f"({speed.offload_seconds:.2g} s, overlapped with compute at best)" if speed.offload_bytes else ""))
-    return line + (f"\n{traffic_line(speed.traffic)}" if speed.traffic else "")
+    return line + (f"\n{traffic_line(speed.traffic, speed.link_wait)}" if speed.traffic else "")
 
 
-def traffic_line(traffic) -> str:
-    """The inter-node traffic of one training step, and its time on the link."""
+def traffic_line(traffic, wait: tuple[float, float] | None = None) -> str:
+    """The inter-node traffic of one training step, its time on the link, and what of it the step waits for."""
     time = (f"{traffic.seconds:.2g} s per step at line rate" if traffic.seconds is not None else "time unknown")
     from fitcheck.estimate.distributed import gb_text
 
@@ -111,6 +112,10 @@ def traffic_line(traffic) -> str:
     if traffic.full_shard_bytes is not None:
         other = (f", {traffic.full_shard_seconds:.2g} s" if traffic.full_shard_seconds is not None else "")
         line += f" (full-shard over every GPU: {gb_text(traffic.full_shard_bytes)}{other})"
+    if wait is not None:
+        low, high = wait
+        span = f"{low:.2g}–{high:.2g}" if f"{low:.2g}" != f"{high:.2g}" else f"{high:.2g}"
+        line += f"; the step waits {span} s of it (not hidden behind compute; in the step time above)"
     return line
 
 

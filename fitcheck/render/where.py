@@ -11,7 +11,8 @@ JSON document (schema "fitcheck.where/1"; tests lock its key set):
   "model": {query, id, params_total, params_active},
   "request": {precision, context, prompt_tokens, batch, kv_dtype, engine, gpus, headroom_pct, kind,
               max_price_usd_per_hour},
-  "machines": [{name, kind, description, precision, engine, device, gpus, status, need_bytes, free_bytes,
+  "machines": [{name, kind, description, precision, engine, device, gpus, nodes, layout, status, need_bytes,
+                free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
                 usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
                 owned, power_watts, purchase_usd, purchase_read_on, purchase_source,
@@ -76,6 +77,22 @@ class WhereRow:
     reason: str = ""                # why it does not fit / was not evaluated
     nodes: int = 1                  # machines like this one (vLLM: pipeline parallel across them)
     default_precision: str | None = None  # set when the machine's default did not run: the precision chosen instead
+
+    @property
+    def layout(self) -> str:
+        """How the row spreads the model over its GPUs: 'expert-parallel' (MoE experts over every GPU, attention
+        data parallel), 'tensor-parallel' (vLLM/SGLang TP, with vLLM's pipeline parallel across nodes
+        'tensor-parallel+pipeline-parallel'), 'layer-split' (llama.cpp, transformers), 'single' (one device)."""
+        p = self.plan
+        if p is None or p.device == "cpu" or max(p.gpus, 1) * max(self.nodes, 1) < 2:
+            return "single"
+        if p.expert_parallel:
+            return "expert-parallel"
+        if p.engine == "vllm" and self.nodes > 1:
+            return "tensor-parallel+pipeline-parallel"
+        if p.engine in ("vllm", "sglang"):
+            return "tensor-parallel"
+        return "layer-split"
 
     @property
     def cannot_run(self) -> bool:
@@ -203,6 +220,66 @@ def multi_node_row(spec, request: Request, machine: Machine, headroom: float) ->
     return rows[n] if n is not None else None
 
 
+# Expert parallel is listed beside a machine's tensor-parallel row where it holds at least this many times the
+# concurrent sequences (its KV cache no longer replicated over the TP ranks), or where TP does not fit at all.
+EP_CONCURRENCY_GAIN = 2.0
+
+
+def _concurrency(row: WhereRow) -> float | None:
+    from fitcheck.pipeline import _concurrency as of_estimate
+
+    return of_estimate(row.estimate) if row.estimate is not None else None
+
+
+def expert_parallel_row(spec, request: Request, row: WhereRow, headroom: float) -> WhereRow | None:
+    """For an MoE model on a cloud machine of several GPUs (or nodes): the same GPUs with the experts split over
+    all of them and attention data parallel (vLLM --enable-expert-parallel, or SGLang's when asked), when that
+    fits where ``row`` (the tensor-parallel layout) does not, or holds EP_CONCURRENCY_GAIN × its sequences."""
+    from fitcheck import engines
+
+    m = row.machine
+    if not spec.is_moe or request.training or request.expert_parallel or m.kind != "cloud" or not m.gpus \
+            or len(m.gpus) * max(row.nodes, 1) < 2 or request.engine not in (None, *engines.EXPERT_PARALLEL_ENGINES):
+        return None
+    engine = request.engine or "vllm"
+    asked = request.with_changes(engine=engine, expert_parallel=True, nodes=row.nodes)
+    if row.fits and row.plan is not None:
+        asked = asked.with_changes(precision=row.plan.precision)
+    ep = evaluate_on(spec, asked, m, headroom)
+    if not ep.fits or not isinstance(ep.plan, Plan) or not ep.plan.expert_parallel:
+        return None
+    # compared with tensor parallel on the same engine and weights (the row itself when it is that)
+    tp = row if row.plan is not None and row.plan.engine == engine and row.fits \
+        else evaluate_on(spec, asked.with_changes(expert_parallel=False), m, headroom)
+    if tp.fits:
+        now, then = _concurrency(tp), _concurrency(ep)
+        if now is None or then is None or then < EP_CONCURRENCY_GAIN * now:
+            return None
+    return ep
+
+
+def multi_node_ep_row(spec, request: Request, machine: Machine, headroom: float,
+                      than: WhereRow | None) -> WhereRow | None:
+    """The fewest nodes of a cloud ``machine`` that serve an MoE ``request`` expert parallel, when that is fewer
+    nodes than ``than`` (the tensor × pipeline parallel row, None when none fits) or it fits where that does not."""
+    from fitcheck import engines
+    from fitcheck.alternatives import fewest_nodes
+
+    if not spec.is_moe or machine.kind != "cloud" or not machine.gpus or request.nodes != 1 \
+            or request.engine not in (None, *engines.EXPERT_PARALLEL_ENGINES):
+        return None
+    asked = request.with_changes(engine=request.engine or "vllm", expert_parallel=True)
+    rows: dict[int, WhereRow] = {}
+    most = (than.nodes - 1) if than is not None else MAX_WHERE_NODES
+
+    def fits(n: int) -> bool:
+        rows[n] = evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom)
+        return rows[n].fits
+
+    n = fewest_nodes(fits, 2, most) if most >= 2 else None
+    return rows[n] if n is not None else None
+
+
 def where_result(resolved, request: Request, machines, *, headroom: float, kind: str | None = None,
                  max_price: float | None = None, query: str | None = None,
                  cost: CostSettings | None = None) -> WhereResult:
@@ -213,10 +290,23 @@ def where_result(resolved, request: Request, machines, *, headroom: float, kind:
     defaults = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
     # Precision left to each machine: where its default does not run, the best precision that does.
     rows = tuple(best_precision_row(resolved.spec, request, r, headroom) for r in defaults)
+    # MoE: expert parallel beside the default layout where it fits where that does not, or holds far more.
+    ep_rows = tuple(e for e in (expert_parallel_row(resolved.spec, request, d, headroom) for d in defaults)
+                    if e is not None)
     if not request.training and not any(r.fits for r in defaults):
         # No machine is enough alone at its own default: the fewest nodes of each cloud one that serve it.
-        more = (multi_node_row(resolved.spec, request, r.machine, headroom) for r in defaults if not r.fits)
-        rows += tuple(r for r in more if r is not None)
+        for d in defaults:
+            if d.fits:
+                continue
+            tp = multi_node_row(resolved.spec, request, d.machine, headroom)
+            rows += (tp,) if tp is not None else ()
+            if any(e.machine is d.machine for e in ep_rows):
+                continue  # expert parallel already serves it on one node
+            ep = multi_node_ep_row(resolved.spec, request, d.machine, headroom, tp)
+            if ep is None and tp is not None:
+                ep = expert_parallel_row(resolved.spec, request, tp, headroom)
+            rows += (ep,) if ep is not None else ()
+    rows += ep_rows
     rented: tuple[WhereRow, ...] = ()
     if kind in ("laptop", "desktop", "workstation"):  # buying one: break-even against renting, even if not listed
         rented = tuple(best_precision_row(resolved.spec, request, evaluate_on(resolved.spec, request, m, headroom),
@@ -233,7 +323,8 @@ def _where_text(row: WhereRow) -> str:
     g = row.machine.gpus[0]
     name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
     text = f"{p.gpus}× {name}" if p.gpus > 1 else name
-    return f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
+    text = f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
+    return text + (", expert parallel" if row.layout == "expert-parallel" else "")
 
 
 def _weights_text(row: WhereRow) -> str:
@@ -334,7 +425,7 @@ def where_document(result: WhereResult) -> dict:
         machines.append({
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
             "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
-            "nodes": r.nodes,
+            "nodes": r.nodes, "layout": r.layout,
             "precision_choice": ("given" if req.precision else "best_fitting" if r.default_precision else "default"),
             "default_precision": r.default_precision,
             "status": r.verdict.status,

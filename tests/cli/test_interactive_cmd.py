@@ -239,3 +239,27 @@ def test_what_a_cpu_machine_cannot_run_is_refused_at_entry():
     # back to the CPU machine with awq: refused, saying which answer to change
     assert out.rstrip().endswith(">") and "`precision auto` runs here" in out.split("Changed: precision")[-1]
     assert "Machine:  rtx-4090" in out.split("Changed: precision")[-1]
+
+
+# ---- sharding, where training has several GPUs or nodes -----------------------------------------------
+def test_training_on_several_gpus_asks_fsdp_then_zero():
+    from fitcheck.options import BY_NAME, FSDP_MODES
+
+    r = talk("llama-3.1-8b", "full", "", "2048", "", "8x-h100", "full-shard", "q")
+    assert r.exit_code == 0, r.output
+    assert f"{BY_NAME['fsdp'].question} [none]" in r.output
+    assert all(m in BY_NAME["fsdp"].question for m in FSDP_MODES)
+    assert "DeepSpeed ZeRO stage" not in r.output  # FSDP chosen: no ZeRO question
+    assert "FSDP" in r.output.split("Shard over the GPUs")[1] and "Traceback" not in r.output
+    z = talk("llama-3.1-8b", "full", "", "2048", "", "8x-h100", "", "3", "q")
+    assert z.exit_code == 0, z.output
+    assert f"{BY_NAME['zero'].question} [none]" in z.output and "ZeRO-3" in z.output
+    bad = talk("llama-3.1-8b", "full", "", "2048", "", "8x-h100", "fully", "hybrid-shard", "none", "q")
+    assert "is not a fsdp; choose one of: auto, " + ", ".join(FSDP_MODES) in bad.output
+
+
+def test_sharding_is_not_asked_on_one_gpu_nor_for_inference():
+    one = talk("qwen-7b", "lora", "", "2048", "", "rtx-4090", "q").output
+    assert "FSDP" not in one.split("Verdict")[0] and "ZeRO stage" not in one
+    serve = talk("llama-3.1-8b", "", "", "", "", "8x-h100", "q").output
+    assert "Shard over the GPUs" not in serve
