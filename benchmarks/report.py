@@ -89,7 +89,8 @@ def _capacity() -> list[float]:
     return [(c.ratio - 1) * -100 for c in capacities() if c.ratio is not None]
 
 
-def _cpu_runs(groups: tuple[str, ...], slack: float | None = None) -> list[float]:
+def _cpu_comparisons() -> list:
+    """Our CPU runs (benchmarks/results) against the estimator, with the profiler's live-tensor peaks."""
     from benchmarks.measure import compare
 
     rows: list[dict] = []
@@ -100,8 +101,13 @@ def _cpu_runs(groups: tuple[str, ...], slack: float | None = None) -> list[float
     for path in sorted(RESULTS.glob(compare.TENSOR_PEAKS + "*.csv")):
         with path.open(newline="") as f:
             peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
+    comparisons, _ = compare.compare_rows(rows, peaks)
+    return comparisons
+
+
+def _cpu_runs(groups: tuple[str, ...], slack: float | None = None) -> list[float]:
     with _slack(slack):
-        comparisons, _ = compare.compare_rows(rows, peaks)
+        comparisons = _cpu_comparisons()
     return [c.error_pct for c in comparisons if c.component in groups]
 
 
@@ -158,17 +164,7 @@ def _replay_slacks() -> list[float]:
 
 def _cpu_heap_slacks() -> list[float]:
     """What each CPU training run holds resident beyond its live tensors (profiler), as a fraction."""
-    from benchmarks.measure import compare
-
-    rows: list[dict] = []
-    for path in compare.run_csvs():
-        with path.open(newline="") as f:
-            rows += list(csv.DictReader(f))
-    peaks: dict[str, int] = {}
-    for path in sorted(RESULTS.glob(compare.TENSOR_PEAKS + "*.csv")):
-        with path.open(newline="") as f:
-            peaks.update({r["case_id"]: int(r["tensor_peak_bytes"]) for r in csv.DictReader(f)})
-    comparisons, _ = compare.compare_rows(rows, peaks)
+    comparisons = _cpu_comparisons()
     resident = {c.case_id: c.measured for c in comparisons if c.component == "training peak"}
     tensors = {c.case_id: c.measured for c in comparisons if c.component == "training tensors"}
     return [resident[k] / tensors[k] - 1 for k in resident if k in tensors and tensors[k]]

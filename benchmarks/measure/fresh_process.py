@@ -7,9 +7,12 @@ one ``RESULT {json}`` line among whatever else the libraries print.
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 MARK = "RESULT "
 
@@ -27,3 +30,22 @@ def run_fresh(module: str, arg: str, label: str) -> dict | None:
         print(f"{label}: failed (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(line[len(MARK):])
+
+
+def write_fresh_rows(out: Path, fields: list[str], module: str, names: Iterable[str],
+                     describe: Callable[[dict], str], append: bool = False) -> None:
+    """Run ``module --one NAME`` for each name in a fresh process and write its row to ``out`` as it
+    comes (a row survives a later case's time limit), printing ``describe(row)`` for each."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = not (append and out.exists())
+    with out.open("w" if new else "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        for name in names:
+            row = run_fresh(module, name, name)
+            if not row:
+                continue
+            writer.writerow(row)
+            f.flush()
+            print(describe(row), flush=True)

@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from .fresh_process import emit, run_fresh
+from .fresh_process import emit, write_fresh_rows
 from .profiler_peak import live_tensor_peak
 
 HARNESS_MAX_POSITIONS = 8192
@@ -145,23 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         print("\n".join(comparison_lines(read_rows(args.out))))
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    new = not (args.append and args.out.exists())
-    with args.out.open("w" if new else "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        for case in CASES:
-            if not fnmatch.fnmatch(case.id, args.cases):
-                continue
-            row = run_fresh("benchmarks.measure.inference_peak", case.id, case.id)
-            if not row:
-                continue
-            writer.writerow(row)
-            f.flush()  # a row survives a later case's time limit
-            print(f"{row['case_id']:36s} tf {row['transformers_version']:8s} peak above weights "
-                  f"{row['peak_above_weights_bytes'] / 2**20:8.1f} MiB (KV {row['kv_cache_bytes'] / 2**20:6.1f}) at "
-                  f"{row['op_at_peak']}", flush=True)
+    write_fresh_rows(args.out, FIELDS, "benchmarks.measure.inference_peak",
+                     [c.id for c in CASES if fnmatch.fnmatch(c.id, args.cases)],
+                     lambda row: f"{row['case_id']:36s} tf {row['transformers_version']:8s} peak above weights "
+                                 f"{row['peak_above_weights_bytes'] / 2**20:8.1f} MiB "
+                                 f"(KV {row['kv_cache_bytes'] / 2**20:6.1f}) at {row['op_at_peak']}",
+                     append=args.append)
     print(f"wrote {args.out}")
     return 0
 

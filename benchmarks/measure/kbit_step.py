@@ -28,13 +28,12 @@ profiled from the step's start, in a fresh process:
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import sys
 import tempfile
 from pathlib import Path
 
-from .fresh_process import emit, run_fresh
+from .fresh_process import emit, write_fresh_rows
 from .profiler_peak import live_tensor_peak
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -151,21 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         emit(measure(args.one))
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    new = not (args.append and args.out.exists())
-    with args.out.open("w" if new else "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        for case in args.cases.split(","):
-            row = run_fresh("benchmarks.measure.kbit_step", case, case)
-            if not row:
-                continue
-            writer.writerow(row)
-            f.flush()
-            print(f"{row['case']:14s} transformers {row['transformers_version']}: {row['step_peak_bytes']} B "
-                  f"({row['bytes_per_vocab_token']} B per vocabulary entry per token) at {row['op_at_peak']}",
-                  flush=True)
+    write_fresh_rows(args.out, FIELDS, "benchmarks.measure.kbit_step", args.cases.split(","),
+                     lambda row: f"{row['case']:14s} transformers {row['transformers_version']}: "
+                                 f"{row['step_peak_bytes']} B ({row['bytes_per_vocab_token']} B per vocabulary "
+                                 f"entry per token) at {row['op_at_peak']}", append=args.append)
     print(f"wrote {args.out}")
     return 0
 

@@ -15,12 +15,11 @@ names the tensor.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import sys
 from pathlib import Path
 
-from .fresh_process import emit, run_fresh
+from .fresh_process import emit, write_fresh_rows
 from .profiler_peak import live_tensor_peak
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -78,18 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         emit(measure(args.one))
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        for setup in args.setups.split(","):
-            row = run_fresh("benchmarks.measure.loss_path", setup, setup)
-            if not row:
-                continue
-            writer.writerow(row)
-            f.flush()
-            print(f"{row['setup']:20s} {row['bytes_per_vocab_token']:6.2f} B per vocabulary entry per token at "
-                  f"{row['op_at_peak']}", flush=True)
+    write_fresh_rows(args.out, FIELDS, "benchmarks.measure.loss_path", args.setups.split(","),
+                     lambda row: f"{row['setup']:20s} {row['bytes_per_vocab_token']:6.2f} B per vocabulary entry "
+                                 f"per token at {row['op_at_peak']}")
     print(f"wrote {args.out}")
     return 0
 

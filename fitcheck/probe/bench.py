@@ -1,5 +1,5 @@
-"""`fitcheck probe --bench`: measure this machine's RAM bandwidth (0.7 s on top of the probe, measured on a
-busy 2-core VM with a 32 MiB L3: 128 MiB buffers).
+"""`fitcheck probe --bench`: measure this machine's RAM bandwidth (about 0.25 s on top of the probe,
+measured on a quiet 2-core VM with a 32 MiB L3: 128 MiB buffers; about 0.7 s when it was busy).
 
 A pure-Python loop is far too slow to load memory, so the copy runs in C: ``ctypes.memmove``
 between two buffers of 4 × the last-level cache (STREAM's rule for its arrays; at least 64 MiB,
