@@ -16,7 +16,8 @@ from fitcheck.cli.options import json_option, load_machine, machine_override_opt
                    "(profiles/NAME.toml; then --profile NAME), FILE anywhere (then --profile FILE).")
 @click.option("--bench", is_flag=True,
               help="Also measure RAM bandwidth (a memory copy of 4 × the CPU's last-level cache, 64 MiB to 1 GiB; "
-                   "about 0.25 s with 128 MiB on a 2-core VM) for CPU speed estimates, and keep it for later answers on this machine.")
+                   "about 0.25 s with 128 MiB on a 2-core VM) for CPU speed estimates, and keep it for later "
+                   "answers on this machine.")
 @python_env_option
 def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool = False,
           python_envs: tuple[str, ...] = (), gpu: str | None = None, vram: str | None = None,
