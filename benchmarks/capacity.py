@@ -108,6 +108,7 @@ class ReserveCheck:
     step_live: int          # the replayed step tensors' live peak
     replayed_reserve: int   # the smallest room they run in, less that peak
     replayed_pieces: int    # the same with each layer's working set as its tensors (order assumed: _layer_pieces)
+    replayed_loaded: int    # the one-block replay after the base loaded as bitsandbytes loads it (_qlora_load)
     peak_at_loss: bool      # the loss path outweighs one recomputed layer (the peak is the loss's backward)
     predicted: int          # fitcheck's longest with the flat reserve
     predicted_replayed: int  # ... with the replayed reserve in its place
@@ -143,9 +144,49 @@ def _layer_pieces(spec, residual_bytes: int) -> tuple[int, ...]:
             h * b)                        # down_proj
 
 
+def _qlora_load(spec, rank: int) -> tuple[tuple[bool, object, int], ...]:
+    """The static tensors of the QLoRA recipe as they arrive, for the replay's prelude: transformers 4.4x
+    loads a bitsandbytes 4-bit base tensor by tensor in the checkpoint's (sorted) key order, and
+    `Params4bit._quantize` copies each 16-bit matrix to the GPU and quantizes it there
+    (bitsandbytes/functional.py `quantize_4bit`: absmax fp32 per 64-element block, the packed
+    uint8 weight; with double quantization the absmax is quantized per 256 blocks,
+    `quantize_blockwise`, and freed), then frees the 16-bit copy; peft `prepare_model_for_kbit_training`
+    casts the rest (norms, embeddings, lm_head) to fp32, each a new tensor with the 16-bit one
+    freed; LoRA adds fp32 A (r × in) and B (out × r) per adapted matrix."""
+    h, V = spec.hidden_size, spec.vocab_size
+    q, kv = spec.num_attention_heads * spec.attn_head_dim, spec.num_kv_heads * spec.attn_head_dim
+    ffn = spec.intermediate_size
+    mats = {"mlp.down_proj": (ffn, h), "mlp.gate_proj": (h, ffn), "mlp.up_proj": (h, ffn),
+            "self_attn.k_proj": (h, kv), "self_attn.o_proj": (q, h), "self_attn.q_proj": (h, q),
+            "self_attn.v_proj": (h, kv)}
+    norms = ("input_layernorm", "post_attention_layernorm")
+    ev: list[tuple[bool, object, int]] = [(True, "embed16", V * h * 2)]
+    for i in sorted(range(spec.num_layers), key=str):       # "layers.0", "layers.1", "layers.10", ...
+        for name in sorted((*mats, *norms)):
+            k = (i, name)
+            if name in norms:
+                ev.append((True, (k, "w16"), h * 2))
+                continue
+            n = mats[name][0] * mats[name][1]
+            ev += [(True, (k, "bf16"), n * 2), (True, (k, "absmax"), n // 64 * 4), (True, (k, "packed"), n // 2),
+                   (True, (k, "absmax2"), max(n // 64 // 256 * 4, 4)), (True, (k, "qabsmax"), n // 64),
+                   (False, (k, "absmax"), 0), (False, (k, "bf16"), 0)]
+    ev += [(True, "norm16", h * 2), (True, "head16", V * h * 2)]
+    for i in range(spec.num_layers):
+        for name in norms:
+            ev += [(True, ((i, name), "w32"), h * 4), (False, ((i, name), "w16"), 0)]
+    for name in ("embed", "norm", "head"):
+        ev += [(True, f"{name}32", (V if name != "norm" else 1) * h * 4), (False, f"{name}16", 0)]
+    for i in range(spec.num_layers):
+        for name, (rows_in, cols_out) in mats.items():
+            ev += [(True, ((i, name), "lora_A"), rank * rows_in * 4), (True, ((i, name), "lora_B"), cols_out * rank * 4)]
+    return tuple(ev)
+
+
 def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
     """`search`: also find the longest lengths (about a minute a row); else those read 0."""
     from dataclasses import replace
+    from functools import cache
 
     from fitcheck.estimate.result import ADAPTERS, MASTER_WEIGHTS, OPTIMIZER, OVERHEAD, WEIGHTS
     from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
@@ -156,6 +197,7 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
     gpu_bytes = int(float(row["gpu_gib"]) * GiB)
     steps = 3
 
+    @cache
     def parts(n: int):
         plan = resolve_training(base.with_changes(seq_len=n), spec, machine)
         gpu = estimate_training(spec, plan).gpu_devices[0]
@@ -164,8 +206,11 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
         replayed = needed_capacity(tensors, (n,) * steps) - live
         split = replace(tensors, layer_pieces=_layer_pieces(spec, tensors.layer_input // spec.hidden_size))
         pieces = needed_capacity(split, (n,) * steps) - replay_steps(split, (n,) * steps).peak_allocated
+        load = _qlora_load(spec, int(row["lora_rank"]))
+        loaded = needed_capacity(tensors, (n,) * steps, prelude=load) - replay_steps(
+            tensors, (n,) * steps, prelude=load).peak_allocated
         flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
-        return plan, gpu, flat, live, replayed, pieces
+        return plan, gpu, flat, live, replayed, pieces, loaded
 
     def fits_with(which: int):
         def fits(n: int) -> bool:
@@ -174,11 +219,11 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
         return fits
 
     n = int(row["max_seq_len"])
-    plan, gpu, flat, live, replayed, pieces = parts(n)
+    plan, gpu, flat, live, replayed, pieces, loaded = parts(n)
     acts = step_activations(spec, plan)
     return ReserveCheck(_label(row), n, gpu.peak_allocated_bytes,
                         sum(gpu.component(c) for c in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS)),
-                        flat, live, replayed, pieces, acts.logits >= acts.recompute,
+                        flat, live, replayed, pieces, loaded, acts.logits >= acts.recompute,
                         capacity(row).predicted if search else 0, _longest(fits_with(4)) if search else 0,
                         _longest(fits_with(5)) if search else 0)
 
@@ -203,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r.label:60s} at {r.published:,}: allocated {r.allocated / GiB:.2f} GiB "
                   f"({r.static / GiB:.2f} static); reserve flat {r.flat_reserve / GiB:.2f}, replayed "
                   f"{r.replayed_reserve / GiB:.2f} ({r.replayed_reserve / r.step_live:.1%} of the step's "
-                  f"{r.step_live / GiB:.2f} GiB live), {r.replayed_pieces / GiB:.2f} with each layer's tensors apart; "
+                  f"{r.step_live / GiB:.2f} GiB live), {r.replayed_pieces / GiB:.2f} with each layer's tensors apart, "
+                  f"{r.replayed_loaded / GiB:.2f} after the base loaded; "
                   f"peak at the loss's backward: {'yes' if r.peak_at_loss else 'no'}; ratio flat {r.ratio:.3f}, "
                   f"replayed {r.ratio_replayed:.3f}, tensors apart {r.ratio_pieces:.3f}")
         return 0

@@ -167,14 +167,24 @@ class ReserveReplay:
         return self.peak_reserved - self.peak_allocated
 
 
+Prelude = tuple[tuple[bool, object, int], ...]
+
+
 @lru_cache(maxsize=64)
 def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
-                 capacity: int | None = None) -> ReserveReplay:
+                 capacity: int | None = None, prelude: Prelude = ()) -> ReserveReplay:
     """Replay micro-batches of `batch` samples of `lengths` (in order; a batch is padded to its
     longest) through the caching allocator.  `capacity`: the bytes the GPU has for them (its memory
     less the static tensors and the CUDA context); beyond it the allocator gives its wholly free
-    cached segments back and retries, as cudaMalloc failing makes it do (OutOfMemory if that fails)."""
+    cached segments back and retries, as cudaMalloc failing makes it do (OutOfMemory if that fails).
+    `prelude`: (allocate?, id, bytes) events replayed first (loading the static tensors; what they
+    leave allocated stays, and counts in the peaks and the capacity)."""
     alloc = CachingAllocator(capacity=capacity)
+    for is_alloc, ident, nbytes in prelude:
+        if is_alloc:
+            alloc.malloc(("prelude", ident), max(nbytes, 1))
+        else:
+            alloc.free(("prelude", ident))
     lengths = tuple(lengths)
     for step in range(0, len(lengths), batch):
         tokens = batch * max(lengths[step:step + batch])
@@ -187,18 +197,18 @@ def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
                          max(lengths, default=0))
 
 
-def needed_capacity(tensors: StepTensors, lengths: Sequence[int], batch: int = 1) -> int:
+def needed_capacity(tensors: StepTensors, lengths: Sequence[int], batch: int = 1, prelude: Prelude = ()) -> int:
     """The smallest GPU room (bytes, a multiple of the allocator's 2 MiB rounding) in which these steps'
     tensors run: the replay at each capacity gives wholly free cached segments back when a segment
     does not fit (:func:`replay_steps`), and only a block split by a live tensor stays stranded.
     Exact over 2 MiB steps (segments are whole multiples of it), as
     benchmarks/measure/caching_allocator.needed_bytes finds it for recorded traces."""
     lengths = tuple(lengths)
-    roomy = replay_steps(tensors, lengths, batch)
+    roomy = replay_steps(tensors, lengths, batch, prelude=prelude)
 
     def runs(k: int) -> bool:
         try:
-            replay_steps(tensors, lengths, batch, capacity=k * ROUND_LARGE)
+            replay_steps(tensors, lengths, batch, capacity=k * ROUND_LARGE, prelude=prelude)
         except OutOfMemory:
             return False
         return True
