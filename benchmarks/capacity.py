@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +238,33 @@ def capacities(path: Path = DEFAULT_CSV) -> list[Capacity]:
     return [capacity(r) for r in read(path)]
 
 
+def qwen_table_swap() -> list[tuple[str, float, float]]:
+    """The Qwen fine-tuning table's single-GPU rows (benchmarks/accuracy.py, Qwen's README): (label, the
+    estimate's error with the flat reserve, its error with the replayed reserve of its step tensors
+    in its place) — the same swap `--reserve` makes for the capacity rows."""
+    from benchmarks.accuracy import _QWEN1, DEFAULT_CSV, _measured_gib, training_plan
+    from fitcheck.estimate.result import OVERHEAD
+    from fitcheck.estimate.training import estimate_training, step_tensors
+    from fitcheck.estimate.varying_lengths import needed_capacity, replay_steps
+    from fitcheck.model.resolve import resolve_model
+
+    out = []
+    for r in read(DEFAULT_CSV):
+        if "QwenLM/Qwen README" not in (r.get("source") or "") or r["model"] not in _QWEN1:
+            continue
+        spec, plan = resolve_model(_QWEN1[r["model"]]).spec, training_plan(r)
+        if plan.gpus > 1:
+            continue
+        gpu = estimate_training(spec, plan).gpu_devices[0]
+        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        tensors, lengths = step_tensors(spec, plan), (plan.seq_len,) * 3
+        replayed = needed_capacity(tensors, lengths, plan.batch) - replay_steps(tensors, lengths, plan.batch).peak_allocated
+        measured = _measured_gib(r) * GiB
+        out.append((f"{r['model']} {r['mode']} seq={plan.seq_len}", gpu.total_bytes / measured - 1,
+                    (gpu.total_bytes - flat + replayed) / measured - 1))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
@@ -252,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r.replayed_loaded / GiB:.2f} after the base loaded; "
                   f"peak at the loss's backward: {'yes' if r.peak_at_loss else 'no'}; ratio flat {r.ratio:.3f}, "
                   f"replayed {r.ratio_replayed:.3f}, tensors apart {r.ratio_pieces:.3f}")
+        swap = qwen_table_swap()
+        for name, i in (("flat reserve", 1), ("replayed reserve", 2)):
+            errs = [row[i] for row in swap]
+            print(f"Qwen fine-tuning table, {len(swap)} single-GPU rows, {name}: median |error| "
+                  f"{statistics.median(abs(e) for e in errs):.2%}, worst under-prediction {min(errs):+.2%}, "
+                  f"worst over-prediction {max(errs):+.2%}")
         return 0
     rows = capacities(args.csv)
     for c in rows:
