@@ -1,6 +1,6 @@
 """The longest sequence fitcheck says fits vs the longest that fit, for published capacity tables.
 
-    python -m benchmarks.capacity [--csv PATH] [--rows]
+    python -m benchmarks.capacity [--csv PATH] [--reserve]
 
 Reads `benchmarks/data/capacity_reference.csv`: published maximum sequence lengths of QLoRA
 fine-tuning (Hugging Face + flash-attention 2, rank 32 on all linear layers, batch 1, gradient
@@ -11,12 +11,19 @@ ratio to the published length: above 1 fitcheck would say "fits" where the run r
 A row whose published result is OOM checks that fitcheck says it does not fit at 512 tokens.
 The transformers release is the one current at the post's date (the posts do not name it); the
 optimizer is the posts' notebooks' `adamw_8bit`.
+
+`--reserve` tests the caching allocator as the explanation: for each row with a published length it
+replays the estimate's own step tensors at that length (three fixed-length steps; static tensors in
+segments of their own, fitcheck/estimate/varying_lengths.py) in "smallest GPU it fits in" mode and
+sets the reserve that replay needs beyond its live peak against the estimate's flat
+TRAINING_ALLOCATOR_SLACK, with the longest length that fits when the replayed reserve replaces it.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,23 +56,26 @@ def _need(spec, request, machine) -> int:
     return max(d.total_bytes for d in out.estimate.devices)
 
 
-def capacity(row: dict) -> Capacity:
+def _setup(row: dict):
     from fitcheck.model.resolve import resolve_model
     from fitcheck.profiles import load_profile
     from fitcheck.profiles.overrides import MachineOverrides, apply_overrides
     from fitcheck.request import Request
 
     spec = resolve_model(row["model"]).spec
-    gpu_bytes = int(float(row["gpu_gib"]) * GiB)
     machine = apply_overrides(load_profile("a100-80gb"), MachineOverrides(vram=f"{row['gpu_gib']}GiB"))
     base = Request(mode=row["mode"], precision=row["precision"], batch=int(row["batch"]),
                    lora_rank=int(row["lora_rank"]), lora_targets=row["lora_targets"],
                    grad_checkpointing=row["grad_checkpointing"] == "yes", attention=row["attention"],
                    optimizer=row["optimizer"], transformers_version=row["transformers_version"] or None)
+    return spec, machine, base
 
-    def fits(n: int) -> bool:
-        return _need(spec, base.with_changes(seq_len=n), machine) <= gpu_bytes
 
+def _label(row: dict) -> str:
+    return f"{row['model'].split('/')[-1]} on {row['gpu']} (transformers {row['transformers_version']})"
+
+
+def _longest(fits) -> int:
     lo, hi = 0, 1 << 20
     while lo < hi:  # the largest n with fits(n); fits is monotone in n
         mid = (lo + hi + 1) // 2
@@ -73,8 +83,150 @@ def capacity(row: dict) -> Capacity:
             lo = mid
         else:
             hi = mid - 1
-    label = f"{row['model'].split('/')[-1]} on {row['gpu']} (transformers {row['transformers_version']})"
-    return Capacity(label, int(row["max_seq_len"]) if row["max_seq_len"] else None, lo)
+    return lo
+
+
+def capacity(row: dict) -> Capacity:
+    spec, machine, base = _setup(row)
+    gpu_bytes = int(float(row["gpu_gib"]) * GiB)
+
+    def fits(n: int) -> bool:
+        return _need(spec, base.with_changes(seq_len=n), machine) <= gpu_bytes
+
+    return Capacity(_label(row), int(row["max_seq_len"]) if row["max_seq_len"] else None, _longest(fits))
+
+
+@dataclass(frozen=True)
+class ReserveCheck:
+    """At a row's published length: the estimate's flat reserve against the one the caching allocator,
+    replayed over the estimate's own step tensors, needs."""
+
+    label: str
+    published: int
+    allocated: int          # the estimate's peak allocated bytes
+    static: int             # weights, adapters, optimizer states, master weights: allocated once
+    flat_reserve: int       # TRAINING_ALLOCATOR_SLACK of allocated
+    step_live: int          # the replayed step tensors' live peak
+    replayed_reserve: int   # the smallest room they run in, less that peak
+    replayed_pieces: int    # the same with each layer's working set as its tensors (order assumed: _layer_pieces)
+    replayed_loaded: int    # the one-block replay after the base loaded as bitsandbytes loads it (_qlora_load)
+    peak_at_loss: bool      # the loss path outweighs one recomputed layer (the peak is the loss's backward)
+    predicted: int          # fitcheck's longest with the flat reserve
+    predicted_replayed: int  # ... with the replayed reserve in its place
+    predicted_pieces: int   # ... with the replayed reserve of the layer's tensors
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.published
+
+    @property
+    def ratio_replayed(self) -> float:
+        return self.predicted_replayed / self.published
+
+    @property
+    def ratio_pieces(self) -> float:
+        return self.predicted_pieces / self.published
+
+
+def _layer_pieces(spec, residual_bytes: int) -> tuple[int, ...]:
+    """A Llama decoder layer's transient tensors per token, in the order of its forward under the
+    QLoRA recipe (modeling_llama.py LlamaDecoderLayer, LlamaRMSNorm on the fp32 residual stream,
+    autocast's 16-bit casts before each linear, SwiGLU): an assumption of order for the replay, not a
+    measurement; the estimate's layer_work (what it counts) bounds the sum."""
+    h, b, r = spec.hidden_size, 2, residual_bytes
+    q = spec.num_attention_heads * spec.attn_head_dim
+    kv = spec.num_kv_heads * spec.attn_head_dim
+    ffn = spec.intermediate_size
+    return (h * 4, h * r, h * b,          # input norm: x·rsqrt in fp32, × weight, autocast's cast
+            q * b, kv * b, kv * b, q * b,  # q, k, v, attention output
+            h * b, h * r,                 # o_proj, residual add
+            h * 4, h * r, h * b,          # post-attention norm and cast
+            ffn * b, ffn * b, ffn * b, ffn * b,  # gate, up, act(gate), act(gate)·up
+            h * b)                        # down_proj
+
+
+def _qlora_load(spec, rank: int) -> tuple[tuple[bool, object, int], ...]:
+    """The static tensors of the QLoRA recipe as they arrive, for the replay's prelude: transformers 4.4x
+    loads a bitsandbytes 4-bit base tensor by tensor in the checkpoint's (sorted) key order, and
+    `Params4bit._quantize` copies each 16-bit matrix to the GPU and quantizes it there
+    (bitsandbytes/functional.py `quantize_4bit`: absmax fp32 per 64-element block, the packed
+    uint8 weight; with double quantization the absmax is quantized per 256 blocks,
+    `quantize_blockwise`, and freed), then frees the 16-bit copy; peft `prepare_model_for_kbit_training`
+    casts the rest (norms, embeddings, lm_head) to fp32, each a new tensor with the 16-bit one
+    freed; LoRA adds fp32 A (r × in) and B (out × r) per adapted matrix."""
+    h, V = spec.hidden_size, spec.vocab_size
+    q, kv = spec.num_attention_heads * spec.attn_head_dim, spec.num_kv_heads * spec.attn_head_dim
+    ffn = spec.intermediate_size
+    mats = {"mlp.down_proj": (ffn, h), "mlp.gate_proj": (h, ffn), "mlp.up_proj": (h, ffn),
+            "self_attn.k_proj": (h, kv), "self_attn.o_proj": (q, h), "self_attn.q_proj": (h, q),
+            "self_attn.v_proj": (h, kv)}
+    norms = ("input_layernorm", "post_attention_layernorm")
+    ev: list[tuple[bool, object, int]] = [(True, "embed16", V * h * 2)]
+    for i in sorted(range(spec.num_layers), key=str):       # "layers.0", "layers.1", "layers.10", ...
+        for name in sorted((*mats, *norms)):
+            k = (i, name)
+            if name in norms:
+                ev.append((True, (k, "w16"), h * 2))
+                continue
+            n = mats[name][0] * mats[name][1]
+            ev += [(True, (k, "bf16"), n * 2), (True, (k, "absmax"), n // 64 * 4), (True, (k, "packed"), n // 2),
+                   (True, (k, "absmax2"), max(n // 64 // 256 * 4, 4)), (True, (k, "qabsmax"), n // 64),
+                   (False, (k, "absmax"), 0), (False, (k, "bf16"), 0)]
+    ev += [(True, "norm16", h * 2), (True, "head16", V * h * 2)]
+    for i in range(spec.num_layers):
+        for name in norms:
+            ev += [(True, ((i, name), "w32"), h * 4), (False, ((i, name), "w16"), 0)]
+    for name in ("embed", "norm", "head"):
+        ev += [(True, f"{name}32", (V if name != "norm" else 1) * h * 4), (False, f"{name}16", 0)]
+    for i in range(spec.num_layers):
+        for name, (rows_in, cols_out) in mats.items():
+            ev += [(True, ((i, name), "lora_A"), rank * rows_in * 4), (True, ((i, name), "lora_B"), cols_out * rank * 4)]
+    return tuple(ev)
+
+
+def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
+    """`search`: also find the longest lengths (about a minute a row); else those read 0."""
+    from dataclasses import replace
+    from functools import cache
+
+    from fitcheck.estimate.result import ADAPTERS, MASTER_WEIGHTS, OPTIMIZER, OVERHEAD, WEIGHTS
+    from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
+    from fitcheck.estimate.varying_lengths import needed_capacity, replay_steps
+    from fitcheck.plan import resolve_training
+
+    spec, machine, base = _setup(row)
+    gpu_bytes = int(float(row["gpu_gib"]) * GiB)
+    steps = 3
+
+    @cache
+    def parts(n: int):
+        plan = resolve_training(base.with_changes(seq_len=n), spec, machine)
+        gpu = estimate_training(spec, plan).gpu_devices[0]
+        tensors = step_tensors(spec, plan)
+        live = replay_steps(tensors, (n,) * steps).peak_allocated
+        replayed = needed_capacity(tensors, (n,) * steps) - live
+        split = replace(tensors, layer_pieces=_layer_pieces(spec, tensors.layer_input // spec.hidden_size))
+        pieces = needed_capacity(split, (n,) * steps) - replay_steps(split, (n,) * steps).peak_allocated
+        load = _qlora_load(spec, int(row["lora_rank"]))
+        loaded = needed_capacity(tensors, (n,) * steps, prelude=load) - replay_steps(
+            tensors, (n,) * steps, prelude=load).peak_allocated
+        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        return plan, gpu, flat, live, replayed, pieces, loaded
+
+    def fits_with(which: int):
+        def fits(n: int) -> bool:
+            got = parts(n)
+            return got[1].total_bytes - got[2] + got[which] <= gpu_bytes
+        return fits
+
+    n = int(row["max_seq_len"])
+    plan, gpu, flat, live, replayed, pieces, loaded = parts(n)
+    acts = step_activations(spec, plan)
+    return ReserveCheck(_label(row), n, gpu.peak_allocated_bytes,
+                        sum(gpu.component(c) for c in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS)),
+                        flat, live, replayed, pieces, loaded, acts.logits >= acts.recompute,
+                        capacity(row).predicted if search else 0, _longest(fits_with(4)) if search else 0,
+                        _longest(fits_with(5)) if search else 0)
 
 
 def read(path: Path = DEFAULT_CSV) -> list[dict]:
@@ -86,10 +238,55 @@ def capacities(path: Path = DEFAULT_CSV) -> list[Capacity]:
     return [capacity(r) for r in read(path)]
 
 
+def qwen_table_swap() -> list[tuple[str, float, float]]:
+    """The Qwen fine-tuning table's single-GPU rows (benchmarks/accuracy.py, Qwen's README): (label, the
+    estimate's error with the flat reserve, its error with the replayed reserve of its step tensors
+    in its place) — the same swap `--reserve` makes for the capacity rows."""
+    from benchmarks.accuracy import _QWEN1, DEFAULT_CSV, _measured_gib, training_plan
+    from fitcheck.estimate.result import OVERHEAD
+    from fitcheck.estimate.training import estimate_training, step_tensors
+    from fitcheck.estimate.varying_lengths import needed_capacity, replay_steps
+    from fitcheck.model.resolve import resolve_model
+
+    out = []
+    for r in read(DEFAULT_CSV):
+        if "QwenLM/Qwen README" not in (r.get("source") or "") or r["model"] not in _QWEN1:
+            continue
+        spec, plan = resolve_model(_QWEN1[r["model"]]).spec, training_plan(r)
+        if plan.gpus > 1:
+            continue
+        gpu = estimate_training(spec, plan).gpu_devices[0]
+        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        tensors, lengths = step_tensors(spec, plan), (plan.seq_len,) * 3
+        replayed = needed_capacity(tensors, lengths, plan.batch) - replay_steps(tensors, lengths, plan.batch).peak_allocated
+        measured = _measured_gib(r) * GiB
+        out.append((f"{r['model']} {r['mode']} seq={plan.seq_len}", gpu.total_bytes / measured - 1,
+                    (gpu.total_bytes - flat + replayed) / measured - 1))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--reserve", action="store_true",
+                    help="the flat allocator reserve against the one replayed over the estimate's step tensors")
     args = ap.parse_args(argv)
+    if args.reserve:
+        for r in (reserve_check(row) for row in read(args.csv) if row["max_seq_len"]):
+            print(f"{r.label:60s} at {r.published:,}: allocated {r.allocated / GiB:.2f} GiB "
+                  f"({r.static / GiB:.2f} static); reserve flat {r.flat_reserve / GiB:.2f}, replayed "
+                  f"{r.replayed_reserve / GiB:.2f} ({r.replayed_reserve / r.step_live:.1%} of the step's "
+                  f"{r.step_live / GiB:.2f} GiB live), {r.replayed_pieces / GiB:.2f} with each layer's tensors apart, "
+                  f"{r.replayed_loaded / GiB:.2f} after the base loaded; "
+                  f"peak at the loss's backward: {'yes' if r.peak_at_loss else 'no'}; ratio flat {r.ratio:.3f}, "
+                  f"replayed {r.ratio_replayed:.3f}, tensors apart {r.ratio_pieces:.3f}")
+        swap = qwen_table_swap()
+        for name, i in (("flat reserve", 1), ("replayed reserve", 2)):
+            errs = [row[i] for row in swap]
+            print(f"Qwen fine-tuning table, {len(swap)} single-GPU rows, {name}: median |error| "
+                  f"{statistics.median(abs(e) for e in errs):.2%}, worst under-prediction {min(errs):+.2%}, "
+                  f"worst over-prediction {max(errs):+.2%}")
+        return 0
     rows = capacities(args.csv)
     for c in rows:
         if c.published is None:

@@ -64,7 +64,9 @@ TEMP_BUFFERS = "temp_buffers"
 # fits in, results/allocator-replay-*.csv) gives 2–19 % of the allocated peak: least for LoRA with
 # fixed lengths, most for full fine-tuning (foreach AdamW's temporaries split cached blocks).
 # On a GPU with memory to spare, max_memory_reserved reads more than this (freed blocks stay cached
-# until memory runs short): 11–40 % with fixed lengths, up to 120 % with varying ones.
+# until memory runs short): 11–40 % with fixed lengths, up to 120 % with varying ones.  Not yet
+# reproduced for the QLoRA capacity rows (docs/accuracy.md, "The QLoRA capacity case";
+# `python -m benchmarks.capacity --reserve` replays their steps): kept flat until a recorded trace.
 TRAINING_ALLOCATOR_SLACK = 0.15
 # DeepSpeed: `additional_buffer_factor` of its offload RAM estimate (runtime/zero/stage3.py,
 # stage_1_and_2.py estimate_*_model_states_mem_needs).

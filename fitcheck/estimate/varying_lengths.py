@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fitcheck.estimate.allocator import CachingAllocator
+from fitcheck.estimate.allocator import ROUND_LARGE, CachingAllocator, OutOfMemory
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,22 @@ class StepTensors:
     loss_bytes: int         # the cross-entropy's dtype (4: autocast/upcast fp32)
     shift_copy: bool        # a contiguous shifted copy of the logits (batch > 1 with a shifting model)
     checkpointing: bool
+    # The working set as separate tensors (per-token bytes, in allocation order, summing to at most
+    # layer_work; any remainder is one more tensor); empty: one block.  How a layer's tensors split
+    # cached blocks decides what stays stranded beside the checkpointed inputs.
+    layer_pieces: tuple[int, ...] = ()
+
+
+def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterator[tuple[bool, object, int]]:
+    """Allocate or free layer i's working set: one block, or its pieces."""
+    if not t.layer_pieces:
+        yield alloc, (k, "w", i), tokens * t.layer_work
+        return
+    pieces = list(t.layer_pieces)
+    if t.layer_work > sum(pieces):
+        pieces.append(t.layer_work - sum(pieces))
+    for j, size in enumerate(pieces):
+        yield alloc, (k, "w", i, j), tokens * size
 
 
 def _events(t: StepTensors, tokens: int, step: int) -> Iterator[tuple[bool, object, int]]:
@@ -90,9 +106,9 @@ def _events(t: StepTensors, tokens: int, step: int) -> Iterator[tuple[bool, obje
     k = ("s", step)
     yield True, (k, "x", 0), tokens * t.layer_input
     for i in range(L):
-        yield True, (k, "w", i), tokens * t.layer_work
+        yield from _work(t, True, k, i, tokens)
         yield True, (k, "x", i + 1), tokens * t.layer_input
-        yield False, (k, "w", i), 0
+        yield from _work(t, False, k, i, tokens)
         if not t.checkpointing:
             yield True, (k, "keep", i), tokens * t.layer_work
     yield True, (k, "out"), tokens * t.outside
@@ -127,9 +143,12 @@ def _events(t: StepTensors, tokens: int, step: int) -> Iterator[tuple[bool, obje
     yield False, (k, "x", L), 0
     for i in reversed(range(L)):
         if t.checkpointing:
-            yield True, (k, "w", i), tokens * t.layer_work
+            yield from _work(t, True, k, i, tokens)
         yield True, (k, "g", i), tokens * t.layer_input
-        yield False, (k, "w" if t.checkpointing else "keep", i), 0
+        if t.checkpointing:
+            yield from _work(t, False, k, i, tokens)
+        else:
+            yield False, (k, "keep", i), 0
         yield False, (k, "g", i + 1), 0
         yield False, (k, "x", i), 0
     yield False, (k, "g", 0), 0
@@ -148,14 +167,24 @@ class ReserveReplay:
         return self.peak_reserved - self.peak_allocated
 
 
+Prelude = tuple[tuple[bool, object, int], ...]
+
+
 @lru_cache(maxsize=64)
 def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
-                 capacity: int | None = None) -> ReserveReplay:
+                 capacity: int | None = None, prelude: Prelude = ()) -> ReserveReplay:
     """Replay micro-batches of `batch` samples of `lengths` (in order; a batch is padded to its
     longest) through the caching allocator.  `capacity`: the bytes the GPU has for them (its memory
     less the static tensors and the CUDA context); beyond it the allocator gives its wholly free
-    cached segments back and retries, as cudaMalloc failing makes it do (OutOfMemory if that fails)."""
+    cached segments back and retries, as cudaMalloc failing makes it do (OutOfMemory if that fails).
+    `prelude`: (allocate?, id, bytes) events replayed first (loading the static tensors; what they
+    leave allocated stays, and counts in the peaks and the capacity)."""
     alloc = CachingAllocator(capacity=capacity)
+    for is_alloc, ident, nbytes in prelude:
+        if is_alloc:
+            alloc.malloc(("prelude", ident), max(nbytes, 1))
+        else:
+            alloc.free(("prelude", ident))
     lengths = tuple(lengths)
     for step in range(0, len(lengths), batch):
         tokens = batch * max(lengths[step:step + batch])
@@ -166,3 +195,32 @@ def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
                 alloc.free(ident)
     return ReserveReplay(alloc.peak_allocated, alloc.peak_reserved, -(-len(lengths) // batch),
                          max(lengths, default=0))
+
+
+def needed_capacity(tensors: StepTensors, lengths: Sequence[int], batch: int = 1, prelude: Prelude = ()) -> int:
+    """The smallest GPU room (bytes, a multiple of the allocator's 2 MiB rounding) in which these steps'
+    tensors run: the replay at each capacity gives wholly free cached segments back when a segment
+    does not fit (:func:`replay_steps`), and only a block split by a live tensor stays stranded.
+    Exact over 2 MiB steps (segments are whole multiples of it), as
+    benchmarks/measure/caching_allocator.needed_bytes finds it for recorded traces."""
+    lengths = tuple(lengths)
+    roomy = replay_steps(tensors, lengths, batch, prelude=prelude)
+
+    def runs(k: int) -> bool:
+        try:
+            replay_steps(tensors, lengths, batch, capacity=k * ROUND_LARGE, prelude=prelude)
+        except OutOfMemory:
+            return False
+        return True
+
+    low = roomy.peak_allocated // ROUND_LARGE        # too small unless the peak is exactly at it
+    high = -(-roomy.peak_reserved // ROUND_LARGE)    # runs: nothing was given back
+    if runs(low):
+        return low * ROUND_LARGE
+    while high - low > 1:                            # invariant: low fails, high runs
+        mid = (low + high) // 2
+        if runs(mid):
+            high = mid
+        else:
+            low = mid
+    return high * ROUND_LARGE

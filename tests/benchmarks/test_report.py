@@ -36,8 +36,10 @@ def test_write_readme_replaces_only_between_the_markers(tmp_path):
     assert not report.write_readme("| new |", readme)
 
 
-# Llama-3.1-8B at 28,000 tokens on 80 GB: fitcheck says about 31,000 fit; the ~2 B per vocabulary
-# entry per token it misses is not found yet (docs/accuracy.md, "The capacity case").
+# Llama-3.1-8B at 28,000 tokens on 80 GB: fitcheck says about 31,000 fit; what it misses (~2 B per
+# vocabulary entry per token, or ~30 % of the step's transient tensors as allocator room) is not found
+# yet; the allocator replayed over the estimate's step tensors does not explain it (docs/accuracy.md,
+# "The QLoRA capacity case"; test_the_replayed_reserve_of_the_8b_step_is_below_the_flat_reserve).
 KNOWN_OVER = {"Llama-3.1-8B-Instruct on 80 GB (transformers 4.47)": 1.15}
 # Conservative beyond 0.8: under transformers 4.40 Llama keeps per-layer rotary tables (80 layers × 2 ×
 # 8,192 × 128 × 2 B = 320 MiB, fitcheck.plan.ROTARY_TABLE_RELEASES), which takes 0.809 to 0.798.
@@ -61,3 +63,30 @@ def test_qlora_capacity_is_never_said_to_fit_beyond_five_percent_of_what_fit():
 def test_the_8b_capacity_row_is_within_five_percent():
     c = next(c for c in capacities() if c.label in KNOWN_OVER)
     assert c.ratio <= 1.05
+
+
+def test_the_replayed_reserve_of_the_8b_step_is_below_the_flat_reserve():
+    """The allocator replayed over the estimate's own step tensors (smallest GPU it fits in) needs less
+    than the flat 15 % at 28,000 tokens: it cannot close the 8B row's over-prediction
+    (docs/accuracy.md, "The QLoRA capacity case")."""
+    from benchmarks.capacity import read, reserve_check
+
+    row = next(r for r in read() if r["model"].endswith("Llama-3.1-8B-Instruct") and r["max_seq_len"])
+    r = reserve_check(row, search=False)
+    assert r.peak_at_loss
+    assert 0 < r.replayed_reserve < r.flat_reserve
+    assert 0.05 < r.replayed_reserve / r.step_live < 0.25
+
+
+def test_the_replayed_reserve_in_place_of_the_flat_one_breaks_the_qwen_table():
+    """Why the flat reserve stays: the Qwen fine-tuning table's single-GPU rows, with the reserve the
+    allocator replay of their step tensors needs instead, read far under the measured figures."""
+    import statistics
+
+    from benchmarks.capacity import qwen_table_swap
+
+    swap = qwen_table_swap()
+    assert len(swap) >= 40
+    flat, replayed = [r[1] for r in swap], [r[2] for r in swap]
+    assert min(flat) > -0.15 and min(replayed) < -0.20
+    assert statistics.median(abs(e) for e in replayed) > statistics.median(abs(e) for e in flat)

@@ -44,3 +44,45 @@ def test_a_gpu_without_room_gives_cached_segments_back():
     roomy = replay_steps(tensors, lengths)
     tight = replay_steps(tensors, lengths, capacity=roomy.peak_allocated + roomy.excess // 4)
     assert tight.peak_reserved <= roomy.peak_allocated + roomy.excess // 4 < roomy.peak_reserved
+
+
+def test_the_needed_capacity_is_the_smallest_room_the_steps_run_in():
+    from fitcheck.estimate.allocator import ROUND_LARGE, OutOfMemory
+    from fitcheck.estimate.varying_lengths import needed_capacity
+
+    tensors = step_tensors(QWEN1, PLAN)
+    roomy = replay_steps(tensors, (1024,) * 3)
+    need = needed_capacity(tensors, (1024,) * 3)
+    assert roomy.peak_allocated <= need <= roomy.peak_reserved and need % ROUND_LARGE == 0
+    replay_steps(tensors, (1024,) * 3, capacity=need)
+    try:
+        replay_steps(tensors, (1024,) * 3, capacity=need - ROUND_LARGE)
+    except OutOfMemory:
+        pass
+    else:
+        raise AssertionError("the steps also ran in 2 MiB less")
+
+
+def test_a_working_set_split_into_its_tensors_keeps_the_live_peak():
+    from dataclasses import replace
+
+    tensors = step_tensors(QWEN1, PLAN)
+    h = QWEN1.hidden_size
+    split = replace(tensors, layer_pieces=(4 * h, 2 * h, 2 * h, 4 * h))
+    whole, apart = replay_steps(tensors, (1024,) * 3), replay_steps(split, (1024,) * 3)
+    assert abs(apart.peak_allocated - whole.peak_allocated) <= 5 * 512
+    assert apart.peak_reserved >= apart.peak_allocated
+
+
+def test_a_prelude_of_static_tensors_counts_in_the_peak_and_its_freed_blocks_are_reused():
+    from fitcheck.estimate.varying_lengths import needed_capacity
+
+    tensors = step_tensors(QWEN1, PLAN)
+    bare = replay_steps(tensors, (1024,) * 3)
+    big = 64 << 20
+    # bitsandbytes' load: a 16-bit copy, the quarter-size packed weight made from it, the copy freed
+    prelude = ((True, "copy", big), (True, "packed", big // 4), (False, "copy", 0))
+    loaded = replay_steps(tensors, (1024,) * 3, prelude=prelude)
+    assert loaded.peak_allocated == bare.peak_allocated + big // 4
+    assert needed_capacity(tensors, (1024,) * 3, prelude=prelude) >= needed_capacity(tensors, (1024,) * 3)
+    assert loaded.peak_reserved < bare.peak_reserved + big   # the copy's freed segment held step tensors
