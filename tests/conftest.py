@@ -13,3 +13,11 @@ def _isolated_user_config(tmp_path_factory, monkeypatch):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))  # probe --bench's readings
+
+
+@pytest.fixture(scope="module")
+def node():
+    """The one multi-node profile with a [cluster] table (8x-h100), shared by the multi-node tests."""
+    from fitcheck.profiles import load_profile
+
+    return load_profile("8x-h100")

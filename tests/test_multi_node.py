@@ -24,10 +24,6 @@ def run(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-@pytest.fixture(scope="module")
-def node():
-    return load_profile(H100)
-
 
 def _weights(result, device: int = 0) -> int:
     return result.estimate.devices[device].component("weights")

@@ -30,10 +30,6 @@ def run(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-@pytest.fixture(scope="module")
-def node():
-    return load_profile(H100)
-
 
 def _check(model: str, node, **changes):
     return check(model, Request(**changes), node, alternatives=False, search=False)

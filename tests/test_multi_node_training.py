@@ -29,10 +29,6 @@ def run(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-@pytest.fixture(scope="module")
-def node():
-    return load_profile(H100)
-
 
 def _check(model: str, node, **kw):
     return check(model, Request(**kw), node, alternatives=False, search=False)
