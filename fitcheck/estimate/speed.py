@@ -6,6 +6,8 @@ assumptions.  The formulas:
 decode (memory-bandwidth bound), one step of a batch of B sequences:
     t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU), layers × host time per layer)
     bytes read = active weights (read once, shared by the batch) + B × KV-cache traffic
+    (kv_traffic: 1× the cache in place; transformers 3 + 2g×, of which its copies, torch.cat and
+    repeat_kv, move at KV_COPY_BANDWIDTH of the bandwidth)
     aggregate tokens/s = B / t;  per sequence = 1 / t
 prefill (compute bound), per prompt token:
     FLOPs = 2 × active parameters + 2 × 2 × layers × (prompt / 2) × (heads × head_dim)
