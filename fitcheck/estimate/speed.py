@@ -6,8 +6,8 @@ assumptions.  The formulas:
 decode (memory-bandwidth bound), one step of a batch of B sequences:
     t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU), layers × host time per layer)
     bytes read = active weights (read once, shared by the batch) + B × KV-cache traffic
-    (kv_traffic: 1× the cache in place; transformers 3 + 2g×, of which its copies, torch.cat and
-    repeat_kv, move at KV_COPY_BANDWIDTH of the bandwidth)
+    (kv_traffic: 1× the cache in place; transformers 3 + 2g×, of which its torch.cat's 2× move at
+    KV_CONCAT_BANDWIDTH of the bandwidth)
     aggregate tokens/s = B / t;  per sequence = 1 / t
 prefill (compute bound), per prompt token:
     FLOPs = 2 × active parameters + 2 × 2 × layers × (prompt / 2) × (heads × head_dim)
@@ -78,18 +78,19 @@ PREFILL_MFU = {
                                                       "peak on A100, RTX 4090 and M-series GPUs"),
     "cpu": Efficiency("prefill MFU (CPU)", 0.2, 0.5, "llama.cpp/llamafile matmuls reach 20–50 % of CPU peak"),
 }
-# transformers' KV-cache copies (kv_traffic) run at a fraction of the decode bandwidth: they move 2-byte elements
-# one at a time.  PyTorch's torch.cat took vector loads only for 4- and 8-byte types (pytorch/pytorch#102815) until
-# pytorch/pytorch#150233 (2025) added 8-byte loads for bf16/fp16, and repeat_kv's reshape of an expanded (stride-0)
-# view is a non-contiguous TensorIterator copy, which never vectorises.  #150233's own table times the same cat
-# (same shapes, the PR author's GPU) in fp32 with vector loads and in bf16 without: at B = 1,000 / 10,000 / 20,000,
-# fp32 0.1336 / 1.3268 / 2.7445 ms for twice the bytes bf16 moves in 0.1406 / 1.3038 / 2.6683 ms, so scalar bf16
-# copies move bytes at (1 / 0.1406) / (2 / 0.1336) = 0.475 to 0.514 of the vectorised rate.  Unitless: a factor on
-# DECODE_BANDWIDTH for the copied bytes (the slow end takes 0.475).  vLLM, SGLang and llama.cpp copy nothing.
-KV_COPY_BANDWIDTH = Efficiency("KV-cache copy bandwidth (transformers), share of the decode bandwidth", 0.475, 0.514,
-                               "DynamicCache's torch.cat and repeat_kv copy 2-byte elements one at a time: "
-                               "pytorch/pytorch#150233 times a bf16 cat without vector loads at 0.48–0.51 of "
-                               "the byte rate of the vectorised fp32 one")
+# transformers' concatenation of the KV cache (DynamicCache.update, kv_traffic) runs at a fraction of the decode
+# bandwidth: PyTorch's torch.cat took vector loads only for 4- and 8-byte types (pytorch/pytorch#102815) until
+# pytorch/pytorch#150233 (2025) added 8-byte loads for bf16/fp16, so a bf16 cat moves one 2-byte element per load and
+# per index computation.  #150233's own table times the same cat (same shapes, the PR author's GPU) in fp32 with
+# vector loads and in bf16 without: at B = 1,000 / 10,000 / 20,000, fp32 0.1336 / 1.3268 / 2.7445 ms for twice the
+# bytes bf16 moves in 0.1406 / 1.3038 / 2.6683 ms, so the bf16 cat moves bytes at (1 / 0.1406) / (2 / 0.1336) = 0.475
+# to 0.514 of the vectorised rate.  Unitless: a factor on DECODE_BANDWIDTH for the concatenation's bytes (the slow
+# end takes 0.475).  repeat_kv's copy is not slowed so: a published profile of transformers' decode (GA102, 711 GB/s
+# measured; github.com/lgoyal6 decode-profiling README, "Result 2") reads its aten::copy_ (elementwise_kernel<128,4>)
+# at 581 GB/s, 82 % of the measured peak, and the attention after it at 96 %; so they count at DECODE_BANDWIDTH.
+KV_CONCAT_BANDWIDTH = Efficiency("KV-cache torch.cat (transformers), share of the decode bandwidth", 0.475, 0.514,
+                                 "torch.cat moves 2-byte elements without vector loads before PyTorch pull request "
+                                 "#150233, whose timings put it at 0.48–0.51 of the vectorised byte rate")
 # Training MFU: PaLM 46 % (Chowdhery et al. 2022), Megatron-LM 52 % of A100 peak (Narayanan et al.
 # 2021); single-GPU Hugging Face fine-tuning is lower (30–40 %).  CPUs: 10–30 %.
 TRAINING_MFU = {
@@ -349,16 +350,21 @@ def ep_weight_bytes(spec: ModelSpec, plan: Plan) -> int:
 # (https://github.com/Dao-AILab/flash-attention/blob/9a11f440d3a34f618b4ba814c825b109c6d7e8f5/csrc/flash_attn/flash_api.cpp#L235-L296,
 # called from mha_fwd at L452): Qwen2.5-7B's 28 repeated heads over 31k positions (248 blocks of 128) get 7 splits,
 # 196 CTAs for an A100's 2 × 108 slots, so it streams at the decode bandwidth like the weights.
-# The copies do not: see KV_COPY_BANDWIDTH.
+# The concatenation does not: see KV_CONCAT_BANDWIDTH.
 
 
 @dataclass(frozen=True)
 class KVTraffic:
-    """How many times one decode step moves the KV cache: read in place (or its copy) by the attention kernel, and
-    read or written by copies (torch.cat, repeat_kv)."""
+    """How many times one decode step moves the KV cache: read in place (or its copy) by the attention kernel, read
+    and written by the concatenation (torch.cat), read and written by the grouped-query expansion (repeat_kv)."""
 
     attention_reads: int
-    copies: int
+    concatenation: int = 0
+    expansion: int = 0
+
+    @property
+    def copies(self) -> int:
+        return self.concatenation + self.expansion
 
     @property
     def total(self) -> int:
@@ -366,14 +372,14 @@ class KVTraffic:
 
 
 def kv_traffic(spec: ModelSpec, engine: str) -> KVTraffic:
-    """transformers: attention reads g×, copies move 3 + g× (cat 2×, repeat_kv 1 + g×); every other engine 1×, no
-    copies.  g = heads / KV heads (1 for MLA's latent cache)."""
+    """transformers: attention reads g×, torch.cat 2×, repeat_kv 1 + g×; every other engine 1×, no copies.
+    g = heads / KV heads (1 for MLA's latent cache)."""
     if engine != "transformers":
-        return KVTraffic(1, 0)
+        return KVTraffic(1)
     groups = 1 if spec.is_mla else max(spec.num_attention_heads // max(spec.num_kv_heads, 1), 1)
     if groups == 1:  # repeat_kv returns its input when n_rep == 1
-        return KVTraffic(1, 2)
-    return KVTraffic(groups, 3 + groups)
+        return KVTraffic(1, concatenation=2)
+    return KVTraffic(groups, concatenation=2, expansion=1 + groups)
 
 
 def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
@@ -450,18 +456,18 @@ def _cpu_device(machine: Machine) -> _Device:
 
 
 def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
-               end: str, serial: bool = False, kv_copy_b: float = 0.0) -> tuple[float, str]:
+               end: str, serial: bool = False, kv_concat_b: float = 0.0) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it.
 
-    `kv_copy_b`: bytes transformers' KV-cache copies move (kv_traffic), at KV_COPY_BANDWIDTH of the decode
-    bandwidth on a GPU (PyTorch's scalar 2-byte copy kernels; on a CPU they count as plain bytes).
+    `kv_concat_b`: bytes transformers' torch.cat of the KV cache moves (kv_traffic), at KV_CONCAT_BANDWIDTH of the
+    decode bandwidth on a GPU (PyTorch's cat kernel without vector loads for 2-byte types; on a CPU plain bytes).
 
     `serial`: the host waits for the device inside every layer (host_serialises), or the "host" time is the
     GPU's own kernel latency (an MoE model under CUDA graphs, moe_layer_latency): the two add."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
     e_bw = pick(DECODE_BANDWIDTH[dev.kind])
-    copy_share = pick(KV_COPY_BANDWIDTH) if dev.kind == "gpu" else 1.0
-    mem = (weight_b + kv_b + kv_copy_b / copy_share) / (dev.bandwidth * e_bw)
+    concat_share = pick(KV_CONCAT_BANDWIDTH) if dev.kind == "gpu" else 1.0
+    mem = (weight_b + kv_b + kv_concat_b / concat_share) / (dev.bandwidth * e_bw)
     comp = flops / (dev.peak_flops * pick(PREFILL_MFU[dev.kind])) if dev.peak_flops else 0.0
     # the slow end takes the high overhead, the fast end the low one
     over = layers * (host.high if end == "low" else host.low)
@@ -485,6 +491,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     sequences = -(-B // plan.world) if plan.expert_parallel else B  # expert parallel: the busiest rank's sequences
     kv = kv_once * traffic.total * sequences        # bytes the step moves through the KV cache
     kv_copied = kv_once * traffic.copies * sequences  # of which transformers' copies (torch.cat, repeat_kv)
+    kv_concat = kv_once * traffic.concatenation * sequences  # of which torch.cat's (at KV_CONCAT_BANDWIDTH)
     if plan.expert_parallel:
         weights = ep_weight_bytes(spec, plan)
     step_flops = B * (2.0 * matmul_params(spec) + attention_flops_per_token(spec, ctx))
@@ -505,7 +512,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     assumptions = tuple(dict.fromkeys(
         [DECODE_BANDWIDTH[d.kind] for _, _, d in parts] + [PREFILL_MFU[d.kind] for _, _, d in parts]
         + [host_overhead(plan.engine, plan.precision, spec)]
-        + ([KV_COPY_BANDWIDTH] if kv_copied and any(d.kind == "gpu" for _, _, d in parts) else [])))
+        + ([KV_CONCAT_BANDWIDTH] if kv_concat and any(d.kind == "gpu" for _, _, d in parts) else [])))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
     ram_source = machine.memory.bandwidth_source if plan.device != "gpu" and cpu.bandwidth else ""
     missing = [d.why_unknown for _, _, d in parts if d.bandwidth is None]
@@ -514,7 +521,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
                              assumptions, "; ".join(dict.fromkeys(missing)), ram_bandwidth_source=ram_source)
     host_units = host_layers(spec, plan.engine, B)
 
-    def step_times(kv_read: float, kv_copy: float) -> tuple[dict[str, float], list[str]]:
+    def step_times(kv_read: float, kv_cat: float) -> tuple[dict[str, float], list[str]]:
         times, bounds = {}, []
         for end in ("low", "high"):
             total = 0.0
@@ -522,13 +529,13 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
                 t, bound = _step_time(weights * share, kv_read * kv_share, step_flops * share, host_units * share,
                                       dev, host_overhead(plan.engine, plan.precision, spec), end,
                                       serial=host_serialises(plan.engine, plan.precision)
-                                      or moe_under_graphs(spec, plan.engine), kv_copy_b=kv_copy * kv_share)
+                                      or moe_under_graphs(spec, plan.engine), kv_concat_b=kv_cat * kv_share)
                 total += t
                 bounds.append(bound)
             times[end] = total + _streamed_seconds(plan, machine)
         return times, bounds
 
-    times, bounds = step_times(kv - kv_copied, kv_copied)
+    times, bounds = step_times(kv - kv_concat, kv_concat)
     copy_cost = 0.0
     if kv_copied:
         # what the copies add to the slow end's step, against the cache read once in place (vLLM, llama.cpp)
