@@ -85,12 +85,14 @@ PREFILL_MFU = {
 # vector loads and in bf16 without: at B = 1,000 / 10,000 / 20,000, fp32 0.1336 / 1.3268 / 2.7445 ms for twice the
 # bytes bf16 moves in 0.1406 / 1.3038 / 2.6683 ms, so the bf16 cat moves bytes at (1 / 0.1406) / (2 / 0.1336) = 0.475
 # to 0.514 of the vectorised rate.  Unitless: a factor on DECODE_BANDWIDTH for the concatenation's bytes (the slow
-# end takes 0.475).  repeat_kv's copy is not slowed so: a published profile of transformers' decode (GA102, 711 GB/s
-# measured; github.com/lgoyal6 decode-profiling README, "Result 2") reads its aten::copy_ (elementwise_kernel<128,4>)
-# at 581 GB/s, 82 % of the measured peak, and the attention after it at 96 %; so they count at DECODE_BANDWIDTH.
+# end takes 0.475).  repeat_kv's copy is not slowed so: a published profile of Qwen2.5-7B decoding under transformers
+# (sdpa, a GA102 card at 711 GB/s measured; the README of the profiling step that github.com/lgoyal6/winnow
+# continues, "Result 2", batch 64 at 4,096 tokens) reads repeat_kv's aten::copy_ (elementwise_kernel<128,4>) at
+# 581 GB/s, 82 % of the measured peak, and the attention after it at 96 %; so they count at DECODE_BANDWIDTH.
 KV_CONCAT_BANDWIDTH = Efficiency("KV-cache torch.cat (transformers), share of the decode bandwidth", 0.475, 0.514,
                                  "torch.cat moves 2-byte elements without vector loads before PyTorch pull request "
                                  "#150233, whose timings put it at 0.48–0.51 of the vectorised byte rate")
+
 # Training MFU: PaLM 46 % (Chowdhery et al. 2022), Megatron-LM 52 % of A100 peak (Narayanan et al.
 # 2021); single-GPU Hugging Face fine-tuning is lower (30–40 %).  CPUs: 10–30 %.
 TRAINING_MFU = {
