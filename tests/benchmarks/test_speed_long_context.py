@@ -39,3 +39,18 @@ def test_one_token_prompts_stay_where_they_were():
     assert len(short) == 28
     # the copies of a 1,024-token mean context are small next to the weights and the host time
     assert all(0.9 <= r <= 1.35 for r in short), sorted(short)
+
+
+def test_the_kv_copy_measurement_plans_the_bytes_the_model_counts(capsys):
+    from benchmarks.measure import kv_copy_bandwidth as KB
+
+    # Qwen2.5-7B: 4 KV heads of 128, g = 7; one layer's K at 30,720 positions is 31.5 MB
+    ops = {op.name: op.bytes_moved for op in KB.planned_ops(4, 28, 128, 30720)}
+    k = 4 * 30720 * 128 * 2
+    assert ops == {"clone": 2 * k, "cat": 2 * k + 2 * 4 * 128 * 2, "repeat": 8 * k, "attention": 14 * k}
+    # cat and repeat act on K (V repeats them), the attention reads the repeated K and V: over K and V together
+    # that is kv_traffic's 3 + 2g times the cache (2k bytes)
+    per_kv = 2 * (ops["cat"] - 2 * 4 * 128 * 2) + 2 * ops["repeat"] + ops["attention"]
+    assert per_kv == (3 + 2 * 7) * 2 * k
+    assert KB.main(["--model", "Qwen/Qwen2.5-7B-Instruct", "--contexts", "30720", "--dry-run"]) == 0
+    assert "repeat" in capsys.readouterr().out
