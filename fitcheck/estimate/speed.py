@@ -6,6 +6,8 @@ assumptions.  The formulas:
 decode (memory-bandwidth bound), one step of a batch of B sequences:
     t = max(bytes read / (bandwidth × e_bw), FLOPs / (peak × MFU), layers × host time per layer)
     bytes read = active weights (read once, shared by the batch) + B × KV-cache traffic
+    (kv_traffic: 1× the cache in place; transformers 3 + 2g×, of which its torch.cat's 2× move at
+    KV_CONCAT_BANDWIDTH of the bandwidth)
     aggregate tokens/s = B / t;  per sequence = 1 / t
 prefill (compute bound), per prompt token:
     FLOPs = 2 × active parameters + 2 × 2 × layers × (prompt / 2) × (heads × head_dim)
@@ -76,6 +78,21 @@ PREFILL_MFU = {
                                                       "peak on A100, RTX 4090 and M-series GPUs"),
     "cpu": Efficiency("prefill MFU (CPU)", 0.2, 0.5, "llama.cpp/llamafile matmuls reach 20–50 % of CPU peak"),
 }
+# transformers' concatenation of the KV cache (DynamicCache.update, kv_traffic) runs at a fraction of the decode
+# bandwidth: PyTorch's torch.cat took vector loads only for 4- and 8-byte types (pytorch/pytorch#102815) until
+# pytorch/pytorch#150233 (2025) added 8-byte loads for bf16/fp16, so a bf16 cat moves one 2-byte element per load and
+# per index computation.  #150233's own table times the same cat (same shapes, the PR author's GPU) in fp32 with
+# vector loads and in bf16 without: at B = 1,000 / 10,000 / 20,000, fp32 0.1336 / 1.3268 / 2.7445 ms for twice the
+# bytes bf16 moves in 0.1406 / 1.3038 / 2.6683 ms, so the bf16 cat moves bytes at (1 / 0.1406) / (2 / 0.1336) = 0.475
+# to 0.514 of the vectorised rate.  Unitless: a factor on DECODE_BANDWIDTH for the concatenation's bytes (the slow
+# end takes 0.475).  repeat_kv's copy is not slowed so: a published profile of Qwen2.5-7B decoding under transformers
+# (sdpa, a GA102 card at 711 GB/s measured; the README of the profiling step that github.com/lgoyal6/winnow
+# continues, "Result 2", batch 64 at 4,096 tokens) reads repeat_kv's aten::copy_ (elementwise_kernel<128,4>) at
+# 581 GB/s, 82 % of the measured peak, and the attention after it at 96 %; so they count at DECODE_BANDWIDTH.
+KV_CONCAT_BANDWIDTH = Efficiency("KV-cache torch.cat (transformers), share of the decode bandwidth", 0.475, 0.514,
+                                 "torch.cat moves 2-byte elements without vector loads before PyTorch pull request "
+                                 "#150233, whose timings put it at 0.48–0.51 of the vectorised byte rate")
+
 # Training MFU: PaLM 46 % (Chowdhery et al. 2022), Megatron-LM 52 % of A100 peak (Narayanan et al.
 # 2021); single-GPU Hugging Face fine-tuning is lower (30–40 %).  CPUs: 10–30 %.
 TRAINING_MFU = {
@@ -259,6 +276,8 @@ class SpeedEstimate:
     unknown: str = ""              # why decode/prefill could not be estimated ('' when they were)
     comm: DecodeComm | None = None  # what a decode step waits for on NVLink and between nodes (vLLM TP/PP)
     ram_bandwidth_source: str = ""  # where the CPU's RAM bandwidth came from, when the CPU takes part
+    kv_copy_bytes_per_step: int = 0  # of kv_bytes_per_step, what transformers' cache copies move (kv_traffic)
+    kv_copy_share: float = 0.0     # share of the slow end's step those copies cost, against reading the cache in place
 
 
 @dataclass(frozen=True)
@@ -315,18 +334,59 @@ def ep_weight_bytes(spec: ModelSpec, plan: Plan) -> int:
     return int(total)
 
 
-def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
-    """How many times a decode step moves the KV cache.
+# ---- how many times a decode step moves the KV cache -----------------------------------------
+# transformers 4.46 (the Qwen2.5 speed benchmark's release), per layer and decoded token:
+#   DynamicCache.update concatenates the layer's cache with the new token, so torch.cat reads the whole cache and
+#     writes it again (2×): https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/cache_utils.py#L447-L448
+#     (still so in 4.54+: DynamicLayer.update, `self.keys = torch.cat([self.keys, key_states], dim=-2)`; the legacy
+#     tuple cache of older releases concatenates the same way);
+#   repeat_kv materialises K and V for every query head before eager, sdpa and flash_attention_2 alike (reads the
+#     cache 1×, writes g× with g = heads / KV heads), and the attention kernel reads that copy (g×):
+#     https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/qwen2/modeling_qwen2.py#L399-L403
+#   copies: 2 + 1 + g times the cache; attention reads: g times; 3 + 2g in all.
+# vLLM (paged attention / FlashAttention / FlashInfer on the paged cache, grouped-query aware), SGLang and llama.cpp
+# (its flash-attention kernels, or mul_mat over the cache without -fa) read the cache in place, each KV head once:
+# they pay 1× the cache per token plus the new token's write.
+# The attention kernel is not what slows transformers down: flash-attn 2.5.8 (the benchmark's) splits the KV length
+# in flash_attn_func whenever batch × heads fills less than 80 % of twice the SMs
+# (https://github.com/Dao-AILab/flash-attention/blob/9a11f440d3a34f618b4ba814c825b109c6d7e8f5/csrc/flash_attn/flash_api.cpp#L235-L296,
+# called from mha_fwd at L452): Qwen2.5-7B's 28 repeated heads over 31k positions (248 blocks of 128) get 7 splits,
+# 196 CTAs for an A100's 2 × 108 slots, so it streams at the decode bandwidth like the weights.
+# The concatenation does not: see KV_CONCAT_BANDWIDTH.
 
-    transformers 4.46 (models/qwen2/modeling_qwen2.py, Qwen2FlashAttention2.forward):
-    DynamicCache.update concatenates (reads and writes the cache: 2×), repeat_kv copies K and V for
-    every query head (reads 1×, writes g×) and attention reads the copy (g×): 3 + 2g with
-    g = heads / KV heads.  vLLM (paged attention) and llama.cpp read the cache in place: 1×.
-    """
+
+@dataclass(frozen=True)
+class KVTraffic:
+    """How many times one decode step moves the KV cache: read in place (or its copy) by the attention kernel, read
+    and written by the concatenation (torch.cat), read and written by the grouped-query expansion (repeat_kv)."""
+
+    attention_reads: int
+    concatenation: int = 0
+    expansion: int = 0
+
+    @property
+    def copies(self) -> int:
+        return self.concatenation + self.expansion
+
+    @property
+    def total(self) -> int:
+        return self.attention_reads + self.copies
+
+
+def kv_traffic(spec: ModelSpec, engine: str) -> KVTraffic:
+    """transformers: attention reads g×, torch.cat 2×, repeat_kv 1 + g×; every other engine 1×, no copies.
+    g = heads / KV heads (1 for MLA's latent cache)."""
     if engine != "transformers":
-        return 1
+        return KVTraffic(1)
     groups = 1 if spec.is_mla else max(spec.num_attention_heads // max(spec.num_kv_heads, 1), 1)
-    return 3 + 2 * groups
+    if groups == 1:  # repeat_kv returns its input when n_rep == 1
+        return KVTraffic(1, concatenation=2)
+    return KVTraffic(groups, concatenation=2, expansion=1 + groups)
+
+
+def kv_traffic_multiplier(spec: ModelSpec, engine: str) -> int:
+    """How many times a decode step moves the KV cache (3 + 2g for transformers with grouped-query heads, else 1)."""
+    return kv_traffic(spec, engine).total
 
 
 def kv_bytes_per_sequence(spec: ModelSpec, plan: Plan, context: int) -> int:
@@ -398,14 +458,18 @@ def _cpu_device(machine: Machine) -> _Device:
 
 
 def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
-               end: str, serial: bool = False) -> tuple[float, str]:
+               end: str, serial: bool = False, kv_concat_b: float = 0.0) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it.
+
+    `kv_concat_b`: bytes transformers' torch.cat of the KV cache moves (kv_traffic), at KV_CONCAT_BANDWIDTH of the
+    decode bandwidth on a GPU (PyTorch's cat kernel without vector loads for 2-byte types; on a CPU plain bytes).
 
     `serial`: the host waits for the device inside every layer (host_serialises), or the "host" time is the
     GPU's own kernel latency (an MoE model under CUDA graphs, moe_layer_latency): the two add."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
     e_bw = pick(DECODE_BANDWIDTH[dev.kind])
-    mem = (weight_b + kv_b) / (dev.bandwidth * e_bw)
+    concat_share = pick(KV_CONCAT_BANDWIDTH) if dev.kind == "gpu" else 1.0
+    mem = (weight_b + kv_b + kv_concat_b / concat_share) / (dev.bandwidth * e_bw)
     comp = flops / (dev.peak_flops * pick(PREFILL_MFU[dev.kind])) if dev.peak_flops else 0.0
     # the slow end takes the high overhead, the fast end the low one
     over = layers * (host.high if end == "low" else host.low)
@@ -424,11 +488,14 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     B = plan.batch
     L = spec.num_layers
     weights = active_weight_bytes(spec, plan.precision, B, plan.engine)
-    kv_seq = kv_bytes_per_sequence(spec, plan, ctx) * kv_traffic_multiplier(spec, plan.engine)
-    kv = kv_seq * B
+    traffic = kv_traffic(spec, plan.engine)
+    kv_once = kv_bytes_per_sequence(spec, plan, ctx)
+    sequences = -(-B // plan.world) if plan.expert_parallel else B  # expert parallel: the busiest rank's sequences
+    kv = kv_once * traffic.total * sequences        # bytes the step moves through the KV cache
+    kv_copied = kv_once * traffic.copies * sequences  # of which transformers' copies (torch.cat, repeat_kv)
+    kv_concat = kv_once * traffic.concatenation * sequences  # of which torch.cat's (at KV_CONCAT_BANDWIDTH)
     if plan.expert_parallel:
         weights = ep_weight_bytes(spec, plan)
-        kv = kv_seq * -(-B // plan.world)  # the busiest data-parallel rank's sequences
     step_flops = B * (2.0 * matmul_params(spec) + attention_flops_per_token(spec, ctx))
     cpu, gpu = _cpu_device(machine), _gpu_device(machine, plan)
     # (share of the weights and FLOPs, share of the KV cache, device): the parts run in turn.
@@ -446,26 +513,36 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     parts = [(share, kv_share, dev) for share, kv_share, dev in parts if share > 0]
     assumptions = tuple(dict.fromkeys(
         [DECODE_BANDWIDTH[d.kind] for _, _, d in parts] + [PREFILL_MFU[d.kind] for _, _, d in parts]
-        + [host_overhead(plan.engine, plan.precision, spec)]))
+        + [host_overhead(plan.engine, plan.precision, spec)]
+        + ([KV_CONCAT_BANDWIDTH] if kv_concat and any(d.kind == "gpu" for _, _, d in parts) else [])))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
     ram_source = machine.memory.bandwidth_source if plan.device != "gpu" and cpu.bandwidth else ""
     missing = [d.why_unknown for _, _, d in parts if d.bandwidth is None]
     if missing:
         return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
                              assumptions, "; ".join(dict.fromkeys(missing)), ram_bandwidth_source=ram_source)
-    times, bounds = {}, []
     host_units = host_layers(spec, plan.engine, B)
-    for end in ("low", "high"):
-        total = 0.0
-        for share, kv_share, dev in parts:
-            t, bound = _step_time(weights * share, kv * kv_share, step_flops * share, host_units * share, dev,
-                                  host_overhead(plan.engine, plan.precision, spec), end,
-                                  serial=host_serialises(plan.engine, plan.precision)
-                                  or moe_under_graphs(spec, plan.engine))
-            total += t
-            bounds.append(bound)
-        streamed = _streamed_seconds(plan, machine)
-        times[end] = total + streamed
+
+    def step_times(kv_read: float, kv_cat: float) -> tuple[dict[str, float], list[str]]:
+        times, bounds = {}, []
+        for end in ("low", "high"):
+            total = 0.0
+            for share, kv_share, dev in parts:
+                t, bound = _step_time(weights * share, kv_read * kv_share, step_flops * share, host_units * share,
+                                      dev, host_overhead(plan.engine, plan.precision, spec), end,
+                                      serial=host_serialises(plan.engine, plan.precision)
+                                      or moe_under_graphs(spec, plan.engine), kv_concat_b=kv_cat * kv_share)
+                total += t
+                bounds.append(bound)
+            times[end] = total + _streamed_seconds(plan, machine)
+        return times, bounds
+
+    times, bounds = step_times(kv - kv_concat, kv_concat)
+    copy_cost = 0.0
+    if kv_copied:
+        # what the copies add to the slow end's step, against the cache read once in place (vLLM, llama.cpp)
+        in_place, _ = step_times(kv_once * sequences, 0.0)
+        copy_cost = 1.0 - in_place["low"] / times["low"]
     comm = decode_comm(spec, plan, machine) if plan.device == "gpu" else None
     if comm is not None:
         # A decode step waits for its all-reduces, all-to-alls, pipeline sends and RPC round trips in turn: at
@@ -481,7 +558,8 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     if _streamed_seconds(plan, machine) > times["high"] / 2:
         bound = "PCIe"  # the weights streamed from RAM take most of the step
     return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, decode, decode.scaled(1 / B), prefill, weights, kv, bw,
-                         bound, assumptions, comm=comm, ram_bandwidth_source=ram_source)
+                         bound, assumptions, comm=comm, ram_bandwidth_source=ram_source,
+                         kv_copy_bytes_per_step=kv_copied, kv_copy_share=copy_cost)
 
 
 def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate | None:

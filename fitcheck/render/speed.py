@@ -46,7 +46,32 @@ def speed_document(speed: SpeedEstimate | None) -> dict | None:
         "assumptions": [efficiency_dict(e) for e in speed.assumptions],
         "unknown": speed.unknown or None,
         "communication": _comm_document(speed.comm),
+        "kv_cache_copies": _copies_document(speed),
     }
+
+
+# The speed line names transformers' KV-cache copies once they cost this share of a decode step (a display threshold).
+KV_COPY_NOTE_SHARE = 0.1
+
+
+def kv_copy_text(speed: SpeedEstimate) -> str:
+    """Where a long context's slow-down comes from when the engine copies the KV cache every token, or ''."""
+    if speed.kv_copy_share < KV_COPY_NOTE_SHARE or not speed.kv_copy_bytes_per_step:
+        return ""
+    from fitcheck.estimate.distributed import gb_text
+
+    return (f"transformers copies the KV cache every token (DynamicCache's torch.cat, and repeat_kv for the "
+            f"grouped-query heads): {gb_text(speed.kv_copy_bytes_per_step)} per token at {speed.context:,} tokens, "
+            f"{speed.kv_copy_share * 100:.0f} % of the step; vLLM, SGLang and llama.cpp read the cache in place")
+
+
+def _copies_document(speed: SpeedEstimate) -> dict | None:
+    """transformers' KV-cache copies per decode step, or None where the engine reads the cache in place."""
+    if not speed.kv_copy_bytes_per_step:
+        return None
+    return {"bytes_per_step": speed.kv_copy_bytes_per_step, "share_of_step": round(speed.kv_copy_share, 4),
+            "why": "DynamicCache.update concatenates each layer's cache (torch.cat) and repeat_kv copies it "
+                   "for every query head; engines with a paged or preallocated cache read it in place"}
 
 
 def _span(pair: tuple[float, float] | None) -> dict | None:
@@ -162,6 +187,9 @@ def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
     elif advice is not None:
         best = {"gpu": "GPU", "cpu": "CPU", None: "neither"}[advice.choice]
         text += f"; better here: {best} ({advice.reason})"
+    copies = kv_copy_text(speed) if speed.decode is not None else ""
+    if copies:
+        text += f"\n          long context: {copies}"
     comm = speed.comm
     if comm is not None and speed.decode is not None and (comm.link or comm.tp_across_nodes is not None):
         low, high = comm.seconds

@@ -36,7 +36,7 @@ ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fit
             "download_bytes"}
 SPEED_KEYS = {"device", "engine", "precision", "batch", "at_context", "decode_tokens_per_s", "per_sequence_tokens_per_s",
               "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "ram_bandwidth_source",
-              "assumptions", "unknown", "best_device", "communication"}
+              "assumptions", "unknown", "best_device", "communication", "kv_cache_copies"}
 BEST_DEVICE_KEYS = {"choice", "reason", "gpu", "cpu"}
 
 
