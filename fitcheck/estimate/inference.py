@@ -263,6 +263,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
+    copy, copy_why = _output_copy_on_first_gpu(spec, plan, act, logits, act_b, mask) if on_gpu and n > 1 else (0, "")
     devices = []
     for i in range(n):
         # device_map="auto" puts lm_head on the last GPU: only it holds the logits.
@@ -287,6 +288,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
                                    "prefill's peak)"))
         if scratch:
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
+        if copy and i == 0:
+            comps.append(Component(ACTIVATIONS, copy, copy_why))
         load_extra = _load_transient(spec, plan) - sum(c.bytes for c in comps[1:])
         if load_extra > 0:
             comps.append(Component(ACTIVATIONS, load_extra,
@@ -319,8 +322,54 @@ def _transformers(spec: ModelSpec, plan: Plan):
             devices.append(DeviceNeed("cpu", "cpu", tuple(comps)))
     notes = []
     if n > 1:
-        notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation peak")
+        notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation "
+                     "peak, and GPU0 the model's output logits that accelerate moves back to the input's device")
     return devices, (), notes
+
+
+def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int, act_b: int,
+                              mask: tuple[int, int]) -> tuple[int, str]:
+    """What GPU0 holds beyond its own prefill peak because the model's output comes back to it.
+
+    With several GPUs, `from_pretrained(device_map="auto")` dispatches the model with accelerate
+    (passing `skip_keys=model._skip_keys_device_placement`, "past_key_values" for Qwen2/Llama:
+    https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/modeling_utils.py#L3549-L3558),
+    and accelerate hooks the top-level module with `AlignDevicesHook(execution_device=main_device,
+    io_same_device=True, skip_keys=...)`
+    (https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/big_modeling.py#L388-L391,
+    https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/hooks.py#L636-L642).  Its
+    pre_forward records the input's device (GPU0: the benchmark puts the prompt on `model.device`) and its
+    post_forward does `send_to_device(output, self.input_device, skip_keys=self.skip_keys)`
+    (hooks.py#L315-L317, #L379-L380): the logits, made on the last GPU with lm_head, are copied to GPU0
+    (the KV cache, a skipped key, stays where each layer put it).
+
+    That copy is what generate() keeps: `outputs = self(...)`, then `next_token_logits =
+    outputs.logits[:, -1, :]` (a view of it), and `outputs` is only rebound by the next step's forward
+    (https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/generation/utils.py#L2696-L2706,
+    sample; greedy_search #L2404-L2414 alike).  So GPU0 holds the prompt's logits -- under transformers < 4.45
+    fp32 for every position, `logits = logits.float()` in Qwen2ForCausalLM.forward
+    (https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/models/qwen2/modeling_qwen2.py#L1186-L1187)
+    -- while the first decode step runs its layers there; its own prefill layers finished before the
+    logits existed, so GPU0's peak is the larger of the two.  Returned: the bytes beyond GPU0's prefill peak.
+    From 4.45 on the output is the last position only (and generate()'s fp32 copies of it sit on GPU0 too).
+    """
+    if plan.logits == "all-fp32":
+        out = plan.prompt_tokens * plan.batch * spec.vocab_size * 4
+    elif plan.logits == "all":
+        out = plan.prompt_tokens * plan.batch * spec.vocab_size * act_b
+    else:
+        out = logits  # the last position: generate() copies and samples it where the output lands, on GPU0
+    generates = plan.decodes and plan.context > plan.prompt_tokens
+    # the first decode step's own transients on GPU0 (one token per sequence) while the copy is held
+    step = _prefill_peak(A.transformers_prefill_bytes(spec, plan.batch, act_b), 0, plan, mask) if generates else 0
+    beyond = out + step - _prefill_peak(act, 0, plan, mask)
+    if beyond <= 0:
+        return 0, ""
+    what = (f"the prompt's fp32 logits ({out / GiB:.2f} GiB, every position)" if plan.logits == "all-fp32" else
+            f"the prompt's logits ({out / GiB:.2f} GiB, every position)" if plan.logits == "all" else
+            f"the last position's logits and generate()'s fp32 copies ({out / MiB:,.0f} MiB)")
+    return beyond, (f"{what} copied back to GPU0 by accelerate's io_same_device hook, held while the first decode "
+                    f"step runs; {beyond / GiB:.2f} GiB beyond GPU0's own prefill peak")
 
 
 # ---- vLLM --------------------------------------------------------------------------------------
