@@ -263,11 +263,17 @@ def _transformers(spec: ModelSpec, plan: Plan):
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
     share = 1.0 / n
-    copy, copy_why = _output_copy_on_first_gpu(spec, plan, act, logits, act_b, mask) if on_gpu and n > 1 else (0, "")
+    # device_map="auto" places modules in order, so lm_head (the last) lands on the last GPU -- unless it is tied
+    # to the embedding, which infer_auto_device_map puts on the same device as the module it is tied to, GPU0
+    # ("Putting {name} and {tied_module_names} on {device}":
+    # https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/utils/modeling.py#L1243-L1276).
+    # Only the GPU with lm_head makes the logits; the output comes back to GPU0 when that is another GPU.
+    head_gpu = 0 if spec.tie_word_embeddings else n - 1
+    copy, copy_why = _output_copy_on_first_gpu(spec, plan, act, logits, act_b, mask) \
+        if on_gpu and head_gpu > 0 else (0, "")
     devices = []
     for i in range(n):
-        # device_map="auto" puts lm_head on the last GPU: only it holds the logits.
-        dev_logits = logits if i == n - 1 else 0
+        dev_logits = logits if i == head_gpu else 0
         comps = [
             _weights_component(spec, plan, wb, share),
             Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
@@ -337,7 +343,7 @@ def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int
     and accelerate hooks the top-level module with `AlignDevicesHook(execution_device=main_device,
     io_same_device=True, skip_keys=...)`
     (https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/big_modeling.py#L388-L391,
-    https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/hooks.py#L636-L642).  Its
+    https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/hooks.py#L637-L644).  Its
     pre_forward records the input's device (GPU0: the benchmark puts the prompt on `model.device`) and its
     post_forward does `send_to_device(output, self.input_device, skip_keys=self.skip_keys)`
     (hooks.py#L315-L317, #L379-L380): the logits, made on the last GPU with lm_head, are copied to GPU0

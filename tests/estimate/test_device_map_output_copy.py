@@ -105,3 +105,13 @@ def test_qwen2_speed_benchmark_multi_gpu_rows_are_within_fifteen_percent():
     assert min(r.error_pct for r in multi) >= -15.0
     worst_int4 = next(r for r in multi if "GPTQ-Int4 in=30720" in r.label and "72B" in r.label)
     assert worst_int4.predicted_gib == pytest.approx(94.5, abs=0.5)
+
+
+def test_a_tied_lm_head_sits_with_the_embedding_on_gpu0_so_nothing_is_copied():
+    from estimate_specs import QWEN25_05B
+
+    e = estimate_inference(QWEN25_05B, plan(prompt_tokens=8192, context=10240))
+    gpu0, gpu1 = e.devices
+    assert copy_component(gpu0) is None
+    assert gpu0.component("activations") == 8192 * QWEN25_05B.vocab_size * 6  # bf16 + fp32 logits, made on GPU0
+    assert gpu1.component("activations") == A.transformers_prefill_bytes(QWEN25_05B, 8192, 2)
