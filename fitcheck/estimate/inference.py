@@ -14,7 +14,7 @@ Engines differ in what they hold:
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
@@ -262,39 +262,44 @@ def _transformers(spec: ModelSpec, plan: Plan):
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
-    share = 1.0 / n
-    # device_map="auto" places modules in order, so lm_head (the last) lands on the last GPU -- unless it is tied
-    # to the embedding, which infer_auto_device_map puts on the same device as the module it is tied to, GPU0
-    # ("Putting {name} and {tied_module_names} on {device}":
-    # https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/utils/modeling.py#L1243-L1276).
-    # Only the GPU with lm_head makes the logits; the output comes back to GPU0 when that is another GPU.
-    head_gpu = 0 if spec.tie_word_embeddings else n - 1
-    copy, copy_why = _output_copy_on_first_gpu(spec, plan, act, logits, act_b, mask) \
-        if on_gpu and head_gpu > 0 else (0, "")
+    split = device_map_split(spec, wb, n, plan.gpu_total_bytes) if n > 1 else DeviceMapSplit((spec.num_layers,),
+                                                                                          (wb.total,), 0, 0)
+    head_gpu, input_gpu = split.head_gpu, split.embed_gpu
+    # Only the GPU with lm_head makes the logits; the output comes back to the input's GPU (the embedding's:
+    # `model.device`, where a script puts the prompt) when that is another one.
+    own_act = act if split.layers[input_gpu] else 0  # what the input's GPU's own layers peak at
+    copy, copy_why = _output_copy_on_first_gpu(spec, plan, own_act, logits, act_b, mask, input_gpu) \
+        if on_gpu and head_gpu != input_gpu else (0, "")
     devices = []
     for i in range(n):
         dev_logits = logits if i == head_gpu else 0
+        share = split.weight_bytes[i] / wb.total if wb.total else 1.0 / n  # of the weights
+        layer_share = split.layers[i] / max(spec.num_layers, 1)  # of the KV cache and per-layer buffers
+        weights_c = _weights_component(spec, plan, wb, share)
+        if n > 1:
+            weights_c = replace(weights_c, detail=weights_c.detail + f"; {split.describe(i, spec.num_layers)}")
+        dev_act = act if split.layers[i] else 0
         comps = [
-            _weights_component(spec, plan, wb, share),
-            Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
-            Component(ACTIVATIONS, _prefill_peak(act, dev_logits, plan, mask),
+            weights_c,
+            Component(KV_CACHE, int(kv * layer_share), _kv_detail(spec, plan, "transformers", layer_share)),
+            Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "") + mask_why),
         ]
-        if mask_buf and i == 0:  # a QWenModel buffer: on the device of the model's first modules
+        if mask_buf and i == input_gpu:  # a QWenModel buffer: on the device of the model's first modules
             comps.append(Component(WEIGHTS, mask_buf, buf_why))
         if rotary:  # buffers of the attention layers: split with them
-            comps.append(Component(WEIGHTS, int(rotary * share), rotary_why))
+            comps.append(Component(WEIGHTS, int(rotary * layer_share), rotary_why))
         if kv_copy:
-            comps.append(Component(KV_CACHE, int(kv_copy * share),
+            comps.append(Component(KV_CACHE, int(kv_copy * layer_share),
                                    "the previous step's cache, still referenced while the legacy tuple cache "
                                    "is rebuilt at each decode step (two caches at the last token, beyond the "
                                    "prefill's peak)"))
-        if scratch:
+        if scratch and split.layers[i]:  # one buffer on each device with quantized layers
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
-        if copy and i == 0:
+        if copy and i == input_gpu:
             comps.append(Component(ACTIVATIONS, copy, copy_why))
         load_extra = _load_transient(spec, plan) - sum(c.bytes for c in comps[1:])
         if load_extra > 0:
@@ -333,9 +338,73 @@ def _transformers(spec: ModelSpec, plan: Plan):
     return devices, (), notes
 
 
+@dataclass(frozen=True)
+class DeviceMapSplit:
+    """Where `from_pretrained(device_map="auto")` puts a model over several GPUs."""
+
+    layers: tuple[int, ...]        # decoder layers on each GPU
+    weight_bytes: tuple[int, ...]  # weight bytes on each GPU
+    embed_gpu: int                 # the GPU with the embedding: `model.device`, where the prompt and output are
+    head_gpu: int                  # the GPU with lm_head: it makes the logits
+
+    def describe(self, i: int, num_layers: int) -> str:
+        first = sum(self.layers[:i])
+        held = [f"layers {first}–{first + self.layers[i] - 1} of {num_layers}" if self.layers[i] > 1 else
+                f"layer {first} of {num_layers}" if self.layers[i] else "no decoder layer"]
+        held += ["the embedding"] if i == self.embed_gpu else []
+        held += ["lm_head"] if i == self.head_gpu else []
+        return "device_map='auto': " + ", ".join(held)
+
+
+def device_map_split(spec: ModelSpec, wb: WeightBytes, n: int, gpu_bytes: int | None) -> DeviceMapSplit:
+    """The layers and weights each of `n` GPUs gets from transformers' `device_map="auto"`.
+
+    transformers (v4.38.2 modeling_utils.py L3433–3449) caps each GPU with accelerate's
+    `get_balanced_memory` and places modules with `infer_auto_device_map`
+    (https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/utils/modeling.py):
+    - get_balanced_memory (L995–1048): `per_gpu = model_size // num_devices`, plus a buffer of
+      `1.25 × max(largest no-split block, mean leaf module)` (a decoder layer), as the cap of every GPU but
+      the last, which keeps all its memory "just in case the buffer is not enough";
+    - infer_auto_device_map: modules in definition order (embedding, decoder layers, norm, lm_head), each on
+      the current GPU while it fits, else on the next; the main device (GPU0) also keeps room for the largest
+      module still to place (L1203–1205, `current_max_size - max_layer_size`), recomputed once the largest
+      is taken (L1168–1175): from the first step, when `model` itself is split, that is lm_head -- and
+      nothing for a tied lm_head, whose weight `compute_module_sizes` counts once, under the embedding
+      (`named_parameters` drops duplicates); a tied lm_head goes with its embedding (L1243–1276).
+    So GPU0 holds a little less than an even share, the GPUs between a little more, and the last the rest:
+    with many GPUs the caps can leave the last GPU empty, and lm_head then sits on an earlier one.
+    The layers are taken as equal (the average decoder layer; dense and MoE layers are not told apart).
+    """
+    L = max(spec.num_layers, 1)
+    head = wb.lm_head_bytes  # 0 when tied: it shares the embedding's storage
+    layer = max(wb.total - wb.embed_bytes - head, 0) / L
+    room = float(gpu_bytes) if gpu_bytes else float("inf")
+    caps = [min(wb.total // n + int(1.25 * layer), room)] * (n - 1) + [room]
+    caps[0] -= head
+    held = [0.0] * n
+    layers = [0] * n
+    dev = 0
+
+    def place(size: float) -> int:
+        nonlocal dev
+        while dev < n - 1 and held[dev] + size > caps[dev]:
+            dev += 1
+        held[dev] += size
+        return dev
+
+    embed_gpu = place(wb.embed_bytes)  # with a tied lm_head, which adds nothing
+    for _ in range(L):
+        layers[place(layer)] += 1
+    head_gpu = place(head) if head else embed_gpu
+    weights = [int(h) for h in held]
+    weights[head_gpu] += wb.total - sum(weights)  # rounding
+    return DeviceMapSplit(tuple(layers), tuple(weights), embed_gpu, head_gpu)
+
+
 def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int, act_b: int,
-                              mask: tuple[int, int]) -> tuple[int, str]:
-    """What GPU0 holds beyond its own prefill peak because the model's output comes back to it.
+                              mask: tuple[int, int], gpu: int = 0) -> tuple[int, str]:
+    """What GPU0 (`gpu`: the embedding's) holds beyond its own prefill peak (`act`: its layers' transients)
+    because the model's output comes back to it.
 
     With several GPUs, `from_pretrained(device_map="auto")` dispatches the model with accelerate
     (passing `skip_keys=model._skip_keys_device_placement`, "past_key_values" for Qwen2/Llama:
@@ -374,8 +443,8 @@ def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int
     what = (f"the prompt's fp32 logits ({out / GiB:.2f} GiB, every position)" if plan.logits == "all-fp32" else
             f"the prompt's logits ({out / GiB:.2f} GiB, every position)" if plan.logits == "all" else
             f"the last position's logits and generate()'s fp32 copies ({out / MiB:,.0f} MiB)")
-    return beyond, (f"{what} copied back to GPU0 by accelerate's io_same_device hook, held while the first decode "
-                    f"step runs; {beyond / GiB:.2f} GiB beyond GPU0's own prefill peak")
+    return beyond, (f"{what} copied back to GPU{gpu} (the input's) by accelerate's io_same_device hook, held while "
+                    f"the first decode step runs; {beyond / GiB:.2f} GiB beyond that GPU's own prefill peak")
 
 
 # ---- vLLM --------------------------------------------------------------------------------------

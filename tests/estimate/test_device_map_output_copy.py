@@ -115,3 +115,44 @@ def test_a_tied_lm_head_sits_with_the_embedding_on_gpu0_so_nothing_is_copied():
     assert copy_component(gpu0) is None
     assert gpu0.component("activations") == 8192 * QWEN25_05B.vocab_size * 6  # bf16 + fp32 logits, made on GPU0
     assert gpu1.component("activations") == A.transformers_prefill_bytes(QWEN25_05B, 8192, 2)
+
+
+# ---- which GPU holds what: accelerate's balanced caps and in-order placement ---------------------------
+def _split(spec, precision, n, gpu_bytes=80 * 2**30):
+    from fitcheck.estimate.inference import _weights, device_map_split
+
+    wb = _weights(spec, precision)
+    return wb, device_map_split(spec, wb, n, gpu_bytes)
+
+
+def test_gpu0_is_capped_below_an_even_share_by_the_room_it_keeps_for_lm_head():
+    wb, s = _split(QWEN2_72B, "gptq-int4", 2)
+    assert s.layers == (35, 45) and (s.embed_gpu, s.head_gpu) == (0, 1)
+    assert sum(s.weight_bytes) == wb.total
+    layer = (wb.total - wb.embed_bytes - wb.lm_head_bytes) / 80
+    cap0 = wb.total // 2 + int(1.25 * layer) - wb.lm_head_bytes  # get_balanced_memory, less lm_head's room
+    assert s.weight_bytes[0] <= cap0 < s.weight_bytes[0] + layer
+    # the last GPU (lm_head, the logits) holds more than half the weights: the even split under-counted it
+    e = estimate_inference(QWEN2_72B, plan(precision="gptq-int4"))
+    assert e.devices[1].component("weights") > e.devices[0].component("weights")
+    assert "layers 35–79 of 80, lm_head" in e.devices[1].components[0].detail
+    assert e.devices[0].component("kv_cache") * 45 == pytest.approx(e.devices[1].component("kv_cache") * 35, rel=1e-6)
+
+
+def test_gpus_between_take_the_buffer_and_the_last_the_rest():
+    from estimate_specs import LLAMA3_8B
+
+    _, s = _split(LLAMA3_8B, "bf16", 8)
+    assert s.layers == (1, 5, 5, 5, 5, 5, 5, 1) and s.head_gpu == 7
+
+
+def test_a_small_tied_model_over_many_gpus_lands_where_its_embedding_fits():
+    from estimate_specs import QWEN25_05B
+
+    # each balanced cap (1/8 of 0.9 GiB plus 1.25 layers) is smaller than the 0.25 GiB embedding, a leaf module
+    # that cannot be split: accelerate moves on to the next GPU, up to the last, which keeps all its memory
+    _, s = _split(QWEN25_05B, "bf16", 8)
+    assert s.layers == (0,) * 7 + (24,) and (s.embed_gpu, s.head_gpu) == (7, 7)
+    e = estimate_inference(QWEN25_05B, plan(prompt_tokens=8192, context=10240, gpus=8))
+    assert all(copy_component(d) is None for d in e.devices)
+    assert [d.component("activations") for d in e.devices[:7]] == [0] * 7
