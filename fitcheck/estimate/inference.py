@@ -334,7 +334,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
     notes = []
     if n > 1:
         notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation "
-                     "peak, and GPU0 the model's output logits that accelerate moves back to the input's device")
+                     "peak" + (f", and GPU{input_gpu} the model's output logits that accelerate moves back to the "
+                               "input's device" if copy else ""))
     return devices, (), notes
 
 
