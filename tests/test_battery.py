@@ -195,7 +195,8 @@ def test_a_failed_requirement_stays_exit_1_whatever_else_happens():
 
 def test_multi_gpu_profiles_are_used_and_zero_spreads_over_them():
     r = check("llama3.3-70b", Request(precision="awq"), PROFILES["2x-rtx-3090"])
-    assert r.plan.gpus == 2 and r.verdict.status == FITS
+    # tight, not comfortable: device_map="auto" caps GPU0 below half, so the last GPU (lm_head) holds 20 of 37 GiB
+    assert r.plan.gpus == 2 and r.verdict.status == TIGHT
     r = check("qwen-7b", Request(mode="full", zero=3), PROFILES["8x-h100"])
     assert r.plan.gpus == 8 and "all 8 GPUs" in next(a.why for a in r.plan.assumptions if a.name == "gpus")
 

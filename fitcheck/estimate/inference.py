@@ -14,7 +14,7 @@ Engines differ in what they hold:
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
@@ -262,31 +262,45 @@ def _transformers(spec: ModelSpec, plan: Plan):
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
-    share = 1.0 / n
+    split = device_map_split(spec, wb, n, plan.gpu_total_bytes) if n > 1 else DeviceMapSplit((spec.num_layers,),
+                                                                                          (wb.total,), 0, 0)
+    head_gpu, input_gpu = split.head_gpu, split.embed_gpu
+    # Only the GPU with lm_head makes the logits; the output comes back to the input's GPU (the embedding's:
+    # `model.device`, where a script puts the prompt) when that is another one.
+    own_act = act if split.layers[input_gpu] else 0  # what the input's GPU's own layers peak at
+    copy, copy_why = _output_copy_on_first_gpu(spec, plan, own_act, logits, act_b, mask, input_gpu) \
+        if on_gpu and head_gpu != input_gpu else (0, "")
     devices = []
     for i in range(n):
-        # device_map="auto" puts lm_head on the last GPU: only it holds the logits.
-        dev_logits = logits if i == n - 1 else 0
+        dev_logits = logits if i == head_gpu else 0
+        share = split.weight_bytes[i] / wb.total if wb.total else 1.0 / n  # of the weights
+        layer_share = split.layers[i] / max(spec.num_layers, 1)  # of the KV cache and per-layer buffers
+        weights_c = _weights_component(spec, plan, wb, share)
+        if n > 1:
+            weights_c = replace(weights_c, detail=weights_c.detail + f"; {split.describe(i, spec.num_layers)}")
+        dev_act = act if split.layers[i] else 0
         comps = [
-            _weights_component(spec, plan, wb, share),
-            Component(KV_CACHE, int(kv * share), _kv_detail(spec, plan, "transformers", share)),
-            Component(ACTIVATIONS, _prefill_peak(act, dev_logits, plan, mask),
+            weights_c,
+            Component(KV_CACHE, int(kv * layer_share), _kv_detail(spec, plan, "transformers", layer_share)),
+            Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "") + mask_why),
         ]
-        if mask_buf and i == 0:  # a QWenModel buffer: on the device of the model's first modules
+        if mask_buf and i == input_gpu:  # a QWenModel buffer: on the device of the model's first modules
             comps.append(Component(WEIGHTS, mask_buf, buf_why))
         if rotary:  # buffers of the attention layers: split with them
-            comps.append(Component(WEIGHTS, int(rotary * share), rotary_why))
+            comps.append(Component(WEIGHTS, int(rotary * layer_share), rotary_why))
         if kv_copy:
-            comps.append(Component(KV_CACHE, int(kv_copy * share),
+            comps.append(Component(KV_CACHE, int(kv_copy * layer_share),
                                    "the previous step's cache, still referenced while the legacy tuple cache "
                                    "is rebuilt at each decode step (two caches at the last token, beyond the "
                                    "prefill's peak)"))
-        if scratch:
+        if scratch and split.layers[i]:  # one buffer on each device with quantized layers
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
+        if copy and i == input_gpu:
+            comps.append(Component(ACTIVATIONS, copy, copy_why))
         load_extra = _load_transient(spec, plan) - sum(c.bytes for c in comps[1:])
         if load_extra > 0:
             comps.append(Component(ACTIVATIONS, load_extra,
@@ -319,8 +333,119 @@ def _transformers(spec: ModelSpec, plan: Plan):
             devices.append(DeviceNeed("cpu", "cpu", tuple(comps)))
     notes = []
     if n > 1:
-        notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation peak")
+        notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation "
+                     "peak" + (f", and GPU{input_gpu} the model's output logits that accelerate moves back to the "
+                               "input's device" if copy else ""))
     return devices, (), notes
+
+
+@dataclass(frozen=True)
+class DeviceMapSplit:
+    """Where `from_pretrained(device_map="auto")` puts a model over several GPUs."""
+
+    layers: tuple[int, ...]        # decoder layers on each GPU
+    weight_bytes: tuple[int, ...]  # weight bytes on each GPU
+    embed_gpu: int                 # the GPU with the embedding: `model.device`, where the prompt and output are
+    head_gpu: int                  # the GPU with lm_head: it makes the logits
+
+    def describe(self, i: int, num_layers: int) -> str:
+        first = sum(self.layers[:i])
+        held = [f"layers {first}–{first + self.layers[i] - 1} of {num_layers}" if self.layers[i] > 1 else
+                f"layer {first} of {num_layers}" if self.layers[i] else "no decoder layer"]
+        held += ["the embedding"] if i == self.embed_gpu else []
+        held += ["lm_head"] if i == self.head_gpu else []
+        return "device_map='auto': " + ", ".join(held)
+
+
+def device_map_split(spec: ModelSpec, wb: WeightBytes, n: int, gpu_bytes: int | None) -> DeviceMapSplit:
+    """The layers and weights each of `n` GPUs gets from transformers' `device_map="auto"`.
+
+    transformers (v4.38.2 modeling_utils.py L3433–3449) caps each GPU with accelerate's
+    `get_balanced_memory` and places modules with `infer_auto_device_map`
+    (https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/utils/modeling.py):
+    - get_balanced_memory (L995–1048): `per_gpu = model_size // num_devices`, plus a buffer of
+      `1.25 × max(largest no-split block, mean leaf module)` (a decoder layer), as the cap of every GPU but
+      the last, which keeps all its memory "just in case the buffer is not enough";
+    - infer_auto_device_map: modules in definition order (embedding, decoder layers, norm, lm_head), each on
+      the current GPU while it fits, else on the next; the main device (GPU0) also keeps room for the largest
+      module still to place (L1203–1205, `current_max_size - max_layer_size`), recomputed once the largest
+      is taken (L1168–1175): from the first step, when `model` itself is split, that is lm_head -- and
+      nothing for a tied lm_head, whose weight `compute_module_sizes` counts once, under the embedding
+      (`named_parameters` drops duplicates); a tied lm_head goes with its embedding (L1243–1276).
+    So GPU0 holds a little less than an even share, the GPUs between a little more, and the last the rest:
+    with many GPUs the caps can leave the last GPU empty, and lm_head then sits on an earlier one.
+    The layers are taken as equal (the average decoder layer; dense and MoE layers are not told apart).
+    """
+    L = max(spec.num_layers, 1)
+    head = wb.lm_head_bytes  # 0 when tied: it shares the embedding's storage
+    layer = max(wb.total - wb.embed_bytes - head, 0) / L
+    room = float(gpu_bytes) if gpu_bytes else float("inf")
+    caps = [min(wb.total // n + int(1.25 * layer), room)] * (n - 1) + [room]
+    caps[0] -= head
+    held = [0.0] * n
+    layers = [0] * n
+    dev = 0
+
+    def place(size: float) -> int:
+        nonlocal dev
+        while dev < n - 1 and held[dev] + size > caps[dev]:
+            dev += 1
+        held[dev] += size
+        return dev
+
+    embed_gpu = place(wb.embed_bytes)  # with a tied lm_head, which adds nothing
+    for _ in range(L):
+        layers[place(layer)] += 1
+    head_gpu = place(head) if head else embed_gpu
+    weights = [int(h) for h in held]
+    weights[head_gpu] += wb.total - sum(weights)  # rounding
+    return DeviceMapSplit(tuple(layers), tuple(weights), embed_gpu, head_gpu)
+
+
+def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int, act_b: int,
+                              mask: tuple[int, int], gpu: int = 0) -> tuple[int, str]:
+    """What GPU0 (`gpu`: the embedding's) holds beyond its own prefill peak (`act`: its layers' transients)
+    because the model's output comes back to it.
+
+    With several GPUs, `from_pretrained(device_map="auto")` dispatches the model with accelerate
+    (passing `skip_keys=model._skip_keys_device_placement`, "past_key_values" for Qwen2/Llama:
+    https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/modeling_utils.py#L3549-L3558),
+    and accelerate hooks the top-level module with `AlignDevicesHook(execution_device=main_device,
+    io_same_device=True, skip_keys=...)`
+    (https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/big_modeling.py#L388-L391,
+    https://github.com/huggingface/accelerate/blob/v0.30.1/src/accelerate/hooks.py#L637-L644).  Its
+    pre_forward records the input's device (GPU0: the benchmark puts the prompt on `model.device`) and its
+    post_forward does `send_to_device(output, self.input_device, skip_keys=self.skip_keys)`
+    (hooks.py#L315-L317, #L379-L380): the logits, made on the last GPU with lm_head, are copied to GPU0
+    (the KV cache, a skipped key, stays where each layer put it).
+
+    That copy is what generate() keeps: `outputs = self(...)`, then `next_token_logits =
+    outputs.logits[:, -1, :]` (a view of it), and `outputs` is only rebound by the next step's forward
+    (https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/generation/utils.py#L2696-L2706,
+    sample; greedy_search #L2404-L2414 alike).  So GPU0 holds the prompt's logits -- under transformers < 4.45
+    fp32 for every position, `logits = logits.float()` in Qwen2ForCausalLM.forward
+    (https://github.com/huggingface/transformers/blob/v4.38.2/src/transformers/models/qwen2/modeling_qwen2.py#L1186-L1187)
+    -- while the first decode step runs its layers there; its own prefill layers finished before the
+    logits existed, so GPU0's peak is the larger of the two.  Returned: the bytes beyond GPU0's prefill peak.
+    From 4.45 on the output is the last position only (and generate()'s fp32 copies of it sit on GPU0 too).
+    """
+    if plan.logits == "all-fp32":
+        out = plan.prompt_tokens * plan.batch * spec.vocab_size * 4
+    elif plan.logits == "all":
+        out = plan.prompt_tokens * plan.batch * spec.vocab_size * act_b
+    else:
+        out = logits  # the last position: generate() copies and samples it where the output lands, on GPU0
+    generates = plan.decodes and plan.context > plan.prompt_tokens
+    # the first decode step's own transients on GPU0 (one token per sequence) while the copy is held
+    step = _prefill_peak(A.transformers_prefill_bytes(spec, plan.batch, act_b), 0, plan, mask) if generates else 0
+    beyond = out + step - _prefill_peak(act, 0, plan, mask)
+    if beyond <= 0:
+        return 0, ""
+    what = (f"the prompt's fp32 logits ({out / GiB:.2f} GiB, every position)" if plan.logits == "all-fp32" else
+            f"the prompt's logits ({out / GiB:.2f} GiB, every position)" if plan.logits == "all" else
+            f"the last position's logits and generate()'s fp32 copies ({out / MiB:,.0f} MiB)")
+    return beyond, (f"{what} copied back to GPU{gpu} (the input's) by accelerate's io_same_device hook, held while "
+                    f"the first decode step runs; {beyond / GiB:.2f} GiB beyond that GPU's own prefill peak")
 
 
 # ---- vLLM --------------------------------------------------------------------------------------
