@@ -200,6 +200,15 @@ CPU_CASES: tuple[Case, ...] = (
           grad_checkpointing=True),
     _lora("lora-llama8-L2-bf16-r64-attn-S512", LLAMA8, 512, 64, "attn", layers=2),
     _lora("lora-qwenmoe-L2-bf16-r8-attn-S256", QWEN_MOE, 256, 8, "attn", layers=2),
+    # (f) a small, deep model (SmolLM2-135M: 30 layers of 576 wide, tied 49,152 vocabulary) in every mode
+    #     (issue 14 item 8): bf16 generate at batch 4, an 8k-token prompt, LoRA steps
+    _generate("gen-smol135-bf16-P1024-b4", SMOL135, 1024, batch=4),
+    _prefill("prefill-smol135-bf16-L8192", SMOL135, 8192),
+    _prefill("prefill-smol135-fp32-L8192", SMOL135, 8192, dtype="float32"),
+    _generate("gen-smol135-bf16-P8192-b1", SMOL135, 8192, new=8),
+    _lora("lora-smol135-bf16-r8-attn-S512-b2", SMOL135, 512, 8, "attn", batch=2),
+    _lora("lora-smol135-fp32-r8-attn-S512-b2", SMOL135, 512, 8, "attn", batch=2, dtype="float32"),
+    _lora("lora-smol135-bf16-r16-all-S1024-b1", SMOL135, 1024, 16, "all-linear"),
 )
 
 # ---- CUDA: ~10 minutes on one large GPU (H100/H200 class) ------------------------------------
