@@ -67,10 +67,10 @@ TEMP_BUFFERS = "temp_buffers"
 # until memory runs short): 11–40 % with fixed lengths, up to 120 % with varying ones.
 TRAINING_ALLOCATOR_SLACK = 0.15
 # On the CPU, PyTorch allocates through glibc malloc, and a decoder layer's forward and backward free
-# hidden-wide tensors (norm casts, rotary products, residual sums, projection outputs) between tensors
-# that stay alive: glibc's heap keeps those blocks (they are below its mmap threshold, at most 32 MiB),
-# so resident memory holds an amount per layer and token that a share of the allocated bytes misses
-# where layers, not weights or logits, dominate (SmolLM2-135M: 30 layers of 576).  Unit: freed blocks of
+# hidden-wide tensors between tensors that stay alive: glibc's heap keeps those blocks (they are below
+# its mmap threshold, at most 32 MiB), so resident memory holds an amount per layer and token that a
+# share of the allocated bytes misses where layers, not weights or logits, dominate (SmolLM2-135M: 30
+# layers of 576).  Which blocks stay is glibc's placement, so the count is measured, not derived.  Unit: freed blocks of
 # tokens × hidden × compute-dtype bytes per decoder layer.  Measured (python -m benchmarks.measure and
 # benchmarks.measure.rss_parts; results/cpu-2026-11-30.csv, cpu-2026-12-01.csv, cpu-rss-parts-2026-12-01.csv):
 # resident minus live tensors at the step's peak is 4.7–12.0 such blocks per layer over the runs with
