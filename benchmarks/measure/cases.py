@@ -9,8 +9,8 @@ Pure data (no torch).  A case names a model by HF id (its shape comes from
 * ``train_full`` build, then ``train_steps`` AdamW steps on every parameter
 * ``train_lora`` build, wrap with a peft LoRA adapter, then ``train_steps`` AdamW steps
 
-The CPU list is sized for a 2-core, 24 GiB machine (about 30 minutes, each case well under
-8 GiB); the CUDA list for one large GPU in about 10 minutes.
+The CPU list is sized for a 2-core, 24 GiB machine (about 30 minutes, 45 where bf16 matmuls lack
+AVX512-BF16; each case well under 8 GiB); the CUDA list for one large GPU in about 10 minutes.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _lora(id_, model, seq, rank, targets, batch=1, dtype="bfloat16", layers=None
                 batch=batch, lora_rank=rank, lora_targets=targets, optimizer="adamw", **kw)
 
 
-# ---- CPU: ~30 minutes on 2 cores, every case < 8 GiB -----------------------------------------
+# ---- CPU: ~30-45 minutes on 2 cores, every case < 8 GiB -----------------------------------------
 CPU_CASES: tuple[Case, ...] = (
     # (a) weights: fp32 vs bf16, dense / GQA / tied / untied / MoE / sliding-window families
     _load("load-smol135-fp32", SMOL135, "float32"),

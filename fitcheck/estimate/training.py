@@ -73,8 +73,8 @@ TRAINING_ALLOCATOR_SLACK = 0.15
 # layers of 576).  Which blocks stay is glibc's placement, so the count is measured, not derived.  Unit: freed blocks of
 # tokens × hidden × compute-dtype bytes per decoder layer.  Measured (python -m benchmarks.measure and
 # benchmarks.measure.rss_parts; results/cpu-2026-11-30.csv, cpu-2026-12-01.csv, cpu-rss-parts-2026-12-01.csv):
-# resident minus live tensors at the step's peak is 4.7–12.0 such blocks per layer over the runs with
-# 16 or more layers (10.0–12.0 for LoRA on attention, 8.7–10.0 for bf16 full fine-tuning, 4.7–6.8 with
+# resident minus live tensors at the step's peak is 4.7–12.2 such blocks per layer over the runs with
+# 16 or more layers (10.0–12.2 for LoRA on attention, 8.7–10.0 for bf16 full fine-tuning, 4.7–6.8 with
 # checkpointing), and with MALLOC_MMAP_THRESHOLD_=65536 (no heap reuse) the peak falls to the live tensors.
 CPU_HEAP_BLOCKS_PER_LAYER = 10
 # DeepSpeed: `additional_buffer_factor` of its offload RAM estimate (runtime/zero/stage3.py,
@@ -197,9 +197,9 @@ def cpu_heap_retention(spec: ModelSpec, plan: TrainingPlan, act_b: int, allocate
     if per_layer > share:
         return per_layer, (f"glibc heap: freed blocks stay resident ({CPU_HEAP_BLOCKS_PER_LAYER} hidden-wide blocks "
                            f"per layer: {CPU_HEAP_BLOCKS_PER_LAYER} × {spec.num_layers} layers × {tokens:,} tokens × "
-                           f"{spec.hidden_size} × {act_b} B; measured 4.7–12 on CPU training runs)")
+                           f"{spec.hidden_size} × {act_b} B; measured 4.7–12.2 on CPU training runs)")
     return share, (f"glibc heap: freed blocks stay resident ({TRAINING_ALLOCATOR_SLACK:.0%} of allocated; "
-                   "measured 4–40 % on 16 CPU training runs)")
+                   "measured 4–40 % on 17 CPU training runs)")
 
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
