@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="append rows to this CSV")
     ap.add_argument("--train-steps", type=int, help="override the cases' training steps")
     ap.add_argument("--new-tokens", type=int, help="override the generate cases' new tokens")
+    ap.add_argument("--layers", type=int, help="build only this many layers (per-layer amounts scale with it)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -237,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             case = replace(case, train_steps=args.train_steps)
         if args.new_tokens and case.mode == "generate":
             case = replace(case, new_tokens=args.new_tokens)
+        if args.layers:
+            case = replace(case, layers=args.layers, id=f"{case.id}-L{args.layers}")
         row = run_fresh(case, env)
         if row is None:
             continue

@@ -94,3 +94,20 @@ def test_small_deep_models_resident_excess_is_glibcs_heap():
     assert min(peak["MALLOC_ARENA_MAX=1"], peak["MALLOC_ARENA_MAX=8"]) > 1.25 * tensors
     threads = {r["env"]: int(r["peak_bytes"]) for r in rows if r["case_id"] == "gen-smol135-fp32-P1024-b4"}
     assert abs(threads["OMP_NUM_THREADS=8"] - threads["OMP_NUM_THREADS=2"]) < 0.02 * threads["OMP_NUM_THREADS=2"]
+
+
+def test_small_deep_models_heap_excess_grows_per_layer():
+    """The same LoRA step built with 10, 20 and 30 of SmolLM2-135M's layers (rss_parts --layers): each 10
+    layers add about the same to the resident peak, well beyond the live tensors they add."""
+    from benchmarks.measure.compare import RSS_PARTS
+
+    rows = []
+    for path in sorted(RESULTS.glob(RSS_PARTS + "*.csv")):
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f))
+    case = "lora-smol135-fp32-r8-attn-S512-b2"
+    peak = {r["case_id"]: int(r["peak_bytes"]) for r in rows if r["env"] in ("", "MALLOC_ARENA_MAX=8")}
+    p10, p20, p30 = peak[case + "-L10"], peak[case + "-L20"], peak[case]
+    assert 0.7 < (p30 - p20) / (p20 - p10) < 1.3
+    tensors_per_10_layers = 447 * 2**20  # the estimate's allocated bytes, exact to 0.1 % (training tensors)
+    assert min(p30 - p20, p20 - p10) > 1.25 * tensors_per_10_layers
