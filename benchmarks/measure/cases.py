@@ -9,8 +9,8 @@ Pure data (no torch).  A case names a model by HF id (its shape comes from
 * ``train_full`` build, then ``train_steps`` AdamW steps on every parameter
 * ``train_lora`` build, wrap with a peft LoRA adapter, then ``train_steps`` AdamW steps
 
-The CPU list is sized for a 2-core, 24 GiB machine (about 30 minutes, each case well under
-8 GiB); the CUDA list for one large GPU in about 10 minutes.
+The CPU list is sized for a 2-core, 24 GiB machine (about 30 minutes, 45 where bf16 matmuls lack
+AVX512-BF16; each case well under 8 GiB); the CUDA list for one large GPU in about 10 minutes.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _lora(id_, model, seq, rank, targets, batch=1, dtype="bfloat16", layers=None
                 batch=batch, lora_rank=rank, lora_targets=targets, optimizer="adamw", **kw)
 
 
-# ---- CPU: ~30 minutes on 2 cores, every case < 8 GiB -----------------------------------------
+# ---- CPU: ~30-45 minutes on 2 cores, every case < 8 GiB -----------------------------------------
 CPU_CASES: tuple[Case, ...] = (
     # (a) weights: fp32 vs bf16, dense / GQA / tied / untied / MoE / sliding-window families
     _load("load-smol135-fp32", SMOL135, "float32"),
@@ -200,6 +200,16 @@ CPU_CASES: tuple[Case, ...] = (
           grad_checkpointing=True),
     _lora("lora-llama8-L2-bf16-r64-attn-S512", LLAMA8, 512, 64, "attn", layers=2),
     _lora("lora-qwenmoe-L2-bf16-r8-attn-S256", QWEN_MOE, 256, 8, "attn", layers=2),
+    # (f) a small, deep model (SmolLM2-135M: 30 layers of 576 wide, tied 49,152 vocabulary) in every mode
+    #     (issue 14 item 8): bf16 generate at batch 4, an 8k-token prompt, LoRA steps
+    _generate("gen-smol135-bf16-P1024-b4", SMOL135, 1024, batch=4),
+    _prefill("prefill-smol135-bf16-L8192", SMOL135, 8192),
+    _prefill("prefill-smol135-fp32-L8192", SMOL135, 8192, dtype="float32"),
+    # bf16 matmuls without AVX512-BF16 (this machine: AVX2) run several times slower than fp32: shorter
+    # bf16 steps and a longer time limit; the 8k-token generate in fp32, 4 new tokens (the prefill is its peak)
+    _generate("gen-smol135-fp32-P8192-b1", SMOL135, 8192, new=4, dtype="float32", timeout_s=600),
+    _lora("lora-smol135-bf16-r8-attn-S256-b2", SMOL135, 256, 8, "attn", batch=2, timeout_s=600),
+    _lora("lora-smol135-fp32-r8-attn-S512-b2", SMOL135, 512, 8, "attn", batch=2, dtype="float32"),
 )
 
 # ---- CUDA: ~10 minutes on one large GPU (H100/H200 class) ------------------------------------

@@ -46,7 +46,9 @@ GROUPS = _groups()
     ("optimizer_states", 0.1, -0.1),
     ("inference peak", 5.0, -10.0),
     ("training tensors", 1.0, -1.0),
-    ("training peak", 5.0, -10.0),
+    # SmolLM2-135M's LoRA step (30 narrow layers: resident 40 % above its live tensors) read -17.8 %
+    # before the CPU heap counted freed blocks per layer; the median rose from 4.4 to 7.0 % with it.
+    ("training peak", 8.0, -10.0),
 ])
 def test_cpu_runs_meet_the_targets(group, median_max, worst_under):
     errors = GROUPS[group]
@@ -72,3 +74,40 @@ def test_reserve_meets_the_caching_allocator_replay(modes, runs_min):
     assert statistics.median(abs(e) for e in needed) <= 0.05 and min(needed) >= -0.10
     # a GPU with memory to spare reads more: freed blocks stay cached until memory runs short
     assert all(c.roomy_reserved >= c.needed for c in comparisons)
+
+
+def test_small_deep_models_resident_excess_is_glibcs_heap():
+    """SmolLM2-135M's LoRA step (benchmarks.measure.rss_parts): with glibc's defaults the resident peak is
+    far above the live tensors; with MALLOC_MMAP_THRESHOLD_=65536 (freed blocks unmapped, none kept in
+    the heap) it falls to them, and arenas, threads and later steps change little."""
+    from benchmarks.measure.compare import RSS_PARTS
+
+    rows = []
+    for path in sorted(RESULTS.glob(RSS_PARTS + "*.csv")):
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f))
+    case = "lora-smol135-fp32-r8-attn-S512-b2"
+    with (RESULTS / "cpu-tensor-peaks-2026-12-01.csv").open(newline="") as f:
+        tensors = next(int(r["tensor_peak_bytes"]) for r in csv.DictReader(f) if r["case_id"] == case)
+    peak = {r["env"]: int(r["peak_bytes"]) for r in rows if r["case_id"] == case}
+    assert peak["MALLOC_MMAP_THRESHOLD_=65536"] < 1.03 * tensors
+    assert min(peak["MALLOC_ARENA_MAX=1"], peak["MALLOC_ARENA_MAX=8"]) > 1.25 * tensors
+    threads = {r["env"]: int(r["peak_bytes"]) for r in rows if r["case_id"] == "gen-smol135-fp32-P1024-b4"}
+    assert abs(threads["OMP_NUM_THREADS=8"] - threads["OMP_NUM_THREADS=2"]) < 0.02 * threads["OMP_NUM_THREADS=2"]
+
+
+def test_small_deep_models_heap_excess_grows_per_layer():
+    """The same LoRA step built with 10, 20 and 30 of SmolLM2-135M's layers (rss_parts --layers): each 10
+    layers add about the same to the resident peak, well beyond the live tensors they add."""
+    from benchmarks.measure.compare import RSS_PARTS
+
+    rows = []
+    for path in sorted(RESULTS.glob(RSS_PARTS + "*.csv")):
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f))
+    case = "lora-smol135-fp32-r8-attn-S512-b2"
+    peak = {r["case_id"]: int(r["peak_bytes"]) for r in rows if r["env"] in ("", "MALLOC_ARENA_MAX=8")}
+    p10, p20, p30 = peak[case + "-L10"], peak[case + "-L20"], peak[case]
+    assert 0.7 < (p30 - p20) / (p20 - p10) < 1.3
+    tensors_per_10_layers = 447 * 2**20  # the estimate's allocated bytes, exact to 0.1 % (training tensors)
+    assert min(p30 - p20, p20 - p10) > 1.25 * tensors_per_10_layers
