@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import statistics
 import sys
 from dataclasses import dataclass
@@ -258,6 +259,9 @@ class TraceCheck:
         return self.predicted_traced / self.published
 
 
+RESULTS = Path(__file__).resolve().parent / "results"
+TRACE_FIELDS = ("label", "published", "trace", "steps", "flat_reserve_bytes", "step_live_bytes", "traced_reserve_bytes",
+                "room_bytes", "predicted_flat", "predicted_traced", "ratio_flat", "ratio_traced")
 TRACE_STEPS = 2      # fixed-length steps replayed (the second starts from the first's cache)
 
 
@@ -376,17 +380,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--reserve", action="store_true",
                     help="the flat allocator reserve against the one replayed over the estimate's step tensors")
+    ap.add_argument("--out", type=Path, help="with --trace: the CSV to write (default benchmarks/results/qlora-trace-reserve-DATE.csv)")
     ap.add_argument("--trace", action="store_true",
                     help="the reserve of a step built from a recorded QLoRA layer (benchmarks/measure/layer_trace.py)")
     args = ap.parse_args(argv)
     if args.trace:
-        for row in read(args.csv):
-            if not row["max_seq_len"] or (t := trace_check(row)) is None:
-                continue
-            print(f"{t.label:60s} at {t.published:,}: reserve flat {t.flat_reserve / GiB:.2f} GiB, traced "
-                  f"{t.traced_reserve / GiB:.2f} ({t.traced_reserve / t.step_live:.1%} of the traced step's "
-                  f"{t.step_live / GiB:.2f} GiB live; {t.trace}); room the published run left {t.room / GiB:.2f}; "
-                  f"ratio flat {t.ratio:.3f}, traced {t.ratio_traced:.3f}")
+        out = args.out or RESULTS / f"qlora-trace-reserve-{datetime.date.today().isoformat()}.csv"
+        with out.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(TRACE_FIELDS)
+            for row in read(args.csv):
+                if not row["max_seq_len"] or (t := trace_check(row)) is None:
+                    continue
+                writer.writerow([t.label, t.published, t.trace, TRACE_STEPS, t.flat_reserve, t.step_live,
+                                 t.traced_reserve, t.room, t.predicted, t.predicted_traced,
+                                 f"{t.ratio:.3f}", f"{t.ratio_traced:.3f}"])
+                f.flush()
+                print(f"{t.label:60s} at {t.published:,}: reserve flat {t.flat_reserve / GiB:.2f} GiB, traced "
+                      f"{t.traced_reserve / GiB:.2f} ({t.traced_reserve / t.step_live:.1%} of the traced step's "
+                      f"{t.step_live / GiB:.2f} GiB live; {t.trace}); room the published run left {t.room / GiB:.2f}; "
+                      f"ratio flat {t.ratio:.3f}, traced {t.ratio_traced:.3f}")
+        print(f"wrote {out}")
         return 0
     if args.reserve:
         for r in (reserve_check(row) for row in read(args.csv) if row["max_seq_len"]):

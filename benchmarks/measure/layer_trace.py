@@ -104,7 +104,7 @@ def _layer(shape: str):
             self.in_features, self.out_features = linear.in_features, linear.out_features
             n = self.in_features * self.out_features
             self.weight = torch.nn.Parameter(torch.randint(0, 16, (n // 2, 1), dtype=torch.uint8), requires_grad=False)
-            self.bias = None
+            self.register_parameter("bias", None)
 
         def forward(self, x):
             inp_dtype = x.dtype
@@ -125,7 +125,7 @@ def _layer(shape: str):
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=1,
                                    num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
-                                   max_position_embeddings=131072, rope_theta=500000.0)
+                                   max_position_embeddings=131072)
     cfg._attn_implementation = "sdpa"
     layer = transformers.models.llama.modeling_llama.LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
     for mod in (layer.self_attn, layer.mlp):
@@ -140,9 +140,9 @@ def _layer(shape: str):
                              target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                              "down_proj"])
     config._register_custom_module({Frozen4bitLinear: Lora4bitStandIn})
-    layer = peft.inject_adapter_in_model(config, layer)
+    adapted = peft.inject_adapter_in_model(config, layer)
     rotary = transformers.models.llama.modeling_llama.LlamaRotaryEmbedding(cfg)
-    return layer, rotary, cfg
+    return adapted, rotary, cfg
 
 
 def record_one(shape: str, tokens: int) -> dict:
@@ -171,6 +171,7 @@ def record_one(shape: str, tokens: int) -> dict:
             out = checkpoint(run, x, use_reentrant=True)
         with record_function("fitcheck_backward"):
             out.backward(grad_out)
+    assert x.grad is not None
     keep = {"out": out.data_ptr(), "grad": x.grad.data_ptr()}
     lora_grads = {p.grad.data_ptr() for p in lora}
     path = tempfile.mktemp(suffix=".json")
@@ -256,14 +257,15 @@ def record(shape: str, tokens: tuple[int, int]) -> dict:
     from .fresh_process import run_fresh
 
     runs = [run_fresh("benchmarks.measure.layer_trace", json.dumps([shape, t]), f"{shape}-{t}") for t in tokens]
-    if any(r is None for r in runs):
+    one, two = runs
+    if one is None or two is None:
         raise RuntimeError("a recording failed")
     raw = Path(tempfile.gettempdir()) / f"layer-trace-raw-{shape}.json"   # in case the fit refuses them
     raw.write_text(json.dumps(runs))
     model, hidden, inter, heads, kv, head_dim, _ = SHAPES[shape]
     return {"shape": shape, "model": model, "hidden": hidden, "intermediate": inter, "heads": heads,
             "kv_heads": kv, "head_dim": head_dim, "lora_rank": LORA_RANK, "recorded_at_tokens": list(tokens),
-            **runs[0]["versions"], "date": datetime.date.today().isoformat(), **fit(runs[0], runs[1])}
+            **one["versions"], "date": datetime.date.today().isoformat(), **fit(one, two)}
 
 
 # ------------------------------------------------------------------ the step (pure) --
@@ -283,7 +285,8 @@ class LayerTrace:
         return self.survivors.get(f"{phase}:{i}")
 
 
-def _phase(trace: LayerTrace, phase: str, tokens: int, key: tuple, names: dict) -> Iterator[tuple[tuple, str]]:
+def _phase(trace: LayerTrace, phase: str, tokens: int, key: tuple,
+           names: dict[str, object]) -> Iterator[tuple[tuple, str]]:
     """The layer's events of `phase` at `tokens`, with their tensors' roles ("" for a transient); a
     tensor whose role is in `names` takes that id."""
     def ident(ph: str, i: int) -> tuple[object, str]:
@@ -302,7 +305,8 @@ def _phase(trace: LayerTrace, phase: str, tokens: int, key: tuple, names: dict) 
 def build_step(trace: LayerTrace, tensors, tokens: int, step: int = 0) -> list[tuple]:
     """One step's events for ``benchmarks.measure.caching_allocator.replay``: the embedding output, L
     traced forwards (output i+1 kept), the loss path of `tensors` (a StepTensors) in its code order,
-    L traced backwards in reverse (each then frees its saved input and its incoming gradient), the LoRA
+    L traced backwards in reverse (each then frees its saved input, its incoming gradient and what its
+    forward kept beside the output), the LoRA
     gradients and anything else a layer kept freed at the step's end (optimizer step, zero_grad)."""
     from fitcheck.estimate.varying_lengths import _events
 
@@ -311,10 +315,10 @@ def build_step(trace: LayerTrace, tensors, tokens: int, step: int = 0) -> list[t
     ev: list[tuple] = [("a", (k, "x", 0), tokens * tensors.layer_input)]
     kept: list = []
     for i in range(L):
-        for e, role in _phase(trace, "forward", tokens, (k, i), {"output": (k, "x", i + 1)}):
+        for e, _role in _phase(trace, "forward", tokens, (k, i), {"output": (k, "x", i + 1)}):
             ev.append(e)
     loss = list(_events(_no_layers(tensors), tokens, step))[1:-1]   # without x0's allocation and g0's free
-    rename = {(k, "x", 0): (k, "x", L), (k, "g", 0): (k, "g", L)}
+    rename: dict[object, object] = {(k, "x", 0): (k, "x", L), (k, "g", 0): (k, "g", L)}
     for is_alloc, ident, nbytes in loss:
         ident = rename.get(ident, ident)
         ev.append(("a", ident, max(nbytes, 1)) if is_alloc else ("f", ident))
@@ -324,6 +328,9 @@ def build_step(trace: LayerTrace, tensors, tokens: int, step: int = 0) -> list[t
             if e[0] == "a" and role in ("lora_grad", "other"):
                 kept.append(e[1])
         ev += [("f", (k, "g", i + 1)), ("f", (k, "x", i))]
+        # what the checkpoint's forward kept beside its output (its saved RNG state) goes with the graph
+        ev += [("f", ((k, i), "forward", int(key.split(":")[1]))) for key, role in trace.survivors.items()
+               if role == "other" and key.startswith("forward:")]
     ev.append(("f", (k, "g", 0)))
     ev += [("f", ident) for ident in kept]
     return ev
