@@ -1,6 +1,6 @@
 """The longest sequence fitcheck says fits vs the longest that fit, for published capacity tables.
 
-    python -m benchmarks.capacity [--csv PATH] [--reserve]
+    python -m benchmarks.capacity [--csv PATH] [--reserve | --trace]
 
 Reads `benchmarks/data/capacity_reference.csv`: published maximum sequence lengths of QLoRA
 fine-tuning (Hugging Face + flash-attention 2, rank 32 on all linear layers, batch 1, gradient
@@ -17,12 +17,18 @@ replays the estimate's own step tensors at that length (three fixed-length steps
 segments of their own, fitcheck/estimate/varying_lengths.py) in "smallest GPU it fits in" mode and
 sets the reserve that replay needs beyond its live peak against the estimate's flat
 TRAINING_ALLOCATOR_SLACK, with the longest length that fits when the replayed reserve replaces it.
+
+`--trace` does the same with a step built from one decoder layer's allocations recorded on the CPU
+(benchmarks/measure/layer_trace.py, the recipe's dtypes, checkpointed forward and backward; the
+stored trace under benchmarks/results/qlora-layer-trace-SHAPE-DATE.json) in place of the
+estimate's assumed layer tensors; the loss path and the static tensors as above.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import statistics
 import sys
 from dataclasses import dataclass
@@ -229,6 +235,110 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
                         _longest(fits_with(5)) if search else 0)
 
 
+@dataclass(frozen=True)
+class TraceCheck:
+    """At a row's published length: the reserve the caching allocator needs over a step built from a
+    recorded QLoRA decoder layer (benchmarks/measure/layer_trace.py) in place of the flat one."""
+
+    label: str
+    published: int
+    trace: str              # the recorded layer trace's file name
+    flat_reserve: int
+    step_live: int          # the traced step's live peak
+    traced_reserve: int     # the smallest room it runs in, less that peak
+    room: int               # what the published run left: the card less the context and the estimate's allocated
+    predicted: int          # fitcheck's longest with the flat reserve
+    predicted_traced: int   # ... with the traced reserve in its place
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.published
+
+    @property
+    def ratio_traced(self) -> float:
+        return self.predicted_traced / self.published
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TRACE_FIELDS = ("label", "published", "trace", "steps", "flat_reserve_bytes", "step_live_bytes", "traced_reserve_bytes",
+                "room_bytes", "predicted_flat", "predicted_traced", "ratio_flat", "ratio_traced")
+TRACE_STEPS = 2      # fixed-length steps replayed (the second starts from the first's cache)
+
+
+def _trace_shape(spec) -> str | None:
+    from benchmarks.measure.layer_trace import SHAPES
+
+    for name, (_, h, ffn, heads, kv, hd, _) in SHAPES.items():
+        if (spec.hidden_size, spec.intermediate_size, spec.num_attention_heads, spec.num_kv_heads,
+                spec.attn_head_dim) == (h, ffn, heads, kv, hd):
+            return name
+    return None
+
+
+def _first_failure(fits, published: int, grain: int = 64) -> int:
+    """The longest length below the first that does not fit, scanning up from 90 % of `published` in
+    steps of about 2 % of it (a multiple of 128), then to `grain` tokens; every length tried is
+    `published` plus a multiple of `grain`: a replayed reserve is not monotone in the length (it can
+    fit again past a failure, and lengths whose tensors fill whole 2 MiB segments strand far less),
+    and a run padded to one length meets the first failure first."""
+    step = max(128, published // 50 // 128 * 128)
+    n = published - (published // 10 // step + 1) * step
+    if not fits(n):
+        return 0
+    while fits(n + step):
+        n += step
+    lo, hi = n, n + step            # lo fits, hi does not
+    while hi - lo > grain:
+        mid = lo + (hi - lo) // 2 // grain * grain
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def trace_check(row: dict, search: bool = True) -> TraceCheck | None:
+    """None: no layer trace is recorded for the row's shape.  `search`: also find the longest length
+    with the traced reserve (the length before the first that does not fit, scanning up: the
+    replayed reserve is not monotone in the length); else those read 0."""
+    from functools import cache
+
+    from benchmarks.measure.layer_trace import LayerTrace, trace_path, traced_reserve
+    from fitcheck.estimate.result import OVERHEAD
+    from fitcheck.estimate.training import estimate_training, step_tensors
+    from fitcheck.plan import resolve_training
+
+    spec, machine, base = _setup(row)
+    shape = _trace_shape(spec)
+    if shape is None:
+        return None
+    path = trace_path(shape)
+    trace = LayerTrace.load(path)
+    gpu_bytes = int(float(row["gpu_gib"]) * GiB)
+
+    @cache
+    def parts(n: int):
+        plan = resolve_training(base.with_changes(seq_len=n), spec, machine)
+        gpu = estimate_training(spec, plan).gpu_devices[0]
+        live, needed = traced_reserve(trace, step_tensors(spec, plan), n, TRACE_STEPS)
+        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        return gpu, flat, live, needed - live
+
+    n = int(row["max_seq_len"])
+    gpu, flat, live, reserve = parts(n)
+    context = gpu.total_bytes - gpu.peak_allocated_bytes - flat
+    predicted = capacity(row).predicted if search else 0
+    traced = 0
+    if search:
+        def fits(m: int) -> bool:
+            g, f, _, r = parts(m)
+            return g.total_bytes - f + r <= gpu_bytes
+
+        traced = _first_failure(fits, n)
+    return TraceCheck(_label(row), n, path.name, flat, live, reserve,
+                      gpu_bytes - context - gpu.peak_allocated_bytes, predicted, traced)
+
+
 def read(path: Path = DEFAULT_CSV) -> list[dict]:
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
@@ -270,7 +380,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--reserve", action="store_true",
                     help="the flat allocator reserve against the one replayed over the estimate's step tensors")
+    ap.add_argument("--out", type=Path, help="with --trace: the CSV to write (default benchmarks/results/qlora-trace-reserve-DATE.csv)")
+    ap.add_argument("--trace", action="store_true",
+                    help="the reserve of a step built from a recorded QLoRA layer (benchmarks/measure/layer_trace.py)")
     args = ap.parse_args(argv)
+    if args.trace:
+        out = args.out or RESULTS / f"qlora-trace-reserve-{datetime.date.today().isoformat()}.csv"
+        with out.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(TRACE_FIELDS)
+            for row in read(args.csv):
+                if not row["max_seq_len"] or (t := trace_check(row)) is None:
+                    continue
+                writer.writerow([t.label, t.published, t.trace, TRACE_STEPS, t.flat_reserve, t.step_live,
+                                 t.traced_reserve, t.room, t.predicted, t.predicted_traced,
+                                 f"{t.ratio:.3f}", f"{t.ratio_traced:.3f}"])
+                f.flush()
+                print(f"{t.label:60s} at {t.published:,}: reserve flat {t.flat_reserve / GiB:.2f} GiB, traced "
+                      f"{t.traced_reserve / GiB:.2f} ({t.traced_reserve / t.step_live:.1%} of the traced step's "
+                      f"{t.step_live / GiB:.2f} GiB live; {t.trace}); room the published run left {t.room / GiB:.2f}; "
+                      f"ratio flat {t.ratio:.3f}, traced {t.ratio_traced:.3f}")
+        print(f"wrote {out}")
+        return 0
     if args.reserve:
         for r in (reserve_check(row) for row in read(args.csv) if row["max_seq_len"]):
             print(f"{r.label:60s} at {r.published:,}: allocated {r.allocated / GiB:.2f} GiB "
