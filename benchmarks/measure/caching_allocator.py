@@ -35,6 +35,7 @@ from fitcheck.estimate.allocator import (  # noqa: F401 (re-exported)
     OutOfMemory,
     round_size,
     segment_size,
+    smallest_capacity,
 )
 
 
@@ -77,25 +78,8 @@ def needed_bytes(events, start_live: dict | None = None) -> int:
     whole multiples of 2 MiB, so only such capacities need trying)."""
     events = list(events)
     unconstrained = replay(events, start_live)
-
-    def runs(k: int) -> bool:
-        try:
-            replay(events, start_live, capacity=k * ROUND_LARGE)
-            return True
-        except OutOfMemory:
-            return False
-
-    low = unconstrained.peak_allocated // ROUND_LARGE          # too small unless exactly at it
-    high = -(-unconstrained.peak_reserved // ROUND_LARGE)      # runs
-    if runs(low):
-        return low * ROUND_LARGE
-    while high - low > 1:                                       # invariant: low fails, high runs
-        mid = (low + high) // 2
-        if runs(mid):
-            high = mid
-        else:
-            low = mid
-    return high * ROUND_LARGE
+    return smallest_capacity(lambda cap: replay(events, start_live, capacity=cap),
+                             unconstrained.peak_allocated, unconstrained.peak_reserved)
 
 
 def read_trace(path: Path):

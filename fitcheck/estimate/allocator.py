@@ -282,3 +282,27 @@ def load_waste_replayed(sizes: Iterable[int]) -> int:
         alloc.malloc(i, size)
         requested += size
     return alloc.reserved - requested
+
+
+def smallest_capacity(runs_in, peak_allocated: int, peak_reserved: int) -> int:
+    """The smallest capacity (a multiple of 2 MiB: segments are) in which `runs_in(capacity)` does not
+    raise OutOfMemory, searched between the replay's live peak (too small unless exactly at it) and
+    its peak reserve on a GPU with room (runs: nothing was given back)."""
+
+    def runs(k: int) -> bool:
+        try:
+            runs_in(k * ROUND_LARGE)
+        except OutOfMemory:
+            return False
+        return True
+
+    low, high = peak_allocated // ROUND_LARGE, -(-peak_reserved // ROUND_LARGE)
+    if runs(low):
+        return low * ROUND_LARGE
+    while high - low > 1:  # invariant: low fails, high runs
+        mid = (low + high) // 2
+        if runs(mid):
+            high = mid
+        else:
+            low = mid
+    return high * ROUND_LARGE

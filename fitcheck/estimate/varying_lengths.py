@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fitcheck.estimate.allocator import ROUND_LARGE, CachingAllocator, OutOfMemory
+from fitcheck.estimate.allocator import CachingAllocator, smallest_capacity
 
 
 @dataclass(frozen=True)
@@ -205,22 +205,5 @@ def needed_capacity(tensors: StepTensors, lengths: Sequence[int], batch: int = 1
     benchmarks/measure/caching_allocator.needed_bytes finds it for recorded traces."""
     lengths = tuple(lengths)
     roomy = replay_steps(tensors, lengths, batch, prelude=prelude)
-
-    def runs(k: int) -> bool:
-        try:
-            replay_steps(tensors, lengths, batch, capacity=k * ROUND_LARGE, prelude=prelude)
-        except OutOfMemory:
-            return False
-        return True
-
-    low = roomy.peak_allocated // ROUND_LARGE        # too small unless the peak is exactly at it
-    high = -(-roomy.peak_reserved // ROUND_LARGE)    # runs: nothing was given back
-    if runs(low):
-        return low * ROUND_LARGE
-    while high - low > 1:                            # invariant: low fails, high runs
-        mid = (low + high) // 2
-        if runs(mid):
-            high = mid
-        else:
-            low = mid
-    return high * ROUND_LARGE
+    return smallest_capacity(lambda cap: replay_steps(tensors, lengths, batch, capacity=cap, prelude=prelude),
+                             roomy.peak_allocated, roomy.peak_reserved)
