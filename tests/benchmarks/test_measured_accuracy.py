@@ -47,7 +47,8 @@ GROUPS = _groups()
     ("inference peak", 5.0, -10.0),
     ("training tensors", 1.0, -1.0),
     # SmolLM2-135M's LoRA step (30 narrow layers: resident 40 % above its live tensors) read -17.8 %
-    # before the CPU heap counted freed blocks per layer; the median rose from 4.4 to 7.0 % with it.
+    # before the CPU heap counted freed blocks per layer; the median rose from 4.4 to 6.6 % with it
+    # (python -m benchmarks.measure.compare --rows).
     ("training peak", 8.0, -10.0),
 ])
 def test_cpu_runs_meet_the_targets(group, median_max, worst_under):
