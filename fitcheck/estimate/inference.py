@@ -42,7 +42,6 @@ from fitcheck.estimate.weights import (
     engine_format,
     largest_matrix_params,
     linear_matrices,
-    remote_code_buffer_bytes,
     rotary_table_bytes,
     weight_bytes,
     weight_tensor_runs,
@@ -258,7 +257,6 @@ def _transformers(spec: ModelSpec, plan: Plan):
     # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
     generates = plan.decodes and plan.context > plan.prompt_tokens
     kv_copy = max(kv - _prefill_peak(act, logits, plan, mask), 0) if plan.legacy_cache and generates else 0
-    mask_buf, buf_why = remote_code_buffer_bytes(spec, plan.attention)
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
@@ -288,8 +286,6 @@ def _transformers(spec: ModelSpec, plan: Plan):
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "") + mask_why),
         ]
-        if mask_buf and i == input_gpu:  # a QWenModel buffer: on the device of the model's first modules
-            comps.append(Component(WEIGHTS, mask_buf, buf_why))
         if rotary:  # buffers of the attention layers: split with them
             comps.append(Component(WEIGHTS, int(rotary * layer_share), rotary_why))
         if kv_copy:

@@ -50,7 +50,6 @@ from fitcheck.estimate.varying_lengths import StepTensors
 from fitcheck.estimate.weights import (
     largest_matrix_params,
     linear_matrices,
-    remote_code_buffer_bytes,
     rotary_table_bytes,
     weight_bytes,
 )
@@ -91,6 +90,66 @@ DS_SUB_GROUP_SIZE = 1_000_000_000
 _LOSS_IN_COMPUTE_DTYPE = frozenset({"qwen"})
 
 _BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+# Qwen(1) remote code as its repositories have shipped it since 2023-12-07 (Qwen/Qwen-7B and -Chat
+# modeling_qwen.py; history mirrored at github.com/zhangningboo/Qwen-7B, modeling_qwen.py @d4efd21):
+#   QWenAttention.forward: `query, key, value = mixed_x_layer.split(self.split_size, dim=2)`: v stays a
+#     view of c_attn's fused output; q and k get new tensors from apply_rotary_pos_emb.
+#   without flash-attention (`use_flash_attn` off, or flash_attn not importable) and torch >= 2
+#     (SUPPORT_TORCH2): `attention_mask.expand(-1, -1, query.size(2), -1).masked_fill(~causal_mask,
+#     finfo.min)` makes a new batch × 1 × s × s mask in the compute dtype in every layer, passed as
+#     `F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask)`.  The fused
+#     kernels that take a mask (CUDA memory-efficient since torch 2.1, CPU flash) save it for backward
+#     (derivatives.yaml: `_scaled_dot_product_efficient_attention_backward(..., attn_bias, ...)`).
+#     The fixed-size `registered_causal_mask` buffer of the Sep–Nov 2023 code is gone ("remove
+#     fix-sized causal mask", @f7bc352, 2023-11-14).
+#   with flash-attention: `flash_attn_func(q, k, v)` at batch 1; at batch > 1 with an attention mask
+#     FlashSelfAttention.unpad_input indexes q, k and v (copies: the view is not kept).
+#   Both kernels save v as given (flash_attn_interface.py `maybe_contiguous` copies only a tensor
+#   whose last stride is not 1), so the whole fused qkv output stays alive in every layer, not v.
+# Measured with saved_tensors_hooks on that code (4-layer bf16 QWen, LoRA on c_attn, torch 2.13 CPU
+# SDPA): the saved storages are the fused qkv output (3 × hidden) and a 1 × 1 × s × s bf16 mask per layer.
+
+
+def remote_code_layer_bytes(spec: ModelSpec, plan: TrainingPlan, act_b: int) -> int:
+    """Bytes per token each decoder layer of Qwen(1) remote code keeps beyond `layer_bytes_per_token`:
+    the q and k parts of the fused qkv output (kept with the v view) and, without flash-attention,
+    the layer's own s × s mask (batch × s² × compute bytes ÷ batch × s tokens = s × compute bytes)."""
+    if spec.architecture != "qwen":
+        return 0
+    q_width = spec.num_attention_heads * spec.attn_head_dim
+    kv_width = spec.num_kv_heads * spec.attn_head_dim
+    flash = plan.attention == "flash"
+    fused = (q_width + kv_width) * act_b if (not flash or plan.batch == 1) else 0
+    mask = 0 if flash else plan.seq_len * act_b
+    return fused + mask
+
+
+# accelerate's Accelerator.prepare_model wraps the forward of a model trained with native AMP (the HF
+# Trainer with bf16/fp16, no DeepSpeed or FSDP) in `convert_outputs_to_fp32` (accelerate/accelerator.py;
+# utils/operations.py convert_to_fp32 turns every fp16/bf16 tensor of the returned output, through
+# tuples and dicts, into `.float()` copies).  Qwen(1) remote code returns its cache as a tuple of
+# (key, value) tensors for every layer when `use_cache` is on: config.json has `"use_cache": true`
+# and QWenModel.forward turns it off only under gradient checkpointing (ms-swift's sft.py likewise sets
+# `model.config.use_cache = False` only with gradient checkpointing).  So once the forward returns,
+# fp32 copies of every layer's k and v exist next to the fp32 logits, the 16-bit logits (the original
+# output is referenced until the conversion returns) and the loss's saved fp32 log-softmax, until the
+# training step's compute_loss drops the outputs (before backward).  Measured on the code above: the
+# returned past_key_values are fp32, layers × 2 × tokens × hidden × 4 B.
+# transformers' own models return a Cache object since 4.36 (`DynamicCache`), which the conversion
+# leaves as it is.
+
+
+def after_forward_bytes(spec: ModelSpec, plan: TrainingPlan, act_b: int, upcast: bool) -> int:
+    """Per token: the outputs alive when the forward has returned (beyond the saved activations),
+    for Qwen(1) remote code under native AMP with its tuple cache on; 0 where that does not apply."""
+    amp = act_b < 4 and plan.zero is None and not plan.fsdp
+    if spec.architecture != "qwen" or not amp or plan.grad_checkpointing:
+        return 0
+    v = spec.vocab_size
+    kv_width = spec.num_kv_heads * spec.attn_head_dim
+    saved_loss = v * (4 if upcast else act_b)  # the log-softmax output cross_entropy keeps
+    return v * act_b + v * 4 + saved_loss + spec.num_layers * 2 * kv_width * 4
 
 
 def _shard(n: int, sharded: bool, gpus: int) -> int:
@@ -183,7 +242,9 @@ def _step_activations(spec: ModelSpec, plan: TrainingPlan, *, act_b: int, param_
                                 shift_copy_fp32=plan.batch > 1
                                 and loss_shift_copy_mode(spec.architecture, plan.transformers_version),
                                 residual_bytes=resid_b,
-                                head_cast_bytes=spec.vocab_size * spec.hidden_size * act_b if head_cast else 0)
+                                head_cast_bytes=spec.vocab_size * spec.hidden_size * act_b if head_cast else 0,
+                                remote_layer_bytes=remote_code_layer_bytes(spec, plan, act_b),
+                                after_forward_bytes=after_forward_bytes(spec, plan, act_b, upcast))
 
 
 def cpu_heap_retention(spec: ModelSpec, plan: TrainingPlan, act_b: int, allocated: int) -> tuple[int, str]:
@@ -344,9 +405,6 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                   + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
     ]
     comps += buffers
-    mask_buf, mask_why = remote_code_buffer_bytes(spec, plan.attention)
-    if mask_buf:
-        comps.append(Component(TEMP_BUFFERS, mask_buf, mask_why))
     if rotary_table_mode(spec.architecture, plan.transformers_version):
         rotary, rotary_why = rotary_table_bytes(spec, act_b)
         comps.append(Component(WEIGHTS, _shard(rotary, weights_sharded, N), rotary_why))

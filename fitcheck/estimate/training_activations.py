@@ -157,7 +157,8 @@ def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, 
                          checkpointing: bool, upcast_loss: bool, shifts_logits: bool, trainable_base: bool = True,
                          saved_inputs: frozenset[str] = ALL_INPUT_SITES, lm_head_trains: bool = True,
                          lora_saved_bytes: int = 0, shift_copy_fp32: bool = False,
-                         residual_bytes: int | None = None, head_cast_bytes: int = 0) -> ActivationBytes:
+                         residual_bytes: int | None = None, head_cast_bytes: int = 0,
+                         remote_layer_bytes: int = 0, after_forward_bytes: int = 0) -> ActivationBytes:
     """Activation bytes on one GPU for a micro-batch of `tokens_per_gpu` tokens (batch × seq_len).
 
     `trainable_base`: the base's weights train (full fine-tuning); else only the linears whose
@@ -171,13 +172,18 @@ def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, 
     and that the matmul keeps for its backward (autocast caches no cast of a frozen weight:
     torch/csrc/autograd/autocast_mode.cpp `cached_cast` needs a leaf that requires grad): it lives
     from lm_head's forward to its backward, through the loss's peak.
+    `remote_layer_bytes`: bytes per token a model's remote code leaves saved in each layer beyond the
+    block counted here (training.remote_code_layer_bytes: Qwen(1)'s per-layer SDPA mask and fused
+    qkv output).  `after_forward_bytes`: what is alive per token, besides the saved activations, once
+    the forward has returned its outputs (training.after_forward_bytes: the fp32 copies accelerate
+    makes of a returned tuple cache); the loss path's peak is the larger of it and the loss's own.
     """
     rb = act_bytes if residual_bytes is None else residual_bytes
     h = spec.hidden_size
     L = spec.num_layers
     per_layer = layer_bytes_per_token(spec, attention=attention, seq_len=seq_len, act_bytes=act_bytes,
                                       trainable_base=trainable_base, saved_inputs=saved_inputs,
-                                      lora_saved_bytes=lora_saved_bytes)
+                                      lora_saved_bytes=lora_saved_bytes) + remote_layer_bytes
     # Outside the layers: the final norm (as in a layer) and lm_head's input when lm_head trains.
     outside = norm_bytes_per_token(spec, act_bytes, trainable_base) + (h * act_bytes if lm_head_trains else 0)
     if checkpointing:
@@ -190,8 +196,9 @@ def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, 
         saved = tokens_per_gpu * (L * per_layer + outside)
         recompute = 0
         how = f"{L} layers × {per_layer:,} B per token saved for backward"
-    logits = tokens_per_gpu * logits_bytes_per_token(spec, act_bytes=act_bytes, upcast=upcast_loss,
-                                                     shifts_logits=shifts_logits, shift_copy_fp32=shift_copy_fp32)
+    loss_path = logits_bytes_per_token(spec, act_bytes=act_bytes, upcast=upcast_loss, shifts_logits=shifts_logits,
+                                       shift_copy_fp32=shift_copy_fp32)
+    logits = tokens_per_gpu * max(loss_path, after_forward_bytes)
     logits += head_cast_bytes
     attn = {"eager": "eager attention keeps heads × seq softmax probabilities",
             "flash": "flash attention: no seq² matrix", "sdpa": "SDPA (flash/memory-efficient): no seq² matrix"}[attention]

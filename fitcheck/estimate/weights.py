@@ -171,22 +171,6 @@ def engine_format(spec: ModelSpec, fmt: WeightFormat, engine: str) -> WeightForm
     return fmt
 
 
-def remote_code_buffer_bytes(spec: ModelSpec, attention: str) -> tuple[int, str]:
-    """Persistent buffers remote modeling code allocates at start, beyond the weights.
-
-    Qwen(1) modeling_qwen.py (QWenModel.__init__): unless flash-attention runs (installed, 16-bit),
-    `self.register_buffer("registered_causal_mask", torch.tril(torch.ones((max_positions,
-    max_positions), dtype=torch.bool)).view(1, 1, max_positions, max_positions), persistent=False)`
-    with max_positions = config.max_position_embeddings: max_positions² bytes, on the GPU with the
-    model (Qwen-7B v1.1, 32,768 positions: 1 GiB).  https://huggingface.co/Qwen/Qwen-7B/blob/main/modeling_qwen.py
-    """
-    if spec.architecture == "qwen" and attention != "flash" and spec.max_context:
-        n = spec.max_context
-        return n * n, f"Qwen(1) remote code's registered_causal_mask buffer ({n:,}² bool, without flash-attention)"
-    return 0, ""
-
-
-
 def rotary_table_bytes(spec: ModelSpec, dtype_bytes: int) -> tuple[int, str]:
     """The per-layer cos/sin tables older transformers releases build at load (plan.rotary_table_mode):
     2 tables × max_position_embeddings × rotary dim in the load dtype, in every attention layer."""

@@ -115,13 +115,6 @@ def test_a_tied_fp8_checkpoint_stores_its_own_lm_head():
     assert ckpt.component("weights") - online.component("weights") == head
 
 
-def test_qwen1_remote_code_keeps_a_causal_mask_buffer_without_flash_attention():
-    qwen1 = replace(QWEN25_7B, name="Qwen/Qwen-7B", architecture="qwen", max_context=32768)
-    _, sdpa = _dev(qwen1, context=2048)
-    _, flash = _dev(qwen1, context=2048, attention="flash")
-    assert sdpa.component("weights") - flash.component("weights") == 32768 * 32768
-
-
 def test_transformers_pays_host_time_per_routed_expert_and_other_engines_do_not():
     from estimate_specs import MIXTRAL
 
