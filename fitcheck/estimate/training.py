@@ -410,6 +410,10 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         comps.append(Component(WEIGHTS, _shard(rotary, weights_sharded, N), rotary_why))
     logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
         "(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")
+    if acts.outputs_peak:
+        logits_why += ("; its peak is once the forward has returned: accelerate's fp32 copies of the logits and "
+                       f"of the (k, v) cache all {spec.num_layers} layers return (use_cache is on without "
+                       "checkpointing), with the 16-bit logits and the saved log-softmax")
     if peak_at_step:
         # The optimizer step is the peak: activations and logits are gone by then.
         comps += [

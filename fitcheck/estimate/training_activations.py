@@ -47,6 +47,7 @@ class ActivationBytes:
     recompute: int      # one layer's activations during backward (checkpointing), else 0
     logits: int         # logits and the loss function's copies
     detail: str
+    outputs_peak: bool = False  # the loss path peaks once the forward has returned (after_forward_bytes)
 
 
 # Which tensor each linear role reads (linears reading one tensor save it once), and its width.
@@ -202,4 +203,5 @@ def training_activations(spec: ModelSpec, *, tokens_per_gpu: int, seq_len: int, 
     logits += head_cast_bytes
     attn = {"eager": "eager attention keeps heads × seq softmax probabilities",
             "flash": "flash attention: no seq² matrix", "sdpa": "SDPA (flash/memory-efficient): no seq² matrix"}[attention]
-    return ActivationBytes(int(saved), int(recompute), int(logits), f"{how}; {attn}; {tokens_per_gpu:,} tokens per GPU")
+    return ActivationBytes(int(saved), int(recompute), int(logits), f"{how}; {attn}; {tokens_per_gpu:,} tokens per GPU",
+                           outputs_peak=after_forward_bytes > loss_path)

@@ -138,3 +138,10 @@ def test_no_fp32_cache_copies_without_native_amp_or_for_other_models():
     assert after_forward_bytes(QWEN1_7B, _plan(QWEN1_7B, ckpt=True), 2, True) == 0
     llama_like = replace(QWEN1_7B, architecture="llama")
     assert after_forward_bytes(llama_like, _plan(llama_like), 2, True) == 0
+
+
+def test_the_logits_line_says_when_the_returned_outputs_are_its_peak():
+    no_ckpt = _dev(QWEN1_7B, attention="flash")
+    ckpt = _dev(QWEN1_7B, attention="flash", ckpt=True)
+    assert "fp32 copies" in next(c.detail for c in no_ckpt.components if c.name == LOGITS)
+    assert "fp32 copies" not in next(c.detail for c in ckpt.components if c.name == LOGITS)
