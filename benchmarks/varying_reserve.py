@@ -22,6 +22,7 @@ import json
 import re
 import statistics
 import sys
+from dataclasses import replace
 
 from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, row_spec, training_row
 from benchmarks.report import DATA
@@ -29,7 +30,7 @@ from fitcheck.errors import FitcheckError
 from fitcheck.estimate.allocator import OutOfMemory
 from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
 from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
-from fitcheck.estimate.varying_lengths import LengthMix, replay_steps
+from fitcheck.estimate.varying_lengths import LengthMix, StepTensors, replay_steps
 from fitcheck.units import GiB
 
 
@@ -42,6 +43,16 @@ def _samples(notes: str, max_length: int) -> int:
     total = int(re.search(r"(\d+) samples", notes).group(1))  # type: ignore[union-attr]
     m = re.search(r"(\d+) drawn when max_length > (\d+)", notes)
     return int(m.group(1)) if m and max_length > int(m.group(2)) else total
+
+
+def recipe_tensors(spec, plan) -> StepTensors:
+    """The estimate's step tensors as ms-swift's recipe allocates them: Qwen(1)'s loss over the shifted
+    positions (modeling_qwen.py `lm_logits[..., :-1, :]`) and, since its Seq2SeqTrainer is the HF Trainer
+    (transformers 4.36) running bf16 through accelerate's autocast, the fp32 copy of the logits that
+    accelerate's ConvertOutputsToFp32 makes as forward returns (accelerate v0.25.0 accelerator.py
+    prepare_model) -- neither changes the live peak (forward then holds 2 + 4 + 4 bytes per logit, backward
+    12), only which blocks the allocator hands out."""
+    return replace(step_tensors(spec, plan), shifted_loss=True, output_fp32_copy=plan.zero is None)
 
 
 def rows(orders: int = 4) -> list[dict]:
@@ -75,14 +86,20 @@ def rows(orders: int = 4) -> list[dict]:
             for seed in range(orders):
                 lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
                 try:
-                    rep = replay_steps(step_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
+                    rep = replay_steps(recipe_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
                                        plan.batch, capacity=room)
                 except OutOfMemory:
                     roomy.append(float("inf"))
                     continue
                 roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + rep.excess) / GiB)
-            out.append({"row": row.label, "measured": row.measured_gib, "needed": row.predicted_gib,
-                        "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy)})
+            variant = r["notes"].split(";")[0] if "rank 8" not in r["notes"].split(";")[0] else ""
+            variant += " all-linear" if "all-linear" in r["notes"] else ""
+            label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
+                     f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"
+                     f"{(' ' + variant.strip()) if variant.strip() else ''}")
+            out.append({"row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
+                        "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy),
+                        "orders_at_or_below": sum(x <= row.measured_gib for x in roomy), "orders": len(roomy)})
     return out
 
 
@@ -91,14 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--orders", type=int, default=4, help="sample orders replayed per row")
     args = ap.parse_args(argv)
     res = rows(args.orders)
-    print("| row | measured GiB | estimate (needed) | roomy GPU, replayed: min / median / max |")
-    print("|---|---|---|---|")
+    print("| row | measured GiB | estimate (needed) | roomy GPU, replayed: min / median / max | orders ≤ measured |")
+    print("|---|---|---|---|---|")
     inside = between = 0
     for x in res:
         inside += x["roomy_min"] <= x["measured"] <= x["roomy_max"]
         between += x["needed"] <= x["measured"] <= x["roomy_max"]
         print(f"| {x['row']} | {x['measured']:.2f} | {x['needed']:.2f} | {x['roomy_min']:.2f} / "
-              f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} |")
+              f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} | {x['orders_at_or_below']} / {x['orders']} |")
     print(f"\n{len(res)} rows: {between} between the estimate and the largest replayed reserve, "
           f"{inside} within the replayed orders' range")
     return 0
