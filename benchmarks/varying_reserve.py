@@ -92,7 +92,8 @@ def rows(orders: int = 4) -> list[dict]:
                     roomy.append(float("inf"))
                     continue
                 roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + rep.excess) / GiB)
-            variant = r["notes"].split(";")[0] if "rank 8" not in r["notes"].split(";")[0] else ""
+            first = r["notes"].split(";")[0]
+            variant = first if first.startswith("lora rank") and first != "lora rank 8" else ""
             variant += " all-linear" if "all-linear" in r["notes"] else ""
             label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
                      f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"

@@ -1,0 +1,33 @@
+"""benchmarks.varying_reserve: ms-swift's rows replayed with the recipe's own tensors and sample counts."""
+
+import csv
+import json
+
+from benchmarks.accuracy import generic_training_plan, row_spec
+from benchmarks.report import DATA
+from benchmarks.varying_reserve import _mix, _samples, recipe_tensors
+from fitcheck.estimate.training import step_tensors
+
+
+def _swift_rows():
+    with (DATA / "training_reference.csv").open(newline="") as f:
+        return [r for r in csv.DictReader(f) if "ms-swift" in r["source"]]
+
+
+def test_rows_above_2048_tokens_train_on_1000_rows_the_others_on_all():
+    # scripts/benchmark/test_memory_time/run_single.py @4312aeb: train_dataset_sample 1000 above 2048
+    notes = _swift_rows()[0]["notes"]
+    assert _samples(notes, 2048) == 4959 and _samples(notes, 4096) == 1000
+    mix = _mix(notes)
+    assert mix is not None and (mix.minimum, mix.maximum) == (91, 19548)
+
+
+def test_the_recipe_tensors_are_the_estimates_with_the_shifted_loss_and_accelerates_fp32_copy():
+    configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
+    r = _swift_rows()[0]
+    spec = row_spec(r, configs)
+    plan = generic_training_plan(r, spec)
+    got = recipe_tensors(spec, plan)
+    assert got.shifted_loss and got.output_fp32_copy
+    base = step_tensors(spec, plan)
+    assert (got.layer_work, got.vocab, got.loss_bytes) == (base.layer_work, base.vocab, base.loss_bytes)
