@@ -10,8 +10,10 @@ max_length > 2048 (scripts/benchmark/test_memory_time/run_single.py @4312aeb); b
 sample.  For each row this prints the measured figure, the estimate (the reserve the run needs:
 the smallest GPU it fits in) and what a roomy GPU's counter reads when the estimate's own step
 tensors are replayed through the allocator's rules over that many samples of the data set's stated
-length distribution, for several sample orders (fitcheck.estimate.varying_lengths).  No constant
-is taken from the table.
+length distribution, for several sample orders (fitcheck.estimate.varying_lengths), with the
+recipe's own loss-path tensors (`recipe_tensors`), and how many orders read at most the measured
+figure.  No constant is taken from the table.  What it finds and leaves: docs/accuracy.md,
+"ms-swift's counter, replayed".
 """
 
 from __future__ import annotations
