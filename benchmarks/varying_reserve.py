@@ -52,9 +52,12 @@ def recipe_tensors(spec, plan) -> StepTensors:
     positions (modeling_qwen.py `lm_logits[..., :-1, :]`) and, since its Seq2SeqTrainer is the HF Trainer
     (transformers 4.36) running bf16 through accelerate's autocast, the fp32 copy of the logits that
     accelerate's ConvertOutputsToFp32 makes as forward returns (accelerate v0.25.0 accelerator.py
-    prepare_model) -- neither changes the live peak (forward then holds 2 + 4 + 4 bytes per logit, backward
-    12), only which blocks the allocator hands out."""
-    return replace(step_tensors(spec, plan), shifted_loss=True, output_fp32_copy=plan.zero is None)
+    prepare_model); and CUDA autocast's loss: 16-bit log-softmax, nll_loss's fp32 copy of the log-probs
+    (`StepTensors.upcast_log_probs`).  The live peak stays 12 bytes per logit (forward: 2 + 2 + 4 + 4 as
+    accelerate copies the logits); what changes is that at most two fp32 vocabulary-sized tensors are live
+    at once, not three, and which blocks the allocator hands out."""
+    return replace(step_tensors(spec, plan), shifted_loss=True, output_fp32_copy=plan.zero is None,
+                   upcast_log_probs=True)
 
 
 def rows(orders: int = 4) -> list[dict]:

@@ -95,6 +95,15 @@ class StepTensors:
     # returns, the 16-bit ones are dropped with the old output, and the copy lives in the output until the
     # Trainer's compute_loss returns (before backward).  The HF Trainer (4.36) runs bf16/fp16 through it.
     output_fp32_copy: bool = False
+    # Where an autocast loss turns fp32 on CUDA: cross_entropy_loss is not in CUDA autocast's lists
+    # (torch 2.1 aten/src/ATen/autocast_mode.cpp; the CPU list has it), and it calls
+    # `at::log_softmax(self, class_dim, self.scalar_type())` (aten/src/ATen/native/LossNLL.cpp
+    # cross_entropy_loss_symint) -- an explicit dtype, which log_softmax's fp32_set_opt_dtype policy keeps
+    # -- so the log-probabilities are 16-bit and nll_loss (fp32 policy) casts *them* to fp32 and saves
+    # that copy.  Forward: 16-bit logits, 16-bit log-probs, their fp32 copy; backward: nll_loss's fp32
+    # gradient, its cast back, log_softmax_backward in 16 bits.  False: the whole loss in fp32 from an
+    # fp32 copy of the logits (CPU autocast, or a model that upcasts its logits).
+    upcast_log_probs: bool = False
 
 
 def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterator[tuple[bool, object, int]]:
@@ -128,11 +137,16 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0) -> Iterator
     if t.shift_copy:
         yield True, (k, "shift"), vl * t.compute_bytes
     upcast = t.loss_bytes > t.compute_bytes
-    if upcast:
-        yield True, (k, "cast"), vl * t.loss_bytes
-    yield True, (k, "logp"), vl * t.loss_bytes
-    if upcast:
-        yield False, (k, "cast"), 0
+    late = upcast and t.upcast_log_probs
+    if late:
+        yield True, (k, "logp"), vl * t.compute_bytes
+        yield True, (k, "logp32"), vl * t.loss_bytes
+    else:
+        if upcast:
+            yield True, (k, "cast"), vl * t.loss_bytes
+        yield True, (k, "logp"), vl * t.loss_bytes
+        if upcast:
+            yield False, (k, "cast"), 0
     if t.shift_copy:
         yield False, (k, "shift"), 0
     if t.output_fp32_copy and t.compute_bytes < 4:
@@ -142,16 +156,27 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0) -> Iterator
     else:
         yield False, (k, "logits"), 0
     # backward of the loss
-    yield True, (k, "g_nll"), vl * t.loss_bytes
-    yield True, (k, "g_logp"), vl * t.loss_bytes
-    yield False, (k, "g_nll"), 0
-    yield False, (k, "logp"), 0
-    if upcast:
+    if late:
+        # NllLossBackward (its saved fp32 input released), ToCopyBackward to the compute dtype,
+        # LogSoftmaxBackward in it
+        yield True, (k, "g_nll"), vl * t.loss_bytes
+        yield False, (k, "logp32"), 0
         yield True, (k, "g_cast"), vl * t.compute_bytes
-        yield False, (k, "g_logp"), 0
-        last = "g_cast"
-    else:
+        yield False, (k, "g_nll"), 0
+        yield True, (k, "g_logp"), vl * t.compute_bytes
+        yield False, (k, "logp"), 0
+        yield False, (k, "g_cast"), 0
         last = "g_logp"
+    else:
+        yield True, (k, "g_nll"), vl * t.loss_bytes
+        yield True, (k, "g_logp"), vl * t.loss_bytes
+        yield False, (k, "g_nll"), 0
+        yield False, (k, "logp"), 0
+        last = "g_logp"
+        if upcast:
+            yield True, (k, "g_cast"), vl * t.compute_bytes
+            yield False, (k, "g_logp"), 0
+            last = "g_cast"
     yield True, (k, "g_slice"), v * t.compute_bytes
     yield False, (k, last), 0
     yield True, (k, "g", L), tokens * t.layer_input

@@ -124,3 +124,23 @@ def test_accelerates_fp32_copy_of_the_logits_is_allocated_but_leaves_the_peak():
     assert copies == [4 * QWEN1.vocab_size * 1024]
     assert (replay_steps(tensors, (1024,)).peak_allocated
             == replay_steps(step_tensors(QWEN1, PLAN), (1024,)).peak_allocated)
+
+
+def test_cuda_autocasts_loss_holds_two_fp32_vocabulary_tensors_so_a_longer_step_adds_two_segments():
+    # torch 2.1 CUDA autocast: cross_entropy_loss is in no list and calls log_softmax with the logits'
+    # dtype, which fp32_set_opt_dtype keeps; nll_loss (fp32) casts the 16-bit log-probs and saves the copy.
+    from dataclasses import replace
+
+    from fitcheck.estimate.allocator import ROUND_LARGE
+
+    tensors = step_tensors(QWEN1, PLAN.with_changes(seq_len=1100))
+    segment = -(-4 * QWEN1.vocab_size * 1100 // ROUND_LARGE) * ROUND_LARGE
+    late = replace(tensors, upcast_log_probs=True)
+    assert replay_steps(late, (1000, 1100)).peak_reserved - replay_steps(late, (1000,)).peak_reserved == 2 * segment
+    # 2 + 4 + 4 bytes per logit at backward's peak, not 4 + 4 + 4 ...
+    whole = replay_steps(tensors, (1100,)).peak_allocated
+    assert abs(whole - replay_steps(late, (1100,)).peak_allocated - 2 * QWEN1.vocab_size * 1100) < 1 << 20
+    # ... and accelerate's fp32 copy of the logits brings forward back to 12 (2 + 2 + 4 + 4)
+    copied = replace(late, output_fp32_copy=True)
+    assert abs(replay_steps(copied, (1100,)).peak_allocated - whole) < 1 << 20
+    assert replay_steps(copied, (1000, 1100)).peak_reserved - replay_steps(copied, (1000,)).peak_reserved == 2 * segment
