@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import re
 import statistics
@@ -27,7 +28,7 @@ import sys
 from dataclasses import replace
 
 from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, row_spec, training_row
-from benchmarks.report import DATA
+from benchmarks.report import DATA, RESULTS
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.allocator import OutOfMemory
 from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
@@ -60,7 +61,27 @@ def recipe_tensors(spec, plan) -> StepTensors:
                    upcast_log_probs=True)
 
 
-def rows(orders: int = 4) -> list[dict]:
+# The replayed counter per row, as `--write` stores it (the report reads it: a replay takes minutes).
+STORED = RESULTS / "ms-swift-counter-replay-2026-12-01.csv"
+FIELDS = ("key", "row", "measured", "needed", "orders", "roomy_min", "roomy_median", "roomy_max",
+          "orders_at_or_below")
+
+
+def row_key(r: dict) -> str:
+    """A row of training_reference.csv, uniquely: its setup columns and a digest of its notes."""
+    digest = hashlib.sha1(r.get("notes", "").encode()).hexdigest()[:8]
+    return "|".join([*(r[k] for k in ("model", "mode", "precision", "batch", "input_len", "grad_checkpointing",
+                                      "flash_attn")), digest])
+
+
+def stored() -> dict[str, dict]:
+    """`STORED` by row key."""
+    with STORED.open(newline="") as f:
+        return {x["key"]: x for x in csv.DictReader(f)}
+
+
+def rows(orders: int = 4, select=None) -> list[dict]:
+    """Every varying-length `max_memory_reserved` row (or those `select(row)` keeps), replayed."""
     configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
     out = []
     seen = set()
@@ -71,7 +92,7 @@ def rows(orders: int = 4) -> list[dict]:
                 continue
             key = tuple(r[k] for k in ("model", "mode", "precision", "batch", "input_len", "grad_checkpointing",
                                        "flash_attn", "notes"))
-            if key in seen:
+            if key in seen or (select is not None and not select(r)):
                 continue
             seen.add(key)
             try:
@@ -103,7 +124,7 @@ def rows(orders: int = 4) -> list[dict]:
             label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
                      f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"
                      f"{(' ' + variant.strip()) if variant.strip() else ''}")
-            out.append({"row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
+            out.append({"key": row_key(r), "row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
                         "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy),
                         "orders_at_or_below": sum(x <= row.measured_gib for x in roomy), "orders": len(roomy)})
     return out
@@ -112,8 +133,15 @@ def rows(orders: int = 4) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, default=4, help="sample orders replayed per row")
+    ap.add_argument("--write", action="store_true", help=f"store the rows in {STORED.relative_to(RESULTS.parent.parent)}")
     args = ap.parse_args(argv)
     res = rows(args.orders)
+    if args.write:
+        with STORED.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
+            w.writeheader()
+            for x in res:
+                w.writerow({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in x.items()})
     print("| row | measured GiB | estimate (needed) | roomy GPU, replayed: min / median / max | orders ≤ measured |")
     print("|---|---|---|---|---|")
     inside = between = 0

@@ -31,3 +31,31 @@ def test_the_recipe_tensors_are_the_estimates_with_the_shifted_loss_and_accelera
     assert got.shifted_loss and got.output_fp32_copy
     base = step_tensors(spec, plan)
     assert (got.layer_work, got.vocab, got.loss_bytes) == (base.layer_work, base.vocab, base.loss_bytes)
+
+
+def test_the_stored_counter_is_what_the_replay_gives():
+    # the report reads benchmarks/results' stored replay (minutes to recompute); the 512-token rows are
+    # recomputed here and must match it
+    from benchmarks.varying_reserve import rows, stored
+
+    saved = stored()
+    orders = {int(x["orders"]) for x in saved.values()}
+    assert len(orders) == 1
+    got = rows(orders=orders.pop(), select=lambda r: r["input_len"] == "512" and r["mode"] == "lora")
+    assert len(got) == 3
+    for x in got:
+        kept = saved[x["key"]]
+        for k in ("measured", "needed", "roomy_min", "roomy_median", "roomy_max"):
+            assert abs(float(kept[k]) - x[k]) < 0.006, (x["row"], k)
+
+
+def test_the_report_scores_every_stored_row_against_its_replayed_counter():
+    from benchmarks import report
+    from benchmarks.varying_reserve import stored
+
+    saved = stored()
+    assert len(saved) == 37
+    errs = report._swift_counter()
+    assert len(errs) == len(saved)
+    need = next(s for s in report.sources() if not s.pooled)
+    assert "fixed-length" in need.name and len(need.errors) == len(saved)
