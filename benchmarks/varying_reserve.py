@@ -10,26 +10,30 @@ max_length > 2048 (scripts/benchmark/test_memory_time/run_single.py @4312aeb); b
 sample.  For each row this prints the measured figure, the estimate (the reserve the run needs:
 the smallest GPU it fits in) and what a roomy GPU's counter reads when the estimate's own step
 tensors are replayed through the allocator's rules over that many samples of the data set's stated
-length distribution, for several sample orders (fitcheck.estimate.varying_lengths).  No constant
-is taken from the table.
+length distribution, for several sample orders (fitcheck.estimate.varying_lengths), with the
+recipe's own loss-path tensors (`recipe_tensors`), and how many orders read at most the measured
+figure.  No constant is taken from the table.  What it finds and leaves: docs/accuracy.md,
+"ms-swift's counter, replayed".
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import re
 import statistics
 import sys
+from dataclasses import replace
 
 from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, row_spec, training_row
-from benchmarks.report import DATA
+from benchmarks.report import DATA, RESULTS
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.allocator import OutOfMemory
 from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
 from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
-from fitcheck.estimate.varying_lengths import LengthMix, replay_steps
+from fitcheck.estimate.varying_lengths import LengthMix, StepTensors, replay_steps
 from fitcheck.units import GiB
 
 
@@ -44,7 +48,40 @@ def _samples(notes: str, max_length: int) -> int:
     return int(m.group(1)) if m and max_length > int(m.group(2)) else total
 
 
-def rows(orders: int = 4) -> list[dict]:
+def recipe_tensors(spec, plan) -> StepTensors:
+    """The estimate's step tensors as ms-swift's recipe allocates them: Qwen(1)'s loss over the shifted
+    positions (modeling_qwen.py `lm_logits[..., :-1, :]`) and, since its Seq2SeqTrainer is the HF Trainer
+    (transformers 4.36) running bf16 through accelerate's autocast, the fp32 copy of the logits that
+    accelerate's ConvertOutputsToFp32 makes as forward returns (accelerate v0.25.0 accelerator.py
+    prepare_model); and CUDA autocast's loss: 16-bit log-softmax, nll_loss's fp32 copy of the log-probs
+    (`StepTensors.upcast_log_probs`).  The live peak stays 12 bytes per logit (forward: 2 + 2 + 4 + 4 as
+    accelerate copies the logits); what changes is that at most two fp32 vocabulary-sized tensors are live
+    at once, not three, and which blocks the allocator hands out."""
+    return replace(step_tensors(spec, plan), shifted_loss=True, output_fp32_copy=plan.zero is None,
+                   upcast_log_probs=True)
+
+
+# The replayed counter per row, as `--write` stores it (the report reads it: a replay takes minutes).
+STORED = RESULTS / "ms-swift-counter-replay-2026-12-01.csv"
+FIELDS = ("key", "row", "measured", "needed", "orders", "roomy_min", "roomy_median", "roomy_max",
+          "orders_at_or_below")
+
+
+def row_key(r: dict) -> str:
+    """A row of training_reference.csv, uniquely: its setup columns and a digest of its notes."""
+    digest = hashlib.sha1(r.get("notes", "").encode()).hexdigest()[:8]
+    return "|".join([*(r[k] for k in ("model", "mode", "precision", "batch", "input_len", "grad_checkpointing",
+                                      "flash_attn")), digest])
+
+
+def stored() -> dict[str, dict]:
+    """`STORED` by row key."""
+    with STORED.open(newline="") as f:
+        return {x["key"]: x for x in csv.DictReader(f)}
+
+
+def rows(orders: int = 4, select=None) -> list[dict]:
+    """Every varying-length `max_memory_reserved` row (or those `select(row)` keeps), replayed."""
     configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
     out = []
     seen = set()
@@ -55,7 +92,7 @@ def rows(orders: int = 4) -> list[dict]:
                 continue
             key = tuple(r[k] for k in ("model", "mode", "precision", "batch", "input_len", "grad_checkpointing",
                                        "flash_attn", "notes"))
-            if key in seen:
+            if key in seen or (select is not None and not select(r)):
                 continue
             seen.add(key)
             try:
@@ -75,30 +112,44 @@ def rows(orders: int = 4) -> list[dict]:
             for seed in range(orders):
                 lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
                 try:
-                    rep = replay_steps(step_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
+                    rep = replay_steps(recipe_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
                                        plan.batch, capacity=room)
                 except OutOfMemory:
                     roomy.append(float("inf"))
                     continue
                 roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + rep.excess) / GiB)
-            out.append({"row": row.label, "measured": row.measured_gib, "needed": row.predicted_gib,
-                        "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy)})
+            first = r["notes"].split(";")[0]
+            variant = first if first.startswith("lora rank") and first != "lora rank 8" else ""
+            variant += " all-linear" if "all-linear" in r["notes"] else ""
+            label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
+                     f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"
+                     f"{(' ' + variant.strip()) if variant.strip() else ''}")
+            out.append({"key": row_key(r), "row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
+                        "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy),
+                        "orders_at_or_below": sum(x <= row.measured_gib for x in roomy), "orders": len(roomy)})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, default=4, help="sample orders replayed per row")
+    ap.add_argument("--write", action="store_true", help=f"store the rows in {STORED.relative_to(RESULTS.parent.parent)}")
     args = ap.parse_args(argv)
     res = rows(args.orders)
-    print("| row | measured GiB | estimate (needed) | roomy GPU, replayed: min / median / max |")
-    print("|---|---|---|---|")
+    if args.write:
+        with STORED.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
+            w.writeheader()
+            for x in res:
+                w.writerow({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in x.items()})
+    print("| row | measured GiB | estimate (needed) | roomy GPU, replayed: min / median / max | orders ≤ measured |")
+    print("|---|---|---|---|---|")
     inside = between = 0
     for x in res:
         inside += x["roomy_min"] <= x["measured"] <= x["roomy_max"]
         between += x["needed"] <= x["measured"] <= x["roomy_max"]
         print(f"| {x['row']} | {x['measured']:.2f} | {x['needed']:.2f} | {x['roomy_min']:.2f} / "
-              f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} |")
+              f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} | {x['orders_at_or_below']} / {x['orders']} |")
     print(f"\n{len(res)} rows: {between} between the estimate and the largest replayed reserve, "
           f"{inside} within the replayed orders' range")
     return 0

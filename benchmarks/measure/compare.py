@@ -50,12 +50,13 @@ KBIT_STEP = "cpu-kbit-step-"  # benchmarks.measure.kbit_step (QLoRA's recipe und
 RSS_PARTS = "cpu-rss-parts-"  # benchmarks.measure.rss_parts (what a resident peak is made of)
 QLORA_TRACE_RESERVE = "qlora-trace-reserve-"   # benchmarks.capacity --trace
 QWEN1_REMOTE_SAVED = "qwen1-remote-saved-"  # Qwen(1) remote code's saved tensors (tests/estimate/test_qwen1_remote_code.py)
+SWIFT_COUNTER = "ms-swift-counter-replay-"   # benchmarks.varying_reserve --write
 
 
 def run_csvs() -> list[Path]:
     """The measurement runs' CSVs of benchmarks/results (not the derived live-tensor, replay and loss-path files)."""
     derived = (TENSOR_PEAKS, ALLOCATOR_REPLAY, INFERENCE_PEAKS, LOSS_PATH, KBIT_STEP, RSS_PARTS, QLORA_TRACE_RESERVE,
-               QWEN1_REMOTE_SAVED)
+               QWEN1_REMOTE_SAVED, SWIFT_COUNTER)
     return sorted(p for p in RESULTS.glob("*.csv") if not p.name.startswith(derived))
 
 

@@ -85,6 +85,25 @@ class StepTensors:
     # layer_work; any remainder is one more tensor); empty: one block.  How a layer's tensors split
     # cached blocks decides what stays stranded beside the checkpointed inputs.
     layer_pieces: tuple[int, ...] = ()
+    # The loss's tensors cover the shifted positions only: a causal LM's loss compares position t's logits
+    # with token t + 1, so cross_entropy sees `logits[..., :-1, :]` (Qwen(1)'s modeling_qwen.py
+    # QWenLMHeadModel.forward), one position fewer per sample than the logits and slice_backward's output.
+    shifted_loss: bool = False
+    # accelerate's native mixed precision wraps the model's forward in ConvertOutputsToFp32
+    # (accelerate v0.25.0 src/accelerate/accelerator.py prepare_model; utils/operations.py convert_to_fp32:
+    # every 16-bit tensor of the output becomes `.float()`): the 16-bit logits get an fp32 copy as forward
+    # returns, the 16-bit ones are dropped with the old output, and the copy lives in the output until the
+    # Trainer's compute_loss returns (before backward).  The HF Trainer (4.36) runs bf16/fp16 through it.
+    output_fp32_copy: bool = False
+    # Where an autocast loss turns fp32 on CUDA: cross_entropy_loss is not in CUDA autocast's lists
+    # (torch 2.1 aten/src/ATen/autocast_mode.cpp; the CPU list has it), and it calls
+    # `at::log_softmax(self, class_dim, self.scalar_type())` (aten/src/ATen/native/LossNLL.cpp
+    # cross_entropy_loss_symint) -- an explicit dtype, which log_softmax's fp32_set_opt_dtype policy keeps
+    # -- so the log-probabilities are 16-bit and nll_loss (fp32 policy) casts *them* to fp32 and saves
+    # that copy.  Forward: 16-bit logits, 16-bit log-probs, their fp32 copy; backward: nll_loss's fp32
+    # gradient, its cast back, log_softmax_backward in 16 bits.  False: the whole loss in fp32 from an
+    # fp32 copy of the logits (CPU autocast, or a model that upcasts its logits).
+    upcast_log_probs: bool = False
 
 
 def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterator[tuple[bool, object, int]]:
@@ -99,10 +118,12 @@ def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterato
         yield alloc, (k, "w", i, j), tokens * size
 
 
-def _events(t: StepTensors, tokens: int, step: int) -> Iterator[tuple[bool, object, int]]:
-    """(allocate?, id, bytes) of one micro-batch of `tokens` tokens."""
+def _events(t: StepTensors, tokens: int, step: int, length: int = 0) -> Iterator[tuple[bool, object, int]]:
+    """(allocate?, id, bytes) of one micro-batch of `tokens` tokens (samples of `length` tokens, padded)."""
     L = t.layers
     v = t.vocab * tokens
+    # the loss's positions: one fewer per sample when it is shifted (tokens // length samples)
+    vl = t.vocab * (tokens - tokens // length) if t.shifted_loss and length else v
     k = ("s", step)
     yield True, (k, "x", 0), tokens * t.layer_input
     for i in range(L):
@@ -114,27 +135,48 @@ def _events(t: StepTensors, tokens: int, step: int) -> Iterator[tuple[bool, obje
     yield True, (k, "out"), tokens * t.outside
     yield True, (k, "logits"), v * t.compute_bytes
     if t.shift_copy:
-        yield True, (k, "shift"), v * t.compute_bytes
+        yield True, (k, "shift"), vl * t.compute_bytes
     upcast = t.loss_bytes > t.compute_bytes
-    if upcast:
-        yield True, (k, "cast"), v * t.loss_bytes
-    yield True, (k, "logp"), v * t.loss_bytes
-    if upcast:
-        yield False, (k, "cast"), 0
+    late = upcast and t.upcast_log_probs
+    if late:
+        yield True, (k, "logp"), vl * t.compute_bytes
+        yield True, (k, "logp32"), vl * t.loss_bytes
+    else:
+        if upcast:
+            yield True, (k, "cast"), vl * t.loss_bytes
+        yield True, (k, "logp"), vl * t.loss_bytes
+        if upcast:
+            yield False, (k, "cast"), 0
     if t.shift_copy:
         yield False, (k, "shift"), 0
-    yield False, (k, "logits"), 0
-    # backward of the loss
-    yield True, (k, "g_nll"), v * t.loss_bytes
-    yield True, (k, "g_logp"), v * t.loss_bytes
-    yield False, (k, "g_nll"), 0
-    yield False, (k, "logp"), 0
-    if upcast:
-        yield True, (k, "g_cast"), v * t.compute_bytes
-        yield False, (k, "g_logp"), 0
-        last = "g_cast"
+    if t.output_fp32_copy and t.compute_bytes < 4:
+        yield True, (k, "logits32"), v * 4
+        yield False, (k, "logits"), 0
+        yield False, (k, "logits32"), 0
     else:
+        yield False, (k, "logits"), 0
+    # backward of the loss
+    if late:
+        # NllLossBackward (its saved fp32 input released), ToCopyBackward to the compute dtype,
+        # LogSoftmaxBackward in it
+        yield True, (k, "g_nll"), vl * t.loss_bytes
+        yield False, (k, "logp32"), 0
+        yield True, (k, "g_cast"), vl * t.compute_bytes
+        yield False, (k, "g_nll"), 0
+        yield True, (k, "g_logp"), vl * t.compute_bytes
+        yield False, (k, "logp"), 0
+        yield False, (k, "g_cast"), 0
         last = "g_logp"
+    else:
+        yield True, (k, "g_nll"), vl * t.loss_bytes
+        yield True, (k, "g_logp"), vl * t.loss_bytes
+        yield False, (k, "g_nll"), 0
+        yield False, (k, "logp"), 0
+        last = "g_logp"
+        if upcast:
+            yield True, (k, "g_cast"), vl * t.compute_bytes
+            yield False, (k, "g_logp"), 0
+            last = "g_cast"
     yield True, (k, "g_slice"), v * t.compute_bytes
     yield False, (k, last), 0
     yield True, (k, "g", L), tokens * t.layer_input
@@ -187,8 +229,8 @@ def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
             alloc.free(("prelude", ident))
     lengths = tuple(lengths)
     for step in range(0, len(lengths), batch):
-        tokens = batch * max(lengths[step:step + batch])
-        for is_alloc, ident, nbytes in _events(tensors, tokens, step):
+        longest = max(lengths[step:step + batch])
+        for is_alloc, ident, nbytes in _events(tensors, batch * longest, step, longest):
             if is_alloc:
                 alloc.malloc(ident, max(nbytes, 1))
             else:

@@ -86,3 +86,61 @@ def test_a_prelude_of_static_tensors_counts_in_the_peak_and_its_freed_blocks_are
     assert loaded.peak_allocated == bare.peak_allocated + big // 4
     assert needed_capacity(tensors, (1024,) * 3, prelude=prelude) >= needed_capacity(tensors, (1024,) * 3)
     assert loaded.peak_reserved < bare.peak_reserved + big   # the copy's freed segment held step tensors
+
+
+def test_only_a_step_longer_than_all_before_grows_the_reserve_by_its_fp32_loss_tensors():
+    # The ratchet behind ms-swift's max_memory_reserved: a longer step finds no cached block for its
+    # vocabulary-sized fp32 tensors (cast, log-softmax, its gradient: three live at once) and allocates
+    # three new segments; the shorter ones fit in what is cached, and blocks of other segments never merge.
+    from fitcheck.estimate.allocator import ROUND_LARGE
+
+    tensors = step_tensors(QWEN1, PLAN.with_changes(seq_len=1100))
+    segment = -(-4 * QWEN1.vocab_size * 1100 // ROUND_LARGE) * ROUND_LARGE
+    short, longest = replay_steps(tensors, (1000,)), replay_steps(tensors, (1100,))
+    assert replay_steps(tensors, (1000, 1100)).peak_reserved - short.peak_reserved == 3 * segment
+    assert replay_steps(tensors, (1100, 1000, 1050)).peak_reserved == longest.peak_reserved
+
+
+def test_the_shifted_loss_covers_one_position_fewer():
+    # Qwen(1)'s QWenLMHeadModel.forward: cross_entropy(lm_logits[..., :-1, :], labels[..., 1:])
+    from dataclasses import replace
+
+    tensors = step_tensors(QWEN1, PLAN)
+    whole = replay_steps(tensors, (1024,)).peak_allocated
+    shifted = replay_steps(replace(tensors, shifted_loss=True), (1024,)).peak_allocated
+    assert 0 < whole - shifted <= 3 * 4 * QWEN1.vocab_size + 3 * (1 << 20)   # 1 MiB: an unsplit block's tail
+
+
+def test_accelerates_fp32_copy_of_the_logits_is_allocated_but_leaves_the_peak():
+    # accelerate v0.25.0 ConvertOutputsToFp32: the bf16 logits become .float() as forward returns;
+    # forward then holds 2 + 4 + 4 bytes per logit, backward 12, so the peak stays the backward's.
+    from dataclasses import replace
+
+    from fitcheck.estimate.varying_lengths import _events
+
+    tensors = replace(step_tensors(QWEN1, PLAN), output_fp32_copy=True)
+    events = list(_events(tensors, 1024, 0, 1024))
+    copies = [n for alloc, ident, n in events if alloc and ident[-1] == "logits32"]
+    assert copies == [4 * QWEN1.vocab_size * 1024]
+    assert (replay_steps(tensors, (1024,)).peak_allocated
+            == replay_steps(step_tensors(QWEN1, PLAN), (1024,)).peak_allocated)
+
+
+def test_cuda_autocasts_loss_holds_two_fp32_vocabulary_tensors_so_a_longer_step_adds_two_segments():
+    # torch 2.1 CUDA autocast: cross_entropy_loss is in no list and calls log_softmax with the logits'
+    # dtype, which fp32_set_opt_dtype keeps; nll_loss (fp32) casts the 16-bit log-probs and saves the copy.
+    from dataclasses import replace
+
+    from fitcheck.estimate.allocator import ROUND_LARGE
+
+    tensors = step_tensors(QWEN1, PLAN.with_changes(seq_len=1100))
+    segment = -(-4 * QWEN1.vocab_size * 1100 // ROUND_LARGE) * ROUND_LARGE
+    late = replace(tensors, upcast_log_probs=True)
+    assert replay_steps(late, (1000, 1100)).peak_reserved - replay_steps(late, (1000,)).peak_reserved == 2 * segment
+    # 2 + 4 + 4 bytes per logit at backward's peak, not 4 + 4 + 4 ...
+    whole = replay_steps(tensors, (1100,)).peak_allocated
+    assert abs(whole - replay_steps(late, (1100,)).peak_allocated - 2 * QWEN1.vocab_size * 1100) < 1 << 20
+    # ... and accelerate's fp32 copy of the logits brings forward back to 12 (2 + 2 + 4 + 4)
+    copied = replace(late, output_fp32_copy=True)
+    assert abs(replay_steps(copied, (1100,)).peak_allocated - whole) < 1 << 20
+    assert replay_steps(copied, (1000, 1100)).peak_reserved - replay_steps(copied, (1000,)).peak_reserved == 2 * segment
