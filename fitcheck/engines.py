@@ -42,13 +42,14 @@ class Runs:
     kinds: frozenset[str]
     min_cc: float | None = None
     why: str = ""
+    verb: str = "need"  # "needs" when ``why`` is singular ("vLLM needs ...", "AWQ kernels need ...")
 
     def problem(self, kind: str, cc: float | None) -> str | None:
         if kind not in self.kinds:
-            return f"{self.why or 'its kernels'} need {_kinds_text(self.kinds)}"
+            return f"{self.why or 'its kernels'} {self.verb} {_kinds_text(self.kinds)}"
         if kind == CUDA and self.min_cc is not None and (cc is None or cc < self.min_cc):
             shown = "unknown" if cc is None else f"{cc:g}"
-            return f"{self.why or 'its kernels'} need compute capability >= {self.min_cc:g} (this GPU: {shown})"
+            return f"{self.why or 'its kernels'} {self.verb} compute capability >= {self.min_cc:g} (this GPU: {shown})"
         return None
 
 
@@ -62,11 +63,15 @@ _GPTQ = Runs(CUDA_ROCM, why="GPTQ kernels")
 _AWQ = Runs(CUDA_ROCM, why="AWQ kernels")
 _FP8 = Runs(frozenset({CUDA, ROCM}), 8.9, why="FP8 kernels")
 _ANY = Runs(ALL)
-_GPU_SERVING = Runs(CUDA_ROCM, why="vLLM")
+_GPU_SERVING = Runs(CUDA_ROCM, why="vLLM", verb="needs")
+# vLLM refuses bf16 below compute capability 8.0 ("Bfloat16 is only supported on GPUs with compute capability
+# of at least 8.0 ... use float16 instead": _check_if_gpu_supports_dtype, vllm/worker/worker.py; since v0.8
+# CudaPlatform.check_if_supports_dtype, vllm/platforms/cuda.py).
+_VLLM_BF16 = Runs(CUDA_ROCM, 8.0, why="vLLM's bf16 kernels")
 # SGLang: CUDA and ROCm builds (docs.sglang.ai, "Install SGLang": NVIDIA and AMD GPUs); its quantization
 # methods (python/sglang/srt/server_args.py QUANTIZATION_CHOICES: fp8, awq, gptq, gptq_marlin, awq_marlin;
 # docs.sglang.ai/advanced_features/quantization.html) and --kv-cache-dtype fp8_e4m3/fp8_e5m2.
-_SGLANG = Runs(CUDA_ROCM, why="SGLang")
+_SGLANG = Runs(CUDA_ROCM, why="SGLang", verb="needs")
 _SGLANG_FP8 = Runs(CUDA_ROCM, 8.9, why="FP8 kernels")
 # MXFP4 checkpoints (gpt-oss).  transformers' Mxfp4HfQuantizer.validate_environment keeps the experts
 # packed on CUDA compute capability >= 7.5 (or an Intel XPU) with triton >= 3.4 and the kernels
@@ -114,7 +119,7 @@ ENGINES: dict[str, Engine] = {
         ("fp16", "bf16", "fp32"), "layers", kv_mla_latent=False, kv_sliding_extra=None),
     "vllm": Engine(
         "vllm", _GPU_SERVING,
-        {"fp32": _GPU_SERVING, "bf16": _GPU_SERVING, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
+        {"fp32": _GPU_SERVING, "bf16": _VLLM_BF16, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
          "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ, "mxfp4": _MXFP4_VLLM},
         ("fp16", "bf16", "fp32", "fp8"), "tensor", offloads=frozenset({"streamed"})),
     "sglang": Engine(
@@ -141,9 +146,9 @@ OPTIMIZER_RUNS = {"adamw": _ANY, "sgd": _ANY, "adafactor": _ANY,
                   "adamw-8bit": Runs(CUDA_ROCM, why="bitsandbytes' 8-bit optimizers"),
                   "paged-adamw-8bit": Runs(CUDA_ROCM, why="bitsandbytes' 8-bit optimizers")}
 ATTENTION_RUNS = {"sdpa": _ANY, "eager": _ANY,
-                  "flash": Runs(CUDA_ROCM, 8.0, why="flash-attention 2")}
+                  "flash": Runs(CUDA_ROCM, 8.0, why="flash-attention 2", verb="needs")}
 SHARDING_RUNS = Runs(CUDA_ROCM, why="DeepSpeed and FSDP (NCCL/RCCL)")
-TRAINING_BASE_RUNS = {"bf16": _ANY, "fp16": Runs(GPU_KINDS, why="fp16 mixed precision"), "fp32": _ANY,
+TRAINING_BASE_RUNS = {"bf16": _ANY, "fp16": Runs(GPU_KINDS, why="fp16 mixed precision", verb="needs"), "fp32": _ANY,
                       "int8": _BNB, "nf4": _BNB, "gptq-int4": _GPTQ, "int4": _GPTQ, "awq": _AWQ}
 
 

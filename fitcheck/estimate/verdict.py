@@ -71,7 +71,10 @@ class Verdict:
         return self.status in (FITS, TIGHT)
 
     def summary(self) -> str:
-        worst = max(self.devices, key=lambda d: _ORDER[d.status], default=None)
+        # The device that decides: the worst status, and among equals the fullest (need ÷ free), so a
+        # layer split's headline names the GPU with the most layers, not GPU0.
+        worst = max(self.devices, key=lambda d: (_ORDER[d.status], d.need_bytes / d.free_bytes if d.free_bytes
+                                                 else 0.0), default=None)
         word = SENTENCE_WORDS[self.status]
         if self.reasons:
             return f"{word}: {self.reasons[0]}"

@@ -335,7 +335,7 @@ def render_check_table(result: CheckResult) -> str:
             extra += f" (headroom {result.headroom:.0%})"
         lines.append(f"          {extra}")
     for prefix, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
-        if est.fact(f"{prefix}_max_concurrency") is not None:
+        if est.fact(f"{prefix}_max_concurrency") is not None and result.verdict.status != CANNOT_RUN:
             ranks = est.fact("data_parallel_size")
             lines.append(f"          {name} KV pool: {est.fact(f'{prefix}_kv_pool_tokens'):,} tokens"
                          + (f" over {ranks} data-parallel ranks" if ranks else "")
