@@ -48,3 +48,55 @@ def test_cannot_run_reason_is_grammatical_for_a_singular_engine():
     assert r.exit_code == 1, r.output
     assert "vLLM needs an NVIDIA GPU (CUDA) or an AMD GPU (ROCm)" in r.output
     assert "KV pool" not in r.output
+
+
+def test_largest_context_is_never_shorter_than_a_request_that_fits():
+    # 200,000 tokens is past Qwen2.5-7B's 32,768 (a note says so) but fits an H100: "largest that fits:
+    # 32,768" beside FITS at 200,000 contradicted itself.
+    r = run("qwen-7b", "--context", "200000", "--profile", "h100-sxm", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["verdict"]["status"] == "fits"
+    assert doc["verdict"]["max_context"] >= 200000
+    text = run("qwen-7b", "--context", "200000", "--profile", "h100-sxm").output
+    assert "Largest that fits: context 200,000 tokens at batch 1" in text
+    assert "beyond the model's maximum of 32,768 tokens" in text
+    # a request within the maximum still searches up to the maximum
+    doc = json.loads(run("qwen-7b", "--context", "4096", "--profile", "h100-sxm", "--json").output)
+    assert doc["verdict"]["max_context"] == 32768
+
+
+PLAN = """\
+[defaults]
+profile = "rtx-4090"
+context = 8192
+optimizer = "adamw-8bit"
+
+[[case]]
+name = "chat"
+model = "qwen-0.5b"
+
+[[case]]
+name = "train"
+model = "qwen-0.5b"
+mode = "lora"
+seq_len = 1024
+"""
+
+
+def test_plan_defaults_apply_only_to_the_cases_whose_mode_they_fit(tmp_path):
+    # README's own plan has `context = 8192` in [defaults]: adding a fine-tuning case failed it with
+    # "--context applies to inference, not --mode lora" although the case never asked for a context.
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    r = run("check", "--plan", str(plan), "--json")
+    assert r.exit_code == 0, r.output
+    cases = {c["name"]: c for c in json.loads(r.output)["cases"]}
+    assert cases["chat"]["check"]["request"]["context"] == 8192
+    train = cases["train"]["check"]["request"]
+    assert train["mode"] == "lora" and train["seq_len"] == 1024 and train["optimizer"] == "adamw-8bit"
+    # a case's own field of the wrong mode is still malformed (exit 2 for that case, naming it)
+    plan.write_text(PLAN.replace('seq_len = 1024', 'seq_len = 1024\ncontext = 2048'))
+    r = run("check", "--plan", str(plan))
+    assert r.exit_code == 2, r.output
+    assert "case 2 (train): --context applies to inference, not --mode lora" in r.output
