@@ -81,5 +81,7 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
     if save_path:
         from fitcheck.user_config import is_bare_name
 
+        import shlex
+
         use = save_path.strip() if is_bare_name(save_path) else str(written)
-        click.echo(f"Saved profile to {written} (use it with --profile {use})", err=True)
+        click.echo(f"Saved profile to {written} (use it with --profile {shlex.quote(use)})", err=True)

@@ -100,3 +100,19 @@ def test_plan_defaults_apply_only_to_the_cases_whose_mode_they_fit(tmp_path):
     r = run("check", "--plan", str(plan))
     assert r.exit_code == 2, r.output
     assert "case 2 (train): --context applies to inference, not --mode lora" in r.output
+
+
+def test_probe_save_refuses_what_profile_could_not_load(tmp_path, monkeypatch):
+    # `probe --save 'my box!'` wrote ./my box! and printed "use it with --profile my box!", which looks the
+    # text up as a profile name and fails: exit 2 before writing anything.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FITCHECK_CONFIG_DIR", str(tmp_path / "cfg"))
+    r = run("probe", "--profile", "rtx-4090", "--save", "my box!")
+    assert r.exit_code == 2, r.output
+    assert "--save 'my box!': not a profile name" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+    # a .toml path with a space is a file: the printed --profile is quoted, and loads it back
+    r = run("probe", "--profile", "rtx-4090", "--save", "my box.toml")
+    assert r.exit_code == 0, r.output
+    assert "use it with --profile 'my box.toml'" in r.stderr
+    assert run("qwen-0.5b", "--profile", "my box.toml").exit_code == 0
