@@ -116,3 +116,26 @@ def test_probe_save_refuses_what_profile_could_not_load(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "use it with --profile 'my box.toml'" in r.stderr
     assert run("qwen-0.5b", "--profile", "my box.toml").exit_code == 0
+
+
+def test_a_mistyped_hub_id_suggests_the_catalog_id(tmp_path, monkeypatch):
+    # `fitcheck Qwen/Qwen2.5-7B-Instrct` (one letter off a catalog id) answered only "not found on the Hub"
+    # (or "needs huggingface_hub"), with no suggestion, unlike a mistyped short name.
+    import fitcheck.model.hub as hub
+    from fitcheck.errors import FitcheckError
+
+    def not_found(repo_id, **_):
+        raise FitcheckError(f"{repo_id} not found on the Hugging Face Hub", "check the id (owner/name)")
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hub, "spec_from_hub", not_found)
+    r = run("Qwen/Qwen2.5-7B-Instrct")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == ("fitcheck: Qwen/Qwen2.5-7B-Instrct not found on the Hugging Face Hub "
+                                "(did you mean Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen2.5-72B-Instruct, "
+                                "Qwen/Qwen2.5-3B-Instruct? check the id (owner/name))"), r.stderr
+    # nothing close: the Hub's own line, unchanged
+    r = run("Someone/SomethingElse")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: Someone/SomethingElse not found on the Hugging Face Hub "
+                                "(check the id (owner/name))")
