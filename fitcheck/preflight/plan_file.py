@@ -122,7 +122,7 @@ def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
             raise FitcheckError(f"{where}: field 'model' is missing")
         for key, value in raw.items():
             _check_field(where, key, value)
-        mode = raw.get("mode", defaults.get("mode", "inference"))
+        mode = str(raw.get("mode", defaults.get("mode", "inference")))
         merged = {**_defaults_for(defaults, mode), **{k: v for k, v in raw.items() if k not in ("model", "name")}}
         cases.append(Case(i, raw.get("name") or raw["model"], raw["model"].strip(), merged))
     return PlanFile(path, tuple(cases))
