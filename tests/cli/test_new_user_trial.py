@@ -139,3 +139,15 @@ def test_a_mistyped_hub_id_suggests_the_catalog_id(tmp_path, monkeypatch):
     assert r.exit_code == 2
     assert r.stderr.strip() == ("fitcheck: Someone/SomethingElse not found on the Hugging Face Hub "
                                 "(check the id (owner/name))")
+
+
+def test_a_device_or_fifo_as_the_model_is_not_called_missing(tmp_path):
+    import os
+
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        r = run(path)
+        assert r.exit_code == 2, r.output
+        assert r.stderr.startswith(f"fitcheck: {path} is not a regular file or folder"), r.stderr
+        assert "no such file" not in r.stderr
