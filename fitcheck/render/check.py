@@ -326,7 +326,7 @@ def render_check_table(result: CheckResult) -> str:
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
                           colalign=("left",) + ("right",) * len(shown)))
     lines.append("")
-    headroom = "" if result.verdict.status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK) \
+    headroom = "" if result.verdict.status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK, TIGHT) \
         else f" (headroom {result.headroom:.0%})"
     lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
                  f"{headroom}")
@@ -356,6 +356,9 @@ def render_check_table(result: CheckResult) -> str:
         ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
         bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
         lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
+    elif result.verdict.status == TIGHT:
+        lines.append(f"Largest that fits: nothing outside the {result.headroom:.0%} headroom, not even 1 token or "
+                     "1 sequence (the request as asked fits only inside it)")
     else:
         lines.append("Largest that fits: nothing at these settings (not even 1 token or 1 sequence)")
     if result.speed is not None and result.verdict.status != CANNOT_RUN:

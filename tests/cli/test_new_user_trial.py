@@ -151,3 +151,13 @@ def test_a_device_or_fifo_as_the_model_is_not_called_missing(tmp_path):
         assert r.exit_code == 2, r.output
         assert r.stderr.startswith(f"fitcheck: {path} is not a regular file or folder"), r.stderr
         assert "no such file" not in r.stderr
+
+
+def test_a_tight_verdict_reads_once_and_its_largest_line_does_not_say_nothing_runs():
+    r = run("qwen-7b", "--profile", "rtx-4090-laptop")
+    assert r.exit_code == 0, r.output
+    verdict = next(li for li in r.output.splitlines() if li.startswith("Verdict:"))
+    assert verdict.startswith("Verdict:  TIGHT —") and verdict.endswith("inside the 10% headroom"), verdict
+    largest = next(li for li in r.output.splitlines() if li.startswith("Largest that fits:"))
+    assert largest == ("Largest that fits: nothing outside the 10% headroom, not even 1 token or 1 sequence "
+                       "(the request as asked fits only inside it)")
