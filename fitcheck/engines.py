@@ -225,7 +225,12 @@ def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | N
     if name in GGUF_TYPES:
         return (f"precision {name} is a GGUF type: only --engine llama.cpp runs it",
                 "drop --engine, or add --engine llama.cpp")
-    return f"llama.cpp does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
+    if engine == "llama.cpp":
+        return f"llama.cpp does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
+    others = [e for e in engines_for(name) if e != engine]
+    return (f"{engine} does not load {name} weights",
+            "use " + " or ".join(f"--engine {e}" for e in others) + f" for {name}, or another --precision" if others
+            else "choose another --precision")
 
 
 def offload_engine(what: str) -> str:
@@ -239,8 +244,11 @@ def kv_problem(engine: str, kv: str) -> tuple[str, str] | None:
     if kv in ("q8_0", "q4_0"):
         return (f"KV-cache type {kv} is a llama.cpp type",
                 "use --engine llama.cpp, or --kv-dtype fp8 with vLLM or SGLang")
-    if kv == "fp8":
+    if kv == "fp8" and engine == "llama.cpp":
         return "llama.cpp has no fp8 KV cache", "use --kv-dtype q8_0"
+    if kv == "fp8":
+        return (f"{engine} has no fp8 KV cache",
+                "use --engine vllm or --engine sglang (--kv-cache-dtype fp8), or drop --kv-dtype")
     return f"{engine} has no {kv} KV cache", "choose one of: " + ", ".join(ENGINES[engine].kv_dtypes)
 
 

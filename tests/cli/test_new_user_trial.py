@@ -161,3 +161,22 @@ def test_a_tight_verdict_reads_once_and_its_largest_line_does_not_say_nothing_ru
     largest = next(li for li in r.output.splitlines() if li.startswith("Largest that fits:"))
     assert largest == ("Largest that fits: nothing outside the 10% headroom, not even 1 token or 1 sequence "
                        "(the request as asked fits only inside it)")
+
+
+def test_an_impossible_engine_pair_names_the_engine_that_was_asked_for():
+    # `--precision nf4 --engine sglang` said "llama.cpp does not load nf4 checkpoints", and
+    # `--kv-dtype fp8 --engine transformers` "llama.cpp has no fp8 KV cache": neither named llama.cpp.
+    r = run("qwen-7b", "--precision", "nf4", "--engine", "sglang", "--profile", "rtx-4090")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: sglang does not load nf4 weights (use --engine transformers or "
+                                "--engine vllm for nf4, or another --precision)")
+    r = run("qwen-7b", "--kv-dtype", "fp8", "--engine", "transformers", "--profile", "rtx-4090")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: transformers has no fp8 KV cache (use --engine vllm or --engine sglang "
+                                "(--kv-cache-dtype fp8), or drop --kv-dtype)")
+    # each suggested engine does take it
+    assert run("qwen-7b", "--precision", "nf4", "--engine", "vllm", "--profile", "rtx-4090").exit_code in (0, 1)
+    assert run("qwen-7b", "--kv-dtype", "fp8", "--engine", "sglang", "--profile", "rtx-4090").exit_code in (0, 1)
+    # llama.cpp's own wording is kept
+    r = run("qwen-7b", "--kv-dtype", "fp8", "--engine", "llama.cpp", "--profile", "rtx-4090")
+    assert r.stderr.strip() == "fitcheck: llama.cpp has no fp8 KV cache (use --kv-dtype q8_0)"
