@@ -180,3 +180,15 @@ def test_an_impossible_engine_pair_names_the_engine_that_was_asked_for():
     # llama.cpp's own wording is kept
     r = run("qwen-7b", "--kv-dtype", "fp8", "--engine", "llama.cpp", "--profile", "rtx-4090")
     assert r.stderr.strip() == "fitcheck: llama.cpp has no fp8 KV cache (use --kv-dtype q8_0)"
+
+
+def test_interactive_length_errors_name_the_sequence_length_and_the_range():
+    # training asks "Sequence length, tokens", and a refused answer said "the context must be a whole number
+    # >= 1" — also for 99999999999999999999, a whole number >= 1 that is only too large
+    r = run("interactive", input="qwen-0.5b\nlora\n\nabc\n99999999999999999999\n\n\nrtx-4090\nq\n")
+    assert r.exit_code == 0, r.output
+    assert "the sequence length must be a whole number from 1 to 1,073,741,824, got 'abc'" in r.output
+    assert "got '99999999999999999999'" in r.output
+    assert "the context must be" not in r.output
+    r = run("interactive", input="qwen-0.5b\n\n\n0\n\n\nrtx-4090\nq\n")
+    assert "the context must be a whole number from 1 to 1,073,741,824, got '0'" in r.output
