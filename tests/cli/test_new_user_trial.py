@@ -192,3 +192,22 @@ def test_interactive_length_errors_name_the_sequence_length_and_the_range():
     assert "the context must be" not in r.output
     r = run("interactive", input="qwen-0.5b\n\n\n0\n\n\nrtx-4090\nq\n")
     assert "the context must be a whole number from 1 to 1,073,741,824, got '0'" in r.output
+
+
+def test_where_marks_the_machines_it_fits_only_tightly():
+    # `where` listed a TIGHT machine (`fitcheck MODEL --profile NAME` says TIGHT, exit 1 with --strict)
+    # exactly like one with room to spare.
+    doc = json.loads(run("where", "qwen-7b", "--kind", "desktop", "--json").output)
+    status = {m["name"]: m["status"] for m in doc["machines"]}
+    assert "tight" in status.values() and "fits" in status.values()
+    text = run("where", "qwen-7b", "--kind", "desktop").output
+    for name, st in status.items():
+        row = next(li for li in text.splitlines() if li.startswith(name + " "))
+        assert ("(tight)" in row) == (st == "tight"), row
+    assert "(tight): fits only inside the 10% headroom" in text
+    # training tables too
+    text = run("where", "qwen-7b", "--mode", "qlora").output
+    doc = json.loads(run("where", "qwen-7b", "--mode", "qlora", "--json").output)
+    for m in doc["machines"]:
+        row = next(li for li in text.splitlines() if li.startswith(m["name"] + " "))
+        assert ("(tight)" in row) == (m["status"] == "tight"), row
