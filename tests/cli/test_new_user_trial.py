@@ -211,3 +211,21 @@ def test_where_marks_the_machines_it_fits_only_tightly():
     for m in doc["machines"]:
         row = next(li for li in text.splitlines() if li.startswith(m["name"] + " "))
         assert ("(tight)" in row) == (m["status"] == "tight"), row
+
+
+def test_full_fine_tuning_without_qlora_kernels_offers_lora_at_a_shorter_sequence():
+    # On a CPU-only machine (no bitsandbytes, so no QLoRA) full fine-tuning printed "Nothing fits on this
+    # machine, even with LoRA, gradient checkpointing or a shorter sequence" while LoRA with checkpointing
+    # at a shorter sequence does fit: the printed command must reproduce it.
+    args = ("qwen-7b", "--mode", "full", "--profile", "laptop-32gb", "--ram", "24GiB")
+    r = run(*args, "--json")
+    assert r.exit_code == 1, r.output
+    alts = json.loads(r.output)["alternatives"]
+    assert alts, "no alternative offered"
+    alt = alts[0]
+    assert alt["status"] == "fits" and alt["changes"]["mode"] == "lora" and alt["changes"]["grad_checkpointing"]
+    assert "Nothing fits" not in run(*args).output
+    import shlex
+    again = json.loads(run(*shlex.split(alt["fitcheck_command"])[1:], "--json").output)
+    assert again["verdict"]["status"] == "fits"
+    assert [d["need_bytes"] for d in again["verdict"]["devices"]] == [d["total_bytes"] for d in alt["devices"]]
