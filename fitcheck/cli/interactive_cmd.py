@@ -82,8 +82,9 @@ class Answers:
             keep = {n: v for n, v in self.request.option_values().items() if BY_NAME[n].applies(value)}
             return replace(self, request=Request(**{**keep, "mode": value}))
         request = self.request.with_changes(**{field: value})
-        if request.prompt_tokens is not None and request.prompt_tokens > request.context:
-            request = request.with_changes(prompt_tokens=request.context)  # the prompt fits in the context
+        if field != "prompt_tokens" and request.prompt_tokens is not None and request.prompt_tokens > request.context:
+            # a shorter context takes the prompt down with it; a prompt typed longer than the context is refused
+            request = request.with_changes(prompt_tokens=request.context)
         return replace(self, request=request)
 
     def changes_from(self, before: Answers) -> list[str]:

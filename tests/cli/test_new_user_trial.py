@@ -229,3 +229,17 @@ def test_full_fine_tuning_without_qlora_kernels_offers_lora_at_a_shorter_sequenc
     again = json.loads(run(*shlex.split(alt["fitcheck_command"])[1:], "--json").output)
     assert again["verdict"]["status"] == "fits"
     assert [d["need_bytes"] for d in again["verdict"]["devices"]] == [d["total_bytes"] for d in alt["devices"]]
+
+
+def test_a_prompt_longer_than_the_context_says_both_numbers_and_is_never_clamped_silently():
+    r = run("qwen-7b", "--prompt", "8000", "--context", "4096")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: --prompt 8,000 is longer than --context 4,096 (the context is the prompt "
+                                "plus the tokens generated) (--context 8000 or more, or a shorter --prompt)")
+    # interactive: `prompt 9000` at context 4096 printed "Changed: prompt auto → 4096"
+    r = run("interactive", input="qwen-0.5b\n\n\n\n\nrtx-4090\nprompt 9000\nprompt 3000\ncontext 2000\nq\n")
+    assert r.exit_code == 0, r.output
+    assert "--prompt 9,000 is longer than --context 4,096" in r.output
+    assert "prompt auto → 4096" not in r.output
+    assert "Changed: prompt auto → 3000" in r.output
+    assert "Changed: context 4096 → 2000; prompt 3000 → 2000" in r.output  # a shorter context takes it down
