@@ -243,3 +243,16 @@ def test_a_prompt_longer_than_the_context_says_both_numbers_and_is_never_clamped
     assert "prompt auto → 4096" not in r.output
     assert "Changed: prompt auto → 3000" in r.output
     assert "Changed: context 4096 → 2000; prompt 3000 → 2000" in r.output  # a shorter context takes it down
+
+
+def test_where_and_the_verdict_line_name_the_same_device():
+    # `where` showed the device with the least room in GiB, the verdict line (above) the fullest: a 24 GiB GPU
+    # with 3 GiB used and 57.6 GiB of RAM with 25.7 GiB used gave the GPU in one and RAM in the other.
+    from fitcheck.estimate.verdict import FITS, DeviceVerdict, Verdict, tightest_device
+
+    gib = 2**30
+    gpu = DeviceVerdict("gpu0", "gpu", 3 * gib, 24 * gib, int(21.6 * gib), FITS, "GPU0 needs 3.00 GiB")
+    ram = DeviceVerdict("cpu", "cpu", int(25.7 * gib), int(57.6 * gib), int(51.8 * gib), FITS, "RAM needs 25.70 GiB")
+    verdict = Verdict(FITS, (gpu, ram), 0.1)
+    assert tightest_device(verdict) is ram
+    assert verdict.summary() == "Fits: RAM needs 25.70 GiB"
