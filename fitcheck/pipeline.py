@@ -243,13 +243,12 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
 
     max_context = max_batch = None
     if search and verdict.status not in (CANNOT_RUN, UNKNOWN):
-        field, asked = ("seq_len", request.seq_len) if request.training else ("context", request.context)
-        # The search stops at the model's maximum, except that a request past it which fits is its own
-        # answer: "largest that fits" is never shorter than what was just judged to fit.
-        high = max(search_limit(spec, asked), asked) if verdict.status == FITS else search_limit(spec, asked)
-        max_context = largest(evaluate, request, field, high)
-        max_batch = largest(evaluate, request, "batch",
-                            MAX_MICRO_BATCH_SEARCHED if request.training else MAX_BATCH_SEARCHED)
+        if request.training:
+            max_context = largest(evaluate, request, "seq_len", search_limit(spec, request.seq_len))
+            max_batch = largest(evaluate, request, "batch", MAX_MICRO_BATCH_SEARCHED)
+        else:
+            max_context = largest(evaluate, request, "context", search_limit(spec, request.context))
+            max_batch = largest(evaluate, request, "batch", MAX_BATCH_SEARCHED)
 
     better = None
     if alternatives and isinstance(plan, Plan) and verdict.runs:

@@ -45,7 +45,7 @@ import shlex
 from typing import Any
 
 from fitcheck import __version__
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, TIGHT, UNKNOWN, WORDS
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, WORDS
 from fitcheck.machine import Machine, known
 from fitcheck.pipeline import CheckResult
 from fitcheck.plan import TrainingPlan
@@ -350,10 +350,12 @@ def render_check_table(result: CheckResult) -> str:
         lines.append("Largest that fits: nothing — this machine cannot run the request as asked")
     elif isinstance(plan, TrainingPlan):
         seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
+        seq += _past_maximum(result, plan.seq_len)
         mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
         lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
     elif result.max_context or result.max_batch:
         ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
+        ctx += _past_maximum(result, plan.context)
         bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
         lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
     elif result.verdict.status == TIGHT:
@@ -405,6 +407,16 @@ def render_check_table(result: CheckResult) -> str:
     for note in est.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+def _past_maximum(result: CheckResult, asked: int) -> str:
+    """The search stops at the model's maximum length (fitcheck.estimate.context_limit.search_limit): when
+    the length asked is past it and fits, say so beside that figure rather than seem to contradict the
+    verdict ("largest 32,768" beside FITS at 200,000)."""
+    limit = result.spec.max_context
+    if limit is None or result.max_context != limit or asked <= limit or result.verdict.status != FITS:
+        return ""
+    return f" (the model's maximum; {asked:,} as asked fits in memory too)"
 
 
 def nothing_fits(plan) -> str:
