@@ -82,7 +82,7 @@ class TrainingWhereRow:
 
     @property
     def tightest(self):
-        """The device verdict with the least room: (need, free)."""
+        """The fullest device verdict (need ÷ free), the one the verdict line names."""
         from fitcheck.estimate.verdict import tightest_device
 
         return tightest_device(self.verdict)
