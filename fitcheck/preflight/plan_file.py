@@ -41,6 +41,7 @@ class Case:
     name: str
     model: str
     options: dict = field(default_factory=dict)  # every other field given (defaults merged in)
+    own: tuple[str, ...] = ()       # the fields the case itself gives (not from [defaults])
 
     def get(self, key: str, default=None):
         return self.options.get(key, default)
@@ -124,7 +125,8 @@ def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
             _check_field(where, key, value)
         mode = str(raw.get("mode", defaults.get("mode", "inference")))
         merged = {**_defaults_for(defaults, mode), **{k: v for k, v in raw.items() if k not in ("model", "name")}}
-        cases.append(Case(i, raw.get("name") or raw["model"], raw["model"].strip(), merged))
+        own = tuple(k for k in raw if k not in ("model", "name"))
+        cases.append(Case(i, raw.get("name") or raw["model"], raw["model"].strip(), merged, own))
     return PlanFile(path, tuple(cases))
 
 

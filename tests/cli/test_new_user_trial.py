@@ -258,3 +258,14 @@ def test_where_and_the_verdict_line_name_the_same_device():
     verdict = Verdict(FITS, (gpu, ram), 0.1)
     assert tightest_device(verdict) is ram
     assert verdict.summary() == "Fits: RAM needs 25.70 GiB"
+
+
+def test_a_plan_case_field_of_the_other_mode_is_refused_even_at_its_default(tmp_path):
+    # `context = 4096` (the default) in a lora case ran silently, while `--context 4096 --mode lora` is exit 2
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.replace('seq_len = 1024', 'seq_len = 1024\ncontext = 4096'))
+    r = run("check", "--plan", str(plan))
+    assert r.exit_code == 2, r.output
+    assert "case 2 (train): --context applies to inference, not --mode lora (training uses --seq-len)" in r.output
+    assert "FITS" in r.output    # the other case still ran
+    assert run("qwen-0.5b", "--mode", "lora", "--context", "4096", "--profile", "rtx-4090").exit_code == 2
