@@ -269,3 +269,19 @@ def test_a_plan_case_field_of_the_other_mode_is_refused_even_at_its_default(tmp_
     assert "case 2 (train): --context applies to inference, not --mode lora (training uses --seq-len)" in r.output
     assert "FITS" in r.output    # the other case still ran
     assert run("qwen-0.5b", "--mode", "lora", "--context", "4096", "--profile", "rtx-4090").exit_code == 2
+
+
+def test_bad_input_under_format_github_is_an_error_annotation_too():
+    # the action runs `check --format github`: a mistyped model was only a stderr line in the log
+    r = run("qwen-7bb", "--format", "github")
+    assert r.exit_code == 2
+    assert r.stdout.strip() == ("::error title=fitcheck%3A bad input::unknown model 'qwen-7bb' (did you mean: "
+                                "qwen-7b, qwen-72b, qwen2-7b)")
+    assert r.stderr.startswith("fitcheck: unknown model 'qwen-7bb'")
+    r = run("qwen-7b", "--format=github", "--context", "0")
+    assert r.exit_code == 2 and r.stdout.startswith("::error title=fitcheck%3A bad input::")
+    assert "Invalid value for '--context'" in r.stdout
+    # other formats: stdout stays empty (a JSON consumer never reads a workflow command)
+    for fmt in (("--json",), ("--format", "table"), ()):
+        r = run("qwen-7bb", *fmt)
+        assert r.exit_code == 2 and r.stdout == "", r.stdout
