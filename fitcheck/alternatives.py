@@ -749,9 +749,20 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
     # 4. Fewer trainable parameters: full → LoRA → QLoRA; LoRA on fewer modules or a lower rank.
     half = plan.compute_dtype if plan.compute_dtype in ("bf16", "fp16") else "bf16"
     if plan.mode == "full":
-        consider(f"LoRA (r={plan.lora_rank}, all linear layers) instead of full fine-tuning",
-                 base.with_changes(mode="lora", precision=half, lora_targets="all-linear",
-                                   lora_train_embeddings=False, master_weights=None), COST_LORA)
+        lora = base.with_changes(mode="lora", precision=half, lora_targets="all-linear",
+                                 lora_train_embeddings=False, master_weights=None)
+        consider(f"LoRA (r={plan.lora_rank}, all linear layers) instead of full fine-tuning", lora, COST_LORA)
+        if engines.TRAINING_BASE_RUNS["nf4"].problem(kind, cc) is not None:
+            # No QLoRA here (the CPU, Apple): LoRA with checkpointing at the longest sequence that fits is
+            # the last step down, as QLoRA's is below where its kernels run.
+            lora = lora.with_changes(grad_checkpointing=True)
+            if not _runs(s.evaluate(lora)):
+                seq = largest_fitting(lambda n: s.fits(lora.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
+                                      min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
+                if seq:
+                    consider(f"LoRA (r={plan.lora_rank}) with gradient checkpointing at a {seq:,}-token sequence",
+                             lora.with_changes(seq_len=seq),
+                             COST_LORA + COST_CHECKPOINTING + 10 + 40 * (1 - seq / plan.seq_len), False)
     if plan.mode in ("full", "lora") and engines.TRAINING_BASE_RUNS["nf4"].problem(kind, cc) is None:
         qlora = base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None)
         qlora_cost = (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA

@@ -42,13 +42,14 @@ class Runs:
     kinds: frozenset[str]
     min_cc: float | None = None
     why: str = ""
+    verb: str = "need"  # "needs" when ``why`` is singular ("vLLM needs ...", "AWQ kernels need ...")
 
     def problem(self, kind: str, cc: float | None) -> str | None:
         if kind not in self.kinds:
-            return f"{self.why or 'its kernels'} need {_kinds_text(self.kinds)}"
+            return f"{self.why or 'its kernels'} {self.verb} {_kinds_text(self.kinds)}"
         if kind == CUDA and self.min_cc is not None and (cc is None or cc < self.min_cc):
             shown = "unknown" if cc is None else f"{cc:g}"
-            return f"{self.why or 'its kernels'} need compute capability >= {self.min_cc:g} (this GPU: {shown})"
+            return f"{self.why or 'its kernels'} {self.verb} compute capability >= {self.min_cc:g} (this GPU: {shown})"
         return None
 
 
@@ -62,11 +63,15 @@ _GPTQ = Runs(CUDA_ROCM, why="GPTQ kernels")
 _AWQ = Runs(CUDA_ROCM, why="AWQ kernels")
 _FP8 = Runs(frozenset({CUDA, ROCM}), 8.9, why="FP8 kernels")
 _ANY = Runs(ALL)
-_GPU_SERVING = Runs(CUDA_ROCM, why="vLLM")
+_GPU_SERVING = Runs(CUDA_ROCM, why="vLLM", verb="needs")
+# vLLM refuses bf16 below compute capability 8.0 ("Bfloat16 is only supported on GPUs with compute capability
+# of at least 8.0 ... use float16 instead": _check_if_gpu_supports_dtype, vllm/worker/worker.py; since v0.8
+# CudaPlatform.check_if_supports_dtype, vllm/platforms/cuda.py).
+_VLLM_BF16 = Runs(CUDA_ROCM, 8.0, why="vLLM's bf16 kernels")
 # SGLang: CUDA and ROCm builds (docs.sglang.ai, "Install SGLang": NVIDIA and AMD GPUs); its quantization
 # methods (python/sglang/srt/server_args.py QUANTIZATION_CHOICES: fp8, awq, gptq, gptq_marlin, awq_marlin;
 # docs.sglang.ai/advanced_features/quantization.html) and --kv-cache-dtype fp8_e4m3/fp8_e5m2.
-_SGLANG = Runs(CUDA_ROCM, why="SGLang")
+_SGLANG = Runs(CUDA_ROCM, why="SGLang", verb="needs")
 _SGLANG_FP8 = Runs(CUDA_ROCM, 8.9, why="FP8 kernels")
 # MXFP4 checkpoints (gpt-oss).  transformers' Mxfp4HfQuantizer.validate_environment keeps the experts
 # packed on CUDA compute capability >= 7.5 (or an Intel XPU) with triton >= 3.4 and the kernels
@@ -114,7 +119,7 @@ ENGINES: dict[str, Engine] = {
         ("fp16", "bf16", "fp32"), "layers", kv_mla_latent=False, kv_sliding_extra=None),
     "vllm": Engine(
         "vllm", _GPU_SERVING,
-        {"fp32": _GPU_SERVING, "bf16": _GPU_SERVING, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
+        {"fp32": _GPU_SERVING, "bf16": _VLLM_BF16, "fp16": _GPU_SERVING, "fp8": _FP8, "int8": _BNB, "nf4": _BNB,
          "gptq-int4": _GPTQ, "gptq-int8": _GPTQ, "int4": _GPTQ, "awq": _AWQ, "mxfp4": _MXFP4_VLLM},
         ("fp16", "bf16", "fp32", "fp8"), "tensor", offloads=frozenset({"streamed"})),
     "sglang": Engine(
@@ -141,9 +146,9 @@ OPTIMIZER_RUNS = {"adamw": _ANY, "sgd": _ANY, "adafactor": _ANY,
                   "adamw-8bit": Runs(CUDA_ROCM, why="bitsandbytes' 8-bit optimizers"),
                   "paged-adamw-8bit": Runs(CUDA_ROCM, why="bitsandbytes' 8-bit optimizers")}
 ATTENTION_RUNS = {"sdpa": _ANY, "eager": _ANY,
-                  "flash": Runs(CUDA_ROCM, 8.0, why="flash-attention 2")}
+                  "flash": Runs(CUDA_ROCM, 8.0, why="flash-attention 2", verb="needs")}
 SHARDING_RUNS = Runs(CUDA_ROCM, why="DeepSpeed and FSDP (NCCL/RCCL)")
-TRAINING_BASE_RUNS = {"bf16": _ANY, "fp16": Runs(GPU_KINDS, why="fp16 mixed precision"), "fp32": _ANY,
+TRAINING_BASE_RUNS = {"bf16": _ANY, "fp16": Runs(GPU_KINDS, why="fp16 mixed precision", verb="needs"), "fp32": _ANY,
                       "int8": _BNB, "nf4": _BNB, "gptq-int4": _GPTQ, "int4": _GPTQ, "awq": _AWQ}
 
 
@@ -220,7 +225,12 @@ def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | N
     if name in GGUF_TYPES:
         return (f"precision {name} is a GGUF type: only --engine llama.cpp runs it",
                 "drop --engine, or add --engine llama.cpp")
-    return f"llama.cpp does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
+    if engine == "llama.cpp":
+        return f"llama.cpp does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
+    others = [e for e in engines_for(name) if e != engine]
+    return (f"{engine} does not load {name} weights",
+            "use " + " or ".join(f"--engine {e}" for e in others) + f" for {name}, or another --precision" if others
+            else "choose another --precision")
 
 
 def offload_engine(what: str) -> str:
@@ -234,8 +244,11 @@ def kv_problem(engine: str, kv: str) -> tuple[str, str] | None:
     if kv in ("q8_0", "q4_0"):
         return (f"KV-cache type {kv} is a llama.cpp type",
                 "use --engine llama.cpp, or --kv-dtype fp8 with vLLM or SGLang")
-    if kv == "fp8":
+    if kv == "fp8" and engine == "llama.cpp":
         return "llama.cpp has no fp8 KV cache", "use --kv-dtype q8_0"
+    if kv == "fp8":
+        return (f"{engine} has no fp8 KV cache",
+                "use --engine vllm or --engine sglang (--kv-cache-dtype fp8), or drop --kv-dtype")
     return f"{engine} has no {kv} KV cache", "choose one of: " + ", ".join(ENGINES[engine].kv_dtypes)
 
 

@@ -61,7 +61,7 @@ class FitRow:
     model: ModelRef
     status: str                         # fits | tight | does_not_fit | unknown | refused
     plan: Any                           # Plan or TrainingPlan of the chosen configuration
-    need_bytes: int | None              # on the device with the least room
+    need_bytes: int | None              # on the fullest device (need ÷ free)
     free_bytes: int | None
     device: str | None                  # that device ('GPU0', 'RAM')
     decode_tokens_per_s: tuple[float, float] | None    # inference: (low, high)
@@ -180,11 +180,12 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
 
 
 def _room(verdict) -> tuple[int | None, int | None, str | None]:
-    """(need, free, device) of the device with the least room."""
-    devices = [d for d in verdict.devices if d.free_bytes is not None]
-    if not devices:
+    """(need, free, device) of the fullest device: the one check's verdict line and `where` name."""
+    from fitcheck.estimate.verdict import tightest_device
+
+    d = tightest_device(verdict)
+    if d is None:
         return None, None, None
-    d = min(devices, key=lambda d: d.free_bytes - d.need_bytes)
     return d.need_bytes, d.free_bytes, d.device
 
 

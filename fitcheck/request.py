@@ -86,7 +86,9 @@ class Request:
         if wrong:
             raise mode_error(self.mode, wrong)
         if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
-            raise FitcheckError("the prompt must be between 1 token and the context length")
+            raise FitcheckError(f"--prompt {self.prompt_tokens:,} is longer than --context {self.context:,} "
+                                "(the context is the prompt plus the tokens generated)",
+                                f"--context {self.prompt_tokens} or more, or a shorter --prompt")
         if self.gpus is not None and self.device == "cpu":
             raise FitcheckError(f"--gpus {self.gpus} with --device cpu: pick one",
                                 "drop --gpus, or use --device gpu" if not self.training else "drop --gpus")

@@ -52,15 +52,18 @@ class LazyDefaultGroup(click.Group):
     def invoke(self, ctx: click.Context):
         # The core's one error type becomes one line on stderr and its exit code, here, so the
         # console script and CliRunner tests behave the same.
+        given = ctx.meta.get("fitcheck.args", [])
         try:
             return super().invoke(ctx)
         except FitcheckError as exc:
             click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
+            _bad_input_annotation(given, redact_credentials(exc.one_line()))
             ctx.exit(exc.exit_code)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `fitcheck qwen-7b ...` and `fitcheck --strict qwen-7b ...` mean `fitcheck check ...`:
         # anything but a command name or the group's own options starts a `check`.
+        ctx.meta["fitcheck.args"] = list(args)  # for the --format github annotation of bad input
         own = {"--help", "-h", "--version"}
         if args and args[0] not in COMMANDS and args[0] not in own:
             _refuse_mistyped_command(args[0])
@@ -81,13 +84,16 @@ class LazyDefaultGroup(click.Group):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except FitcheckError as exc:
             click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
+            _bad_input_annotation(args, redact_credentials(exc.one_line()))
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("fitcheck: aborted", err=True)
             sys.exit(130)
         except click.ClickException as exc:
             where = f"{exc.ctx.command_path}: " if getattr(exc, "ctx", None) and exc.ctx.command_path != "fitcheck" else ""
-            click.echo(f"fitcheck: {where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}", err=True)
+            line = f"{where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}"
+            click.echo(f"fitcheck: {line}", err=True)
+            _bad_input_annotation(args, line)
             sys.exit(EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             click.echo("fitcheck: interrupted", err=True)
@@ -113,6 +119,19 @@ def _refuse_mistyped_command(word: str) -> None:
 
     if _known(word) is None:
         raise click.UsageError(f"no command {word!r} (did you mean: {close[0]})")
+
+
+def _bad_input_annotation(args: list[str], line: str) -> None:
+    """With --format github, bad input is an ::error annotation too (stdout, where the runner reads
+    workflow commands), so a mistyped model in a CI step shows on the run's summary, not only in its log."""
+    end = args.index("--") if "--" in args else len(args)
+    given = args[:end]
+    github = "--format=github" in given or any(a == "--format" and b == "github"
+                                                     for a, b in zip(given, given[1:], strict=False))
+    if github:
+        from fitcheck.preflight.github import annotation
+
+        click.echo(annotation("error", "fitcheck: bad input", line))
 
 
 def _take_debug_flag(args: list[str]) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from fitcheck.alternatives import changed_fields
+from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.options import BY_NAME, DEFAULTS, OPTIONS
 from fitcheck.request import Request
@@ -81,8 +82,9 @@ class Answers:
             keep = {n: v for n, v in self.request.option_values().items() if BY_NAME[n].applies(value)}
             return replace(self, request=Request(**{**keep, "mode": value}))
         request = self.request.with_changes(**{field: value})
-        if request.prompt_tokens is not None and request.prompt_tokens > request.context:
-            request = request.with_changes(prompt_tokens=request.context)  # the prompt fits in the context
+        if field != "prompt_tokens" and request.prompt_tokens is not None and request.prompt_tokens > request.context:
+            # a shorter context takes the prompt down with it; a prompt typed longer than the context is refused
+            request = request.with_changes(prompt_tokens=request.context)
         return replace(self, request=request)
 
     def changes_from(self, before: Answers) -> list[str]:
@@ -177,8 +179,10 @@ def validate(field: str, text: str, session: Session | None = None):
             raise Invalid(f"{text.strip()!r} is not a {field.replace('_', ' ')}; choose one of: "
                           + ", ".join(options)) from None
         if opt.kind == "int" and opt.low is not None:
-            raise Invalid(f"the {field.replace('_', ' ')} must be a whole number >= {opt.low:g}, "
-                          f"got {text.strip()!r}") from None
+            training = session is not None and session.answers.request.training
+            name = "sequence length" if field == "context" and training else field.replace('_', ' ')
+            span = f"from {opt.low:,.0f} to {opt.high:,.0f}" if opt.high is not None else f">= {opt.low:g}"
+            raise Invalid(f"the {name} must be a whole number {span}, got {short_number(text.strip())}") from None
         if field == "transformers_version":
             raise Invalid(f"{exc.message}; or auto for 4.45 and later") from None
         raise Invalid(exc.one_line()) from None

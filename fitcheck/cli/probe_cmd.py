@@ -79,7 +79,9 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
     if bench and not (gpu or vram or ram):
         click.echo(kept, err=True)
     if save_path:
+        import shlex
+
         from fitcheck.user_config import is_bare_name
 
         use = save_path.strip() if is_bare_name(save_path) else str(written)
-        click.echo(f"Saved profile to {written} (use it with --profile {use})", err=True)
+        click.echo(f"Saved profile to {written} (use it with --profile {shlex.quote(use)})", err=True)

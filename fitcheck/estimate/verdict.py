@@ -71,7 +71,9 @@ class Verdict:
         return self.status in (FITS, TIGHT)
 
     def summary(self) -> str:
-        worst = max(self.devices, key=lambda d: _ORDER[d.status], default=None)
+        # The device that decides: the worst status, and among equals the fullest, so a layer split's
+        # headline names the GPU with the most layers, not GPU0.
+        worst = max(self.devices, key=lambda d: (_ORDER[d.status], fullness(d)), default=None)
         word = SENTENCE_WORDS[self.status]
         if self.reasons:
             return f"{word}: {self.reasons[0]}"
@@ -172,7 +174,13 @@ def with_software(verdict: Verdict, blocking: tuple[str, ...]) -> Verdict:
                    (*blocking, f"once that is fixed: {verdict.summary()}"))
 
 
+def fullness(d: DeviceVerdict) -> float:
+    """need ÷ free (0 when free is unknown): how close a device is to its limit, whatever its size."""
+    return d.need_bytes / d.free_bytes if d.free_bytes else 0.0
+
+
 def tightest_device(verdict: Verdict | None):
-    """The device verdict with the least room (need vs free), or None: what a one-line summary shows."""
+    """The fullest device verdict (need ÷ free), or None: what a one-line summary shows, the same
+    device as the verdict's own summary."""
     devs = [d for d in (verdict.devices if verdict else ()) if d.free_bytes]
-    return min(devs, key=lambda d: (d.free_bytes or 0) - d.need_bytes, default=None)
+    return max(devs, key=fullness, default=None)

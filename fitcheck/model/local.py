@@ -401,6 +401,9 @@ def _spec_from_path(p: Path) -> ModelSpec:
     if p.is_dir():
         return _spec_from_dir(p)
     if not p.is_file():
+        if os.path.lexists(p):  # a device, FIFO or socket (/dev/zero): there, but never read
+            raise FitcheckError(f"{p} is not a regular file or folder",
+                                "point at a model folder, config.json, .safetensors or .gguf file")
         raise FitcheckError(f"no such file or folder: {p}", "check the path")
     lower = p.name.lower()
     if lower.endswith(".gguf"):

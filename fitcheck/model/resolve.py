@@ -107,6 +107,27 @@ def suggestions(text: str, n: int = 3) -> list[str]:
     return list(dict.fromkeys(out))[:n]
 
 
+# Hub failures that a mistyped id gives (no such repository, not cached offline, no hub extra): the
+# ones a close catalog id is worth suggesting for; never a gated or private repository's.
+_MISSING_ON_HUB = ("not found on the Hugging Face Hub", "needs huggingface_hub", "Hub lookup is unavailable",
+                   "is not cached", "not in the Hugging Face cache")
+
+
+def _with_close_ids(exc: FitcheckError, repo_id: str) -> FitcheckError:
+    """``exc`` with "did you mean" the catalog ids closest to ``repo_id`` (``Qwen/Qwen2.5-7B-Instrct``),
+    when it says the repository could not be found or read; else ``exc`` unchanged."""
+    if "private" in exc.message or not any(marker in exc.message for marker in _MISSING_ON_HUB):
+        return exc
+    ids = {e.hf_id.lower(): e.hf_id for e in load_catalog().entries}
+    close = [ids[k] for k in difflib.get_close_matches(repo_id.lower(), list(ids), n=3, cutoff=0.85)]
+    if not close:
+        return exc
+    hint = f"did you mean {', '.join(close)}?" + (f" {exc.hint}" if exc.hint else "")
+    out = FitcheckError(exc.message, hint)
+    out.exit_code = exc.exit_code
+    return out
+
+
 def family_sizes(text: str, limit: int = 20) -> list[str]:
     """When ``text`` names a family or a generation (``qwen3``, ``llama3``, ``gpt-oss``), the short
     names of its sizes, smallest first; else []."""
@@ -343,7 +364,10 @@ def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
         if named:
             return _choose(text, named)
     if _REPO_ID.match(text):
-        return _hub(text, revision) if revision else _hub(text)
+        try:
+            return _hub(text, revision) if revision else _hub(text)
+        except FitcheckError as exc:
+            raise _with_close_ids(exc, text) from None
     sizes = family_sizes(text)
     if len(sizes) > 1:
         raise FitcheckError(f"{text!r} is a model family: choose a size",

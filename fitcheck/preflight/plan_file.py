@@ -1,7 +1,7 @@
 """Plan files: several checks in one run (``fitcheck check --plan plan.toml``).  Pure parsing.
 
     # plan.toml
-    [defaults]                 # optional: applies to every case
+    [defaults]                 # optional: applies to every case whose mode it fits
     profile = "rtx-4090"       # a profile name or .toml path; omit to check this machine
     context = 8192
 
@@ -41,6 +41,7 @@ class Case:
     name: str
     model: str
     options: dict = field(default_factory=dict)  # every other field given (defaults merged in)
+    own: tuple[str, ...] = ()       # the fields the case itself gives (not from [defaults])
 
     def get(self, key: str, default=None):
         return self.options.get(key, default)
@@ -85,6 +86,16 @@ def _check_field(where: str, key: str, value) -> None:
         raise FitcheckError(f"{where}: field {key!r}: {exc.message}", exc.hint) from None
 
 
+def _defaults_for(defaults: dict, mode: str) -> dict:
+    """The [defaults] that apply to a case of ``mode``: an inference-only default (context, engine)
+    is not a training case's, nor a training-only one (seq_len, optimizer) an inference case's, so
+    one plan mixes both; a case's own field of the wrong mode is still refused."""
+    def applies(key: str) -> bool:
+        opt = BY_NAME.get(PLAN_ALIASES.get(key, key))
+        return opt is None or opt.applies(mode)
+    return {k: v for k, v in defaults.items() if applies(k)}
+
+
 def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
     """The cases of a plan file's text; FitcheckError naming ``path`` and the field when malformed."""
     from fitcheck.bounded import loads_toml
@@ -112,8 +123,10 @@ def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
             raise FitcheckError(f"{where}: field 'model' is missing")
         for key, value in raw.items():
             _check_field(where, key, value)
-        merged = {**defaults, **{k: v for k, v in raw.items() if k not in ("model", "name")}}
-        cases.append(Case(i, raw.get("name") or raw["model"], raw["model"].strip(), merged))
+        mode = str(raw.get("mode", defaults.get("mode", "inference")))
+        merged = {**_defaults_for(defaults, mode), **{k: v for k, v in raw.items() if k not in ("model", "name")}}
+        own = tuple(k for k in raw if k not in ("model", "name"))
+        cases.append(Case(i, raw.get("name") or raw["model"], raw["model"].strip(), merged, own))
     return PlanFile(path, tuple(cases))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.estimate.verdict import TIGHT
 from fitcheck.machine import Machine
-from fitcheck.options import BY_NAME, PLAN_ALIASES
+from fitcheck.options import BY_NAME, PLAN_ALIASES, mode_error, not_applying
 from fitcheck.preflight.plan_file import Case, PlanFile
 from fitcheck.request import Request
 
@@ -43,6 +43,11 @@ def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str =
         from fitcheck.probe.disk import storage_for
 
         request = request_for(case)
+        # a field the case gives for the other mode is malformed even at its default value (`context = 4096`
+        # in a lora case), as `--context 4096 --mode lora` is on the command line
+        wrong = not_applying(request.mode, [PLAN_ALIASES.get(n, n) for n in case.own])
+        if wrong:
+            raise mode_error(request.mode, wrong)
         params = case.get("params")
         resolved = resolve_model(case.model, params=params) if params else resolve_model(case.model)
         typed = (case.model.strip(),) + (("--params", params) if params else ())

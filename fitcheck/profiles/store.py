@@ -127,6 +127,11 @@ def save_target(name_or_path: str | os.PathLike[str]) -> Path:
     text = os.fspath(name_or_path)
     if is_bare_name(text):
         return profiles_dir() / f"{text.strip()}.toml"
+    if not ("/" in text or os.sep in text or text.strip().lower().endswith(".toml")):
+        # neither a name --profile finds nor a path it reads (load_profile): refuse, never write a file
+        # in the current folder that `--profile` would then look up as an unknown name
+        raise FitcheckError(f"--save {text!r}: not a profile name",
+                            "a name is letters, digits and . _ + - (e.g. my-box), or give a file ending in .toml")
     return Path(text).expanduser()
 
 

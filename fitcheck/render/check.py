@@ -45,7 +45,7 @@ import shlex
 from typing import Any
 
 from fitcheck import __version__
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, TIGHT, UNKNOWN, WORDS
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, WORDS
 from fitcheck.machine import Machine, known
 from fitcheck.pipeline import CheckResult
 from fitcheck.plan import TrainingPlan
@@ -326,7 +326,7 @@ def render_check_table(result: CheckResult) -> str:
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
                           colalign=("left",) + ("right",) * len(shown)))
     lines.append("")
-    headroom = "" if result.verdict.status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK) \
+    headroom = "" if result.verdict.status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK, TIGHT) \
         else f" (headroom {result.headroom:.0%})"
     lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
                  f"{headroom}")
@@ -335,7 +335,7 @@ def render_check_table(result: CheckResult) -> str:
             extra += f" (headroom {result.headroom:.0%})"
         lines.append(f"          {extra}")
     for prefix, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
-        if est.fact(f"{prefix}_max_concurrency") is not None:
+        if est.fact(f"{prefix}_max_concurrency") is not None and result.verdict.status != CANNOT_RUN:
             ranks = est.fact("data_parallel_size")
             lines.append(f"          {name} KV pool: {est.fact(f'{prefix}_kv_pool_tokens'):,} tokens"
                          + (f" over {ranks} data-parallel ranks" if ranks else "")
@@ -350,12 +350,17 @@ def render_check_table(result: CheckResult) -> str:
         lines.append("Largest that fits: nothing — this machine cannot run the request as asked")
     elif isinstance(plan, TrainingPlan):
         seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
+        seq += _past_maximum(result, plan.seq_len)
         mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
         lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
     elif result.max_context or result.max_batch:
         ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
+        ctx += _past_maximum(result, plan.context)
         bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
         lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
+    elif result.verdict.status == TIGHT:
+        lines.append(f"Largest that fits: nothing outside the {result.headroom:.0%} headroom, not even 1 token or "
+                     "1 sequence (the request as asked fits only inside it)")
     else:
         lines.append("Largest that fits: nothing at these settings (not even 1 token or 1 sequence)")
     if result.speed is not None and result.verdict.status != CANNOT_RUN:
@@ -402,6 +407,16 @@ def render_check_table(result: CheckResult) -> str:
     for note in est.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+def _past_maximum(result: CheckResult, asked: int) -> str:
+    """The search stops at the model's maximum length (fitcheck.estimate.context_limit.search_limit): when
+    the length asked is past it and fits, say so beside that figure rather than seem to contradict the
+    verdict ("largest 32,768" beside FITS at 200,000)."""
+    limit = result.spec.max_context
+    if limit is None or result.max_context != limit or asked <= limit or result.verdict.status != FITS:
+        return ""
+    return f" (the model's maximum; {asked:,} as asked fits in memory too)"
 
 
 def nothing_fits(plan) -> str:

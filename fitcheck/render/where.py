@@ -116,7 +116,7 @@ class WhereRow:
 
     @property
     def tightest(self):
-        """The device verdict with the least room: (need, free)."""
+        """The fullest device verdict (need ÷ free), the one the verdict line names."""
         from fitcheck.estimate.verdict import tightest_device
 
         return tightest_device(self.verdict)
@@ -341,7 +341,20 @@ def _memory_text(row: WhereRow) -> str:
     if d is None:
         return "unknown"
     label = "RAM" if d.kind == "cpu" else "GPU"
-    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
+    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}" + tight_mark(row.verdict)
+
+
+def tight_mark(verdict: Verdict | None) -> str:
+    """' (tight)' for a row that runs only inside the headroom (what `fitcheck MODEL --profile NAME` calls TIGHT)."""
+    return " (tight)" if verdict is not None and verdict.status == TIGHT else ""
+
+
+def tight_note(rows, headroom: float) -> list[str]:
+    """The line under a table that has a (tight) row."""
+    if not any(tight_mark(r.verdict) for r in rows):
+        return []
+    return [f"(tight): fits only inside the {headroom:.0%} headroom (--headroom sets it; "
+            "`fitcheck MODEL --profile NAME --strict` exits 1 on it)"]
 
 
 def _usd(x: float) -> str:
@@ -378,6 +391,7 @@ def render_where_table(result: WhereResult) -> str:
     if any(r.default_precision for r in fitting):
         lines.append("* the machine's default precision does not fit there: the best precision that does "
                      "(check it with `fitcheck MODEL -p PRECISION --engine ENGINE --profile NAME`)")
+    lines += tight_note(fitting, result.headroom)
     skipped = len(result.not_fitting)
     if skipped:
         lines.append(f"({skipped} other profile{'s' if skipped != 1 else ''} do not fit"

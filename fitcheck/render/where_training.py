@@ -82,7 +82,7 @@ class TrainingWhereRow:
 
     @property
     def tightest(self):
-        """The device verdict with the least room: (need, free)."""
+        """The fullest device verdict (need ÷ free), the one the verdict line names."""
         from fitcheck.estimate.verdict import tightest_device
 
         return tightest_device(self.verdict)
@@ -224,7 +224,10 @@ def _memory(row: TrainingWhereRow) -> str:
     d = row.tightest
     if d is None:
         return "unknown"
-    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {'RAM' if d.kind == 'cpu' else 'GPU'}"
+    from fitcheck.render.where import tight_mark
+
+    return (f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {'RAM' if d.kind == 'cpu' else 'GPU'}"
+            + tight_mark(row.verdict))
 
 
 def _usd_hour(usd: float | None) -> str:
@@ -267,6 +270,9 @@ def render_where_training_table(result: TrainingWhereResult) -> str:
     else:
         lines += ["", "No hardware profile fits this fine-tuning request with the headroom"
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
+    from fitcheck.render.where import tight_note
+
+    lines += tight_note(fitting, result.headroom)
     skipped = len(result.rows) - len(fitting)
     if skipped:
         lines.append(f"({skipped} other profile{'s' if skipped != 1 else ''} do not fit"

@@ -33,7 +33,7 @@ def test_bad_answers_are_asked_again_with_the_reason_then_alternatives_and_chang
     assert "context 131,072 tokens" in first and "DOES NOT FIT" in first and "What fits instead" in first
     assert "Changed: " in rest and "Verdict:  FITS" in rest.split("Changed: context")[0]
     assert "Changed: context 131072 → 8192" in rest
-    assert "the batch must be a whole number >= 1, got 'zero'" in rest
+    assert "the batch must be a whole number from 1 to 1,048,576, got 'zero'" in rest
     assert "Changed: machine rtx-4090 → h100-sxm" in rest and "Machine:  h100-sxm" in rest
     assert "Traceback" not in out
 
@@ -90,7 +90,7 @@ def test_parse_command():
 def test_validate_and_apply_alternative():
     assert validate("context", "32k") == 32768 and validate("precision", "AWQ") == "awq"
     assert validate("machine", "This") == "this" and validate("model", "llama3-8b") == "llama3-8b"
-    with pytest.raises(Invalid, match=">= 1"):
+    with pytest.raises(Invalid, match="from 1 to 1,073,741,824"):
         validate("context", "0")
 
     class Alt:  # an alternative carries its whole request (typed), not strings to parse

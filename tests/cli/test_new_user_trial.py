@@ -1,0 +1,287 @@
+"""What a new user's trial of the CLI found: each test is one finding, failing before its fix."""
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from fitcheck.cli import cli
+
+
+def run(*args, **kwargs):
+    return CliRunner().invoke(cli, list(args), **kwargs)
+
+
+def test_verdict_names_the_fullest_gpu_of_a_layer_split():
+    # transformers' layer split puts more layers on GPU1..5 than on GPU0 (embeddings) and GPU7 (lm_head):
+    # the headline must name the GPU closest to its limit, not GPU0's smaller need.
+    r = run("qwen-7b", "--profile", "8x-h100", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    devices = doc["verdict"]["devices"]
+    fullest = max(devices, key=lambda d: d["need_bytes"] / d["free_bytes"])
+    assert fullest["device"] != "gpu0"
+    assert doc["verdict"]["summary"] == f"Fits: {fullest['reason']}"
+    text = run("qwen-7b", "--profile", "8x-h100").output
+    line = next(li for li in text.splitlines() if li.startswith("Verdict:"))
+    assert re.search(rf"— {fullest['device'].upper()} needs {fullest['need_bytes'] / 2**30:.2f} GiB", line), line
+
+
+def test_vllm_bf16_below_compute_capability_8_cannot_run_and_is_never_offered():
+    # vLLM raises "Bfloat16 is only supported on GPUs with compute capability of at least 8.0" on a T4
+    # (7.5): a verdict (exit 1, the reason, what runs), and no alternative may print that command.
+    r = run("qwen-7b", "--precision", "bf16", "--engine", "vllm", "--profile", "t4")
+    assert r.exit_code == 1, r.output
+    assert "CANNOT RUN HERE — bf16 with vllm: vLLM's bf16 kernels need compute capability >= 8 (this GPU: 7.5)" \
+        in r.output
+    assert "KV pool: 0 tokens" not in r.output     # no pool figures for a request that cannot start
+    doc = json.loads(run("qwen-7b", "--precision", "bf16", "--profile", "t4", "--json").output)
+    assert doc["alternatives"]
+    for alt in doc["alternatives"]:
+        assert not ("--precision bf16" in alt["fitcheck_command"] and "--engine vllm" in alt["fitcheck_command"]), alt
+    # fp16, what vLLM's message says to use instead, still runs there
+    assert run("qwen-0.5b", "--precision", "fp16", "--engine", "vllm", "--profile", "t4").exit_code == 0
+
+
+def test_cannot_run_reason_is_grammatical_for_a_singular_engine():
+    r = run("qwen-7b", "--engine", "vllm", "--profile", "macbook-air-m3-16gb")
+    assert r.exit_code == 1, r.output
+    assert "vLLM needs an NVIDIA GPU (CUDA) or an AMD GPU (ROCm)" in r.output
+    assert "KV pool" not in r.output
+
+
+def test_largest_context_capped_at_the_maximum_says_so_beside_a_longer_request_that_fits():
+    # 200,000 tokens is past Qwen2.5-7B's 32,768 (a note says so) but fits an H100: a bare "largest that
+    # fits: 32,768" beside FITS at 200,000 contradicted itself.  The search stays capped at the maximum
+    # (tests/test_expert_advice.py); the line says why.
+    r = run("qwen-7b", "--context", "200000", "--profile", "h100-sxm", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["verdict"]["status"] == "fits"
+    assert doc["verdict"]["max_context"] == 32768
+    text = run("qwen-7b", "--context", "200000", "--profile", "h100-sxm").output
+    assert ("Largest that fits: context 32,768 tokens (the model's maximum; 200,000 as asked fits in memory too) "
+            "at batch 1") in text
+    assert "beyond the model's maximum of 32,768 tokens" in text
+    # a request within the maximum still searches up to the maximum
+    doc = json.loads(run("qwen-7b", "--context", "4096", "--profile", "h100-sxm", "--json").output)
+    assert doc["verdict"]["max_context"] == 32768
+
+
+PLAN = """\
+[defaults]
+profile = "rtx-4090"
+context = 8192
+optimizer = "adamw-8bit"
+
+[[case]]
+name = "chat"
+model = "qwen-0.5b"
+
+[[case]]
+name = "train"
+model = "qwen-0.5b"
+mode = "lora"
+seq_len = 1024
+"""
+
+
+def test_plan_defaults_apply_only_to_the_cases_whose_mode_they_fit(tmp_path):
+    # README's own plan has `context = 8192` in [defaults]: adding a fine-tuning case failed it with
+    # "--context applies to inference, not --mode lora" although the case never asked for a context.
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    r = run("check", "--plan", str(plan), "--json")
+    assert r.exit_code == 0, r.output
+    cases = {c["name"]: c for c in json.loads(r.output)["cases"]}
+    assert cases["chat"]["check"]["request"]["context"] == 8192
+    train = cases["train"]["check"]["request"]
+    assert train["mode"] == "lora" and train["seq_len"] == 1024 and train["optimizer"] == "adamw-8bit"
+    # a case's own field of the wrong mode is still malformed (exit 2 for that case, naming it)
+    plan.write_text(PLAN.replace('seq_len = 1024', 'seq_len = 1024\ncontext = 2048'))
+    r = run("check", "--plan", str(plan))
+    assert r.exit_code == 2, r.output
+    assert "case 2 (train): --context applies to inference, not --mode lora" in r.output
+
+
+def test_probe_save_refuses_what_profile_could_not_load(tmp_path, monkeypatch):
+    # `probe --save 'my box!'` wrote ./my box! and printed "use it with --profile my box!", which looks the
+    # text up as a profile name and fails: exit 2 before writing anything.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FITCHECK_CONFIG_DIR", str(tmp_path / "cfg"))
+    r = run("probe", "--profile", "rtx-4090", "--save", "my box!")
+    assert r.exit_code == 2, r.output
+    assert "--save 'my box!': not a profile name" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+    # a .toml path with a space is a file: the printed --profile is quoted, and loads it back
+    r = run("probe", "--profile", "rtx-4090", "--save", "my box.toml")
+    assert r.exit_code == 0, r.output
+    assert "use it with --profile 'my box.toml'" in r.stderr
+    assert run("qwen-0.5b", "--profile", "my box.toml").exit_code == 0
+
+
+def test_a_mistyped_hub_id_suggests_the_catalog_id(tmp_path, monkeypatch):
+    # `fitcheck Qwen/Qwen2.5-7B-Instrct` (one letter off a catalog id) answered only "not found on the Hub"
+    # (or "needs huggingface_hub"), with no suggestion, unlike a mistyped short name.
+    import fitcheck.model.hub as hub
+    from fitcheck.errors import FitcheckError
+
+    def not_found(repo_id, **_):
+        raise FitcheckError(f"{repo_id} not found on the Hugging Face Hub", "check the id (owner/name)")
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hub, "spec_from_hub", not_found)
+    r = run("Qwen/Qwen2.5-7B-Instrct")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == ("fitcheck: Qwen/Qwen2.5-7B-Instrct not found on the Hugging Face Hub "
+                                "(did you mean Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen2.5-72B-Instruct, "
+                                "Qwen/Qwen2.5-3B-Instruct? check the id (owner/name))"), r.stderr
+    # nothing close: the Hub's own line, unchanged
+    r = run("Someone/SomethingElse")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: Someone/SomethingElse not found on the Hugging Face Hub "
+                                "(check the id (owner/name))")
+
+
+def test_a_device_or_fifo_as_the_model_is_not_called_missing(tmp_path):
+    import os
+
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        r = run(path)
+        assert r.exit_code == 2, r.output
+        assert r.stderr.startswith(f"fitcheck: {path} is not a regular file or folder"), r.stderr
+        assert "no such file" not in r.stderr
+
+
+def test_a_tight_verdict_reads_once_and_its_largest_line_does_not_say_nothing_runs():
+    r = run("qwen-7b", "--profile", "rtx-4090-laptop")
+    assert r.exit_code == 0, r.output
+    verdict = next(li for li in r.output.splitlines() if li.startswith("Verdict:"))
+    assert verdict.startswith("Verdict:  TIGHT —") and verdict.endswith("inside the 10% headroom"), verdict
+    largest = next(li for li in r.output.splitlines() if li.startswith("Largest that fits:"))
+    assert largest == ("Largest that fits: nothing outside the 10% headroom, not even 1 token or 1 sequence "
+                       "(the request as asked fits only inside it)")
+
+
+def test_an_impossible_engine_pair_names_the_engine_that_was_asked_for():
+    # `--precision nf4 --engine sglang` said "llama.cpp does not load nf4 checkpoints", and
+    # `--kv-dtype fp8 --engine transformers` "llama.cpp has no fp8 KV cache": neither named llama.cpp.
+    r = run("qwen-7b", "--precision", "nf4", "--engine", "sglang", "--profile", "rtx-4090")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: sglang does not load nf4 weights (use --engine transformers or "
+                                "--engine vllm for nf4, or another --precision)")
+    r = run("qwen-7b", "--kv-dtype", "fp8", "--engine", "transformers", "--profile", "rtx-4090")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: transformers has no fp8 KV cache (use --engine vllm or --engine sglang "
+                                "(--kv-cache-dtype fp8), or drop --kv-dtype)")
+    # each suggested engine does take it
+    assert run("qwen-7b", "--precision", "nf4", "--engine", "vllm", "--profile", "rtx-4090").exit_code in (0, 1)
+    assert run("qwen-7b", "--kv-dtype", "fp8", "--engine", "sglang", "--profile", "rtx-4090").exit_code in (0, 1)
+    # llama.cpp's own wording is kept
+    r = run("qwen-7b", "--kv-dtype", "fp8", "--engine", "llama.cpp", "--profile", "rtx-4090")
+    assert r.stderr.strip() == "fitcheck: llama.cpp has no fp8 KV cache (use --kv-dtype q8_0)"
+
+
+def test_interactive_length_errors_name_the_sequence_length_and_the_range():
+    # training asks "Sequence length, tokens", and a refused answer said "the context must be a whole number
+    # >= 1" — also for 99999999999999999999, a whole number >= 1 that is only too large
+    r = run("interactive", input="qwen-0.5b\nlora\n\nabc\n99999999999999999999\n\n\nrtx-4090\nq\n")
+    assert r.exit_code == 0, r.output
+    assert "the sequence length must be a whole number from 1 to 1,073,741,824, got 'abc'" in r.output
+    assert "got '99999999999999999999'" in r.output
+    assert "the context must be" not in r.output
+    r = run("interactive", input="qwen-0.5b\n\n\n0\n\n\nrtx-4090\nq\n")
+    assert "the context must be a whole number from 1 to 1,073,741,824, got '0'" in r.output
+
+
+def test_where_marks_the_machines_it_fits_only_tightly():
+    # `where` listed a TIGHT machine (`fitcheck MODEL --profile NAME` says TIGHT, exit 1 with --strict)
+    # exactly like one with room to spare.
+    doc = json.loads(run("where", "qwen-7b", "--kind", "desktop", "--json").output)
+    status = {m["name"]: m["status"] for m in doc["machines"]}
+    assert "tight" in status.values() and "fits" in status.values()
+    text = run("where", "qwen-7b", "--kind", "desktop").output
+    for name, st in status.items():
+        row = next(li for li in text.splitlines() if li.startswith(name + " "))
+        assert ("(tight)" in row) == (st == "tight"), row
+    assert "(tight): fits only inside the 10% headroom" in text
+    # training tables too
+    text = run("where", "qwen-7b", "--mode", "qlora").output
+    doc = json.loads(run("where", "qwen-7b", "--mode", "qlora", "--json").output)
+    for m in doc["machines"]:
+        row = next(li for li in text.splitlines() if li.startswith(m["name"] + " "))
+        assert ("(tight)" in row) == (m["status"] == "tight"), row
+
+
+def test_full_fine_tuning_without_qlora_kernels_offers_lora_at_a_shorter_sequence():
+    # On a CPU-only machine (no bitsandbytes, so no QLoRA) full fine-tuning printed "Nothing fits on this
+    # machine, even with LoRA, gradient checkpointing or a shorter sequence" while LoRA with checkpointing
+    # at a shorter sequence does fit: the printed command must reproduce it.
+    args = ("qwen-7b", "--mode", "full", "--profile", "laptop-32gb", "--ram", "24GiB")
+    r = run(*args, "--json")
+    assert r.exit_code == 1, r.output
+    alts = json.loads(r.output)["alternatives"]
+    assert alts, "no alternative offered"
+    alt = alts[0]
+    assert alt["status"] == "fits" and alt["changes"]["mode"] == "lora" and alt["changes"]["grad_checkpointing"]
+    assert "Nothing fits" not in run(*args).output
+    import shlex
+    again = json.loads(run(*shlex.split(alt["fitcheck_command"])[1:], "--json").output)
+    assert again["verdict"]["status"] == "fits"
+    assert [d["need_bytes"] for d in again["verdict"]["devices"]] == [d["total_bytes"] for d in alt["devices"]]
+
+
+def test_a_prompt_longer_than_the_context_says_both_numbers_and_is_never_clamped_silently():
+    r = run("qwen-7b", "--prompt", "8000", "--context", "4096")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("fitcheck: --prompt 8,000 is longer than --context 4,096 (the context is the prompt "
+                                "plus the tokens generated) (--context 8000 or more, or a shorter --prompt)")
+    # interactive: `prompt 9000` at context 4096 printed "Changed: prompt auto → 4096"
+    r = run("interactive", input="qwen-0.5b\n\n\n\n\nrtx-4090\nprompt 9000\nprompt 3000\ncontext 2000\nq\n")
+    assert r.exit_code == 0, r.output
+    assert "--prompt 9,000 is longer than --context 4,096" in r.output
+    assert "prompt auto → 4096" not in r.output
+    assert "Changed: prompt auto → 3000" in r.output
+    assert "Changed: context 4096 → 2000; prompt 3000 → 2000" in r.output  # a shorter context takes it down
+
+
+def test_where_and_the_verdict_line_name_the_same_device():
+    # `where` showed the device with the least room in GiB, the verdict line (above) the fullest: a 24 GiB GPU
+    # with 3 GiB used and 57.6 GiB of RAM with 25.7 GiB used gave the GPU in one and RAM in the other.
+    from fitcheck.estimate.verdict import FITS, DeviceVerdict, Verdict, tightest_device
+
+    gib = 2**30
+    gpu = DeviceVerdict("gpu0", "gpu", 3 * gib, 24 * gib, int(21.6 * gib), FITS, "GPU0 needs 3.00 GiB")
+    ram = DeviceVerdict("cpu", "cpu", int(25.7 * gib), int(57.6 * gib), int(51.8 * gib), FITS, "RAM needs 25.70 GiB")
+    verdict = Verdict(FITS, (gpu, ram), 0.1)
+    assert tightest_device(verdict) is ram
+    assert verdict.summary() == "Fits: RAM needs 25.70 GiB"
+
+
+def test_a_plan_case_field_of_the_other_mode_is_refused_even_at_its_default(tmp_path):
+    # `context = 4096` (the default) in a lora case ran silently, while `--context 4096 --mode lora` is exit 2
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.replace('seq_len = 1024', 'seq_len = 1024\ncontext = 4096'))
+    r = run("check", "--plan", str(plan))
+    assert r.exit_code == 2, r.output
+    assert "case 2 (train): --context applies to inference, not --mode lora (training uses --seq-len)" in r.output
+    assert "FITS" in r.output    # the other case still ran
+    assert run("qwen-0.5b", "--mode", "lora", "--context", "4096", "--profile", "rtx-4090").exit_code == 2
+
+
+def test_bad_input_under_format_github_is_an_error_annotation_too():
+    # the action runs `check --format github`: a mistyped model was only a stderr line in the log
+    r = run("qwen-7bb", "--format", "github")
+    assert r.exit_code == 2
+    assert r.stdout.strip() == ("::error title=fitcheck%3A bad input::unknown model 'qwen-7bb' (did you mean: "
+                                "qwen-7b, qwen-72b, qwen2-7b)")
+    assert r.stderr.startswith("fitcheck: unknown model 'qwen-7bb'")
+    r = run("qwen-7b", "--format=github", "--context", "0")
+    assert r.exit_code == 2 and r.stdout.startswith("::error title=fitcheck%3A bad input::")
+    assert "Invalid value for '--context'" in r.stdout
+    # other formats: stdout stays empty (a JSON consumer never reads a workflow command)
+    for fmt in (("--json",), ("--format", "table"), ()):
+        r = run("qwen-7bb", *fmt)
+        assert r.exit_code == 2 and r.stdout == "", r.stdout
