@@ -791,6 +791,16 @@ def advise_device(spec: ModelSpec, plan: Plan, machine: Machine, runs: Judge,
     g_plan, g, g_fits = _best_on(spec, machine, runs, g_plan, [o for o in options if o.device in ("gpu", "offload")])
     c_plan, c, c_fits = _best_on(spec, machine, runs, c_plan, [o for o in options if o.device == "cpu"])
     choice, reason = _choose(g, c, g_fits, c_fits, g_plan, c_plan)
+    if choice == "cpu" and g_fits and c_plan is not None and g_plan is not None and g_plan.device == "gpu":
+        # Before sending someone to the CPU, compare like with like: the CPU's weights (llama.cpp's
+        # quant) on the GPU too.  A host-bound engine at batch 1 is slower than the GPU can be; that
+        # is no reason to leave the GPU.
+        same = gpu_plan(spec, c_plan, machine)
+        if same is not None and same.precision != g_plan.precision and runs(same):
+            s = estimate_speed(spec, same, machine)
+            if s.decode is not None and (g is None or g.decode is None or s.decode.mid > g.decode.mid):
+                g_plan, g = same, s
+                choice, reason = _choose(g, c, g_fits, c_fits, g_plan, c_plan)
     return DeviceAdvice(choice, reason, g, c, g_fits, c_fits)
 
 

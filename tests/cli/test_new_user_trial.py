@@ -285,3 +285,17 @@ def test_bad_input_under_format_github_is_an_error_annotation_too():
     for fmt in (("--json",), ("--format", "table"), ()):
         r = run("qwen-7bb", *fmt)
         assert r.exit_code == 2 and r.stdout == "", r.stdout
+
+
+def test_device_advice_never_sends_a_gpu_node_to_the_cpu_for_a_host_bound_engine():
+    # transformers at batch 1 is host-bound (~42 tok/s on an H100); the CPU's llama.cpp q4_k_m reads ~47:
+    # the same q4_k_m weights on the GPU decode ~10x faster, so the advice is the GPU, like with like.
+    r = run("qwen-7b", "--profile", "8x-h100", "--json")
+    assert r.exit_code == 0, r.output
+    advice = json.loads(r.output)["speed"]["best_device"]
+    assert advice["choice"] == "gpu", advice
+    assert advice["gpu"]["precision"] == advice["cpu"]["precision"] == "q4_k_m"
+    assert advice["gpu"]["decode_tokens_per_s"]["low"] > 2 * advice["cpu"]["decode_tokens_per_s"]["high"]
+    # a request the GPU already serves well keeps its own setup in the comparison
+    advice = json.loads(run("qwen-7b", "--profile", "rtx-4090", "--json").output)["speed"]["best_device"]
+    assert advice["choice"] == "gpu" and advice["gpu"]["precision"] == "bf16"
