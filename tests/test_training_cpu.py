@@ -201,7 +201,7 @@ def test_cli_gpu_training_is_unchanged_apart_from_the_device_assumption():
 def test_cli_nothing_fits_on_the_cpu_is_worded_for_training():
     r = run("qwen2.5-7b", "--mode", "full", "--profile", "laptop-8gb")
     assert r.exit_code == 1, r.output
-    assert "Nothing fits on this machine, even with LoRA, gradient checkpointing or a shorter sequence" in r.output
+    assert "Nothing fits on laptop-8gb, even with LoRA, gradient checkpointing or a shorter sequence" in r.output
     assert "quantized or offloaded" not in r.output
 
 

@@ -70,7 +70,7 @@ def check_message(result, strict: bool = False) -> str:
         best = result.alternatives[0]
         msg += f" Fits instead: {best.title} — {alternative_commands(result)[0]}"
     elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
-        msg += f" {nothing_fits(result.plan)}."
+        msg += f" {nothing_fits(result.plan, result.profile)}."
     elif result.verdict.status == DOES_NOT_FIT_ON_DISK:
         msg += " Use --download-dir PATH on a disk with room, or a smaller format."
     return msg

@@ -377,7 +377,7 @@ def render_check_table(result: CheckResult) -> str:
 
     lines += download_lines(getattr(result, "download", None))
     lines += check_cost_lines(result)
-    lines += software_lines(getattr(result, "software", None))
+    lines += software_lines(getattr(result, "software", None), getattr(result.plan, "engine", None))
     if result.launch and result.verdict.status != CANNOT_RUN:
         lines.append("Launch:" if result.verdict.runs else "Launch (as asked, once it fits):")
         lines += [f"  {line}" for line in result.launch]
@@ -400,7 +400,7 @@ def render_check_table(result: CheckResult) -> str:
         disk = "" if result.download is None or result.download.fits else \
             " with a download that fits on this disk (or --download-dir PATH on a disk with room)"
         lines.append("")
-        lines.append(f"{nothing_fits(plan)}{disk}; `fitcheck profiles` lists machines to try with --profile NAME.")
+        lines.append(f"{nothing_fits(plan, result.profile)}{disk}; `fitcheck profiles` lists machines to try with --profile NAME.")
     lines.append("")
     lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
                                             for a in est.assumptions))
@@ -419,14 +419,15 @@ def _past_maximum(result: CheckResult, asked: int) -> str:
     return f" (the model's maximum; {asked:,} as asked fits in memory too)"
 
 
-def nothing_fits(plan) -> str:
-    """What was tried before saying nothing fits: the levers of inference, of GPU or of CPU training."""
+def nothing_fits(plan, profile: str | None = None) -> str:
+    """What was tried before saying nothing fits: the levers of inference, of GPU or of CPU training;
+    on the --profile machine when the answer is for one."""
+    where = f"on {profile}" if profile else "on this machine"
     if not plan.training:
-        return "Nothing fits on this machine, even quantized or offloaded"
+        return f"Nothing fits {where}, even quantized or offloaded"
     if plan.device == "cpu":
-        return "Nothing fits on this machine, even with LoRA, gradient checkpointing or a shorter sequence"
-    return ("Nothing fits on this machine, even with LoRA or QLoRA, gradient checkpointing, offload or a "
-            "shorter sequence")
+        return f"Nothing fits {where}, even with LoRA, gradient checkpointing or a shorter sequence"
+    return f"Nothing fits {where}, even with LoRA or QLoRA, gradient checkpointing, offload or a shorter sequence"
 
 
 def _needs_line(devices, per_node: bool = False) -> str:

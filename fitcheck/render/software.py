@@ -35,10 +35,12 @@ def software_document(checked: StackCheck | None) -> dict | None:
     return {**doc, "issues": [issue_dict(i) for i in checked.issues], "status": _status(checked)}
 
 
-def stack_summary(checked: StackCheck) -> str:
+def stack_summary(checked: StackCheck, engine: str | None = None) -> str:
     """'torch 2.5.1 (CUDA 12.4, local version +cu124); vllm 0.6.4, bitsandbytes 0.45.0'."""
     s = checked.stack
     if s.torch is None:
+        if engine == "llama.cpp":  # a native binary: a missing torch is no news for it
+            return "llama.cpp needs no Python stack (torch not found here)"
         where = ", ".join(s.environments) or "no environment"
         return f"torch not found in {where} (--python-env PATH names another environment)"
     others = [f"{p.name} {p.version}" for p in s.packages if p.name in _SHOWN]
@@ -46,11 +48,11 @@ def stack_summary(checked: StackCheck) -> str:
     return s.torch.text + (f" from {torch.location}" if torch else "") + (f"; {', '.join(others)}" if others else "")
 
 
-def software_lines(checked: StackCheck | None) -> list[str]:
+def software_lines(checked: StackCheck | None, engine: str | None = None) -> list[str]:
     """The check table's lines: the stack, then each warning (blocking issues are the verdict's reasons)."""
     if checked is None:
         return []
-    lines = [f"Software: {stack_summary(checked)}"]
+    lines = [f"Software: {stack_summary(checked, engine)}"]
     lines += [f"Warning:  {i.text}" for i in checked.warnings]
     return lines
 

@@ -299,3 +299,16 @@ def test_device_advice_never_sends_a_gpu_node_to_the_cpu_for_a_host_bound_engine
     # a request the GPU already serves well keeps its own setup in the comparison
     advice = json.loads(run("qwen-7b", "--profile", "rtx-4090", "--json").output)["speed"]["best_device"]
     assert advice["choice"] == "gpu" and advice["gpu"]["precision"] == "bf16"
+
+
+def test_nothing_fits_names_the_profile_it_answers_for():
+    r = run("llama-3.1-405b", "--profile", "laptop-8gb")
+    assert r.exit_code == 1, r.output
+    assert "Nothing fits on laptop-8gb, even quantized or offloaded" in r.output
+    assert "Nothing fits on this machine" not in r.output
+
+
+def test_software_line_of_a_llama_cpp_request_does_not_ask_for_torch():
+    r = run("qwen-7b", "--precision", "q4_k_m", "--device", "cpu", "--python-env", "/nonexistent-env")
+    line = next((li for li in r.output.splitlines() if li.startswith("Software:")), "")
+    assert "--python-env PATH names another environment" not in line, r.output
