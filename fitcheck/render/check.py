@@ -400,7 +400,8 @@ def render_check_table(result: CheckResult) -> str:
         disk = "" if result.download is None or result.download.fits else \
             " with a download that fits on this disk (or --download-dir PATH on a disk with room)"
         lines.append("")
-        lines.append(f"{nothing_fits(plan, result.profile)}{disk}; `fitcheck profiles` lists machines to try with --profile NAME.")
+        lines.append(f"{nothing_fits(plan, result.profile)}{disk}; "
+                     "`fitcheck profiles` lists machines to try with --profile NAME.")
     lines.append("")
     lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
                                             for a in est.assumptions))
