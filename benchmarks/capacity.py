@@ -15,8 +15,9 @@ optimizer is the posts' notebooks' `adamw_8bit`.
 `--reserve` tests the caching allocator as the explanation: for each row with a published length it
 replays the estimate's own step tensors at that length (three fixed-length steps; static tensors in
 segments of their own, fitcheck/estimate/varying_lengths.py) in "smallest GPU it fits in" mode and
-sets the reserve that replay needs beyond its live peak against the estimate's flat
-TRAINING_ALLOCATOR_SLACK, with the longest length that fits when the replayed reserve replaces it.
+sets the reserve that replay needs beyond its live peak against the estimate's own (the larger of
+TRAINING_ALLOCATOR_SLACK's share and TRAINING_STRANDED_BLOCKS of the loss's largest tensor), with the
+longest length that fits when the replayed reserve replaces it.
 
 `--trace` does the same with a step built from one decoder layer's allocations recorded on the CPU
 (benchmarks/measure/layer_trace.py, the recipe's dtypes, checkpointed forward and backward; the
@@ -111,7 +112,7 @@ class ReserveCheck:
     published: int
     allocated: int          # the estimate's peak allocated bytes
     static: int             # weights, adapters, optimizer states, master weights: allocated once
-    flat_reserve: int       # TRAINING_ALLOCATOR_SLACK of allocated
+    flat_reserve: int       # the estimate's reserve: TRAINING_ALLOCATOR_SLACK of allocated or the stranded block
     step_live: int          # the replayed step tensors' live peak
     replayed_reserve: int   # the smallest room they run in, less that peak
     replayed_pieces: int    # the same with each layer's working set as its tensors (order assumed: _layer_pieces)
@@ -243,7 +244,7 @@ class TraceCheck:
     label: str
     published: int
     trace: str              # the recorded layer trace's file name
-    flat_reserve: int
+    flat_reserve: int       # the estimate's reserve (its share of allocated or the stranded block)
     step_live: int          # the traced step's live peak
     traced_reserve: int     # the smallest room it runs in, less that peak
     room: int               # what the published run left: the card less the context and the estimate's allocated
