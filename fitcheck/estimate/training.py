@@ -244,9 +244,11 @@ def gpu_allocator_reserve(spec: ModelSpec, plan: TrainingPlan, allocated: int, h
     block = largest_transient_bytes(spec, plan)
     stranded = TRAINING_STRANDED_BLOCKS * block - headroom
     if stranded > share:
+        t = step_tensors(spec, plan)
         return stranded, (f"PyTorch caching-allocator reserve the step needs: {TRAINING_STRANDED_BLOCKS} block of the "
-                          f"loss's largest tensor ({plan.batch * plan.seq_len:,} tokens × {spec.vocab_size:,} "
-                          f"vocabulary = {block / GiB:.2f} GiB) stranded at the loss's backward, more than "
+                          f"loss's largest tensor ({plan.batch * plan.seq_len:,} tokens × {spec.vocab_size:,} vocabulary "
+                          f"× {max(t.loss_bytes, t.compute_bytes)} B = {block / GiB:.2f} GiB), which the next step "
+                          "strands in the allocator's cache at the loss's backward; more than "
                           f"{TRAINING_ALLOCATOR_SLACK:.0%} of allocated")
     return share, (f"PyTorch caching-allocator reserve the step needs ({TRAINING_ALLOCATOR_SLACK:.0%} of allocated; "
                    "a roomy GPU's max_memory_reserved reads more, freed blocks staying cached)")
