@@ -15,8 +15,9 @@ optimizer is the posts' notebooks' `adamw_8bit`.
 `--reserve` tests the caching allocator as the explanation: for each row with a published length it
 replays the estimate's own step tensors at that length (three fixed-length steps; static tensors in
 segments of their own, fitcheck/estimate/varying_lengths.py) in "smallest GPU it fits in" mode and
-sets the reserve that replay needs beyond its live peak against the estimate's flat
-TRAINING_ALLOCATOR_SLACK, with the longest length that fits when the replayed reserve replaces it.
+sets the reserve that replay needs beyond its live peak against the estimate's own (the larger of
+TRAINING_ALLOCATOR_SLACK's share and TRAINING_STRANDED_BLOCKS of the loss's largest tensor), with the
+longest length that fits when the replayed reserve replaces it.
 
 `--trace` does the same with a step built from one decoder layer's allocations recorded on the CPU
 (benchmarks/measure/layer_trace.py, the recipe's dtypes, checkpointed forward and backward; the
@@ -104,20 +105,20 @@ def capacity(row: dict) -> Capacity:
 
 @dataclass(frozen=True)
 class ReserveCheck:
-    """At a row's published length: the estimate's flat reserve against the one the caching allocator,
+    """At a row's published length: the estimate's reserve against the one the caching allocator,
     replayed over the estimate's own step tensors, needs."""
 
     label: str
     published: int
     allocated: int          # the estimate's peak allocated bytes
     static: int             # weights, adapters, optimizer states, master weights: allocated once
-    flat_reserve: int       # TRAINING_ALLOCATOR_SLACK of allocated
+    flat_reserve: int       # the estimate's reserve: TRAINING_ALLOCATOR_SLACK of allocated or the stranded block
     step_live: int          # the replayed step tensors' live peak
     replayed_reserve: int   # the smallest room they run in, less that peak
     replayed_pieces: int    # the same with each layer's working set as its tensors (order assumed: _layer_pieces)
     replayed_loaded: int    # the one-block replay after the base loaded as bitsandbytes loads it (_qlora_load)
     peak_at_loss: bool      # the loss path outweighs one recomputed layer (the peak is the loss's backward)
-    predicted: int          # fitcheck's longest with the flat reserve
+    predicted: int          # fitcheck's longest with the estimate's reserve
     predicted_replayed: int  # ... with the replayed reserve in its place
     predicted_pieces: int   # ... with the replayed reserve of the layer's tensors
 
@@ -243,11 +244,11 @@ class TraceCheck:
     label: str
     published: int
     trace: str              # the recorded layer trace's file name
-    flat_reserve: int
+    flat_reserve: int       # the estimate's reserve (its share of allocated or the stranded block)
     step_live: int          # the traced step's live peak
     traced_reserve: int     # the smallest room it runs in, less that peak
     room: int               # what the published run left: the card less the context and the estimate's allocated
-    predicted: int          # fitcheck's longest with the flat reserve
+    predicted: int          # fitcheck's longest with the estimate's reserve
     predicted_traced: int   # ... with the traced reserve in its place
 
     @property
@@ -350,7 +351,7 @@ def capacities(path: Path = DEFAULT_CSV) -> list[Capacity]:
 
 def qwen_table_swap() -> list[tuple[str, float, float]]:
     """The Qwen fine-tuning table's single-GPU rows (benchmarks/accuracy.py, Qwen's README): (label, the
-    estimate's error with the flat reserve, its error with the replayed reserve of its step tensors
+    estimate's error with its own reserve, its error with the replayed reserve of its step tensors
     in its place) — the same swap `--reserve` makes for the capacity rows."""
     from benchmarks.accuracy import _QWEN1, DEFAULT_CSV, _measured_gib, training_plan
     from fitcheck.estimate.result import OVERHEAD
@@ -396,23 +397,23 @@ def main(argv: list[str] | None = None) -> int:
                                  t.traced_reserve, t.room, t.predicted, t.predicted_traced,
                                  f"{t.ratio:.3f}", f"{t.ratio_traced:.3f}"])
                 f.flush()
-                print(f"{t.label:60s} at {t.published:,}: reserve flat {t.flat_reserve / GiB:.2f} GiB, traced "
+                print(f"{t.label:60s} at {t.published:,}: estimate's reserve {t.flat_reserve / GiB:.2f} GiB, traced "
                       f"{t.traced_reserve / GiB:.2f} ({t.traced_reserve / t.step_live:.1%} of the traced step's "
                       f"{t.step_live / GiB:.2f} GiB live; {t.trace}); room the published run left {t.room / GiB:.2f}; "
-                      f"ratio flat {t.ratio:.3f}, traced {t.ratio_traced:.3f}")
+                      f"ratio {t.ratio:.3f}, traced {t.ratio_traced:.3f}")
         print(f"wrote {out}")
         return 0
     if args.reserve:
         for r in (reserve_check(row) for row in read(args.csv) if row["max_seq_len"]):
             print(f"{r.label:60s} at {r.published:,}: allocated {r.allocated / GiB:.2f} GiB "
-                  f"({r.static / GiB:.2f} static); reserve flat {r.flat_reserve / GiB:.2f}, replayed "
+                  f"({r.static / GiB:.2f} static); estimate's reserve {r.flat_reserve / GiB:.2f}, replayed "
                   f"{r.replayed_reserve / GiB:.2f} ({r.replayed_reserve / r.step_live:.1%} of the step's "
                   f"{r.step_live / GiB:.2f} GiB live), {r.replayed_pieces / GiB:.2f} with each layer's tensors apart, "
                   f"{r.replayed_loaded / GiB:.2f} after the base loaded; "
-                  f"peak at the loss's backward: {'yes' if r.peak_at_loss else 'no'}; ratio flat {r.ratio:.3f}, "
+                  f"peak at the loss's backward: {'yes' if r.peak_at_loss else 'no'}; ratio {r.ratio:.3f}, "
                   f"replayed {r.ratio_replayed:.3f}, tensors apart {r.ratio_pieces:.3f}")
         swap = qwen_table_swap()
-        for name, i in (("flat reserve", 1), ("replayed reserve", 2)):
+        for name, i in (("the estimate's reserve", 1), ("replayed reserve", 2)):
             errs = [row[i] for row in swap]
             print(f"Qwen fine-tuning table, {len(swap)} single-GPU rows, {name}: median |error| "
                   f"{statistics.median(abs(e) for e in errs):.2%}, worst under-prediction {min(errs):+.2%}, "

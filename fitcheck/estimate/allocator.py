@@ -163,6 +163,21 @@ class CachingAllocator:
     def live_ids(self):
         return self._live.keys()
 
+    def segment_map(self) -> list[list[tuple[object, int]]]:
+        """Every segment, in address order, as its blocks in order: (the live allocation's id, or None for a
+        free block; bytes).  A segment with a live block cannot be given back; its free blocks are stranded
+        for any request larger than each of them."""
+        ids = {id(b): k for k, b in self._live.items()}
+        heads = [b for b in (*self._by_key.values(), *self._live.values()) if b.prev is None]
+        out = []
+        for head in sorted(heads, key=lambda b: b.addr):
+            seg, b = [], head
+            while b is not None:
+                seg.append((None if b.free else ids[id(b)], b.size))
+                b = b.next
+            out.append(seg)
+        return out
+
 
 def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
     """:func:`load_waste` of ``runs`` (each a list of sizes and how many times it repeats, in order, e.g.

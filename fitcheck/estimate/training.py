@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fitcheck.engines import FSDP_STRATEGIES, shard_degree, sharding_stage
+from fitcheck.estimate.allocator import round_size, segment_size
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
 from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, parse_targets
@@ -64,9 +65,27 @@ TEMP_BUFFERS = "temp_buffers"
 # fixed lengths, most for full fine-tuning (foreach AdamW's temporaries split cached blocks).
 # On a GPU with memory to spare, max_memory_reserved reads more than this (freed blocks stay cached
 # until memory runs short): 11–40 % with fixed lengths, up to 120 % with varying ones.  Not yet
-# reproduced for the QLoRA capacity rows (docs/accuracy.md, "The QLoRA capacity case";
-# `python -m benchmarks.capacity --reserve` replays their steps): kept flat until a recorded trace.
+# The QLoRA capacity rows need more where the loss path dominates: see TRAINING_STRANDED_BLOCKS.
 TRAINING_ALLOCATOR_SLACK = 0.15
+# ... but never less than this many blocks of the step's largest transient tensor, the fp32 logits-sized
+# tensor of the loss path (tokens × vocabulary × the loss's bytes, in its 2 MiB-rounded segment), which
+# the caching allocator strands at the loss's backward from the second step on.  The mechanism, from the
+# allocator's rules (c10/cuda/CUDACachingAllocator.cpp, pinned:
+# https://github.com/pytorch/pytorch/blob/v2.4.0/c10/cuda/CUDACachingAllocator.cpp — get_free_block takes
+# the smallest cached block that fits and splits it; a request of 10 MiB or more that none fits gets its own
+# cudaMalloc'd segment, rounded to kRoundLarge = 2 MiB; when cudaMalloc fails, release_cached_blocks gives
+# back only segments that are wholly free, release_available_cached_blocks nothing without
+# max_split_size_mb): step 1's loss leaves its vocabulary-sized segments cached and free; in step 2's
+# forward, once the small free blocks are used up, the checkpointed layer outputs (live until backward)
+# are carved out of one of them, the smallest free block large enough; at the loss's backward the third
+# vocabulary-sized request (log_softmax_backward's output) finds that segment partly live, too small for
+# it and impossible to give back, so one more segment of that size is needed: the pinned segment's free
+# part stays stranded.  Replaying recorded QLoRA layer traces (benchmarks/measure/layer_trace.py;
+# `python -m benchmarks.capacity --trace`, benchmarks/results/qlora-trace-reserve-2026-12-01.csv) shows
+# exactly that at every row's published length: Llama-3.1-8B at 28,000 tokens strands 13.81 GiB (one
+# fp32 logits block: 13.38), the 70B rows 3.25–4.71 (blocks: 3.30–3.58).  Unit: blocks; a count from
+# the mechanism, not fitted.
+TRAINING_STRANDED_BLOCKS = 1
 # On the CPU, PyTorch allocates through glibc malloc, and a decoder layer's forward and backward free
 # hidden-wide tensors between tensors that stay alive: glibc's heap keeps those blocks (they are below
 # its mmap threshold, at most 32 MiB), so resident memory holds an amount per layer and token that a
@@ -265,6 +284,37 @@ def cpu_heap_retention(spec: ModelSpec, plan: TrainingPlan, act_b: int, allocate
                    "measured 4–40 % on 17 CPU training runs)")
 
 
+def largest_transient_bytes(spec: ModelSpec, plan: TrainingPlan) -> int:
+    """The largest tensor one micro-batch allocates and frees: a vocabulary-sized tensor of the loss
+    path (tokens × vocabulary × the loss's bytes: fp32 where the loss is upcast, as step_tensors
+    says), as the caching allocator holds it (its own segment, rounded to 2 MiB)."""
+    t = step_tensors(spec, plan)
+    nbytes = plan.batch * plan.seq_len * t.vocab * max(t.loss_bytes, t.compute_bytes)
+    return segment_size(round_size(nbytes))
+
+
+def gpu_allocator_reserve(spec: ModelSpec, plan: TrainingPlan, allocated: int, headroom: int) -> tuple[int, str]:
+    """Bytes PyTorch's caching allocator needs beyond the live tensors of a GPU training step, and why.
+
+    The larger of a share of the allocated bytes (TRAINING_ALLOCATOR_SLACK) and the stranded blocks of
+    the step's largest transient tensor (TRAINING_STRANDED_BLOCKS × largest_transient_bytes), less
+    `headroom`: how far the estimate's peak lies above the live tensors at the loss's backward, where
+    the block is stranded (0 where that is the peak).
+    """
+    share = max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
+    block = largest_transient_bytes(spec, plan)
+    stranded = TRAINING_STRANDED_BLOCKS * block - headroom
+    if stranded > share:
+        t = step_tensors(spec, plan)
+        return stranded, (f"PyTorch caching-allocator reserve the step needs: {TRAINING_STRANDED_BLOCKS} block of the "
+                          f"loss's largest tensor ({plan.batch * plan.seq_len:,} tokens × {spec.vocab_size:,} vocabulary "
+                          f"× {max(t.loss_bytes, t.compute_bytes)} B = {block / GiB:.2f} GiB), which the next step "
+                          "strands in the allocator's cache at the loss's backward; more than "
+                          f"{TRAINING_ALLOCATOR_SLACK:.0%} of allocated")
+    return share, (f"PyTorch caching-allocator reserve the step needs ({TRAINING_ALLOCATOR_SLACK:.0%} of allocated; "
+                   "a roomy GPU's max_memory_reserved reads more, freed blocks staying cached)")
+
+
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says."""
     world = plan.world  # processes over all nodes
@@ -438,7 +488,6 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
             comps.append(Component(TEMP_BUFFERS, step_temp - fwd_bwd,
                                    f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward has freed"))
     allocated = sum(c.bytes for c in comps)
-    slack = max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
     if on_cpu:
         heap, heap_why = cpu_heap_retention(spec, plan, act_b, allocated)
         comps.append(Component(OVERHEAD, heap, heap_why, counted_in="reserved"))
@@ -446,10 +495,11 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                                counted_in="runtime"))
         return Estimate(spec.name, plan.mode, (DeviceNeed("cpu", "cpu", tuple(comps)),), plan.assumptions,
                         tuple(_notes(plan, fmt, gpu_grads - grads_shown)), _facts(plan, trainable_all, gpu_grads))
-    comps.append(Component(OVERHEAD, slack, f"PyTorch caching-allocator reserve the step needs "
-                                            f"({TRAINING_ALLOCATOR_SLACK:.0%} of allocated; a roomy GPU's "
-                                            "max_memory_reserved reads more, freed blocks staying cached)",
-                           counted_in="reserved"))
+    # The loss's backward holds the saved tensors, the loss path and the scratch; the peak may lie above it.
+    at_peak = grads_at_step if peak_at_step else fwd_bwd + max(step_temp - fwd_bwd if not late_grads else 0, 0)
+    slack, slack_why = gpu_allocator_reserve(spec, plan, allocated,
+                                             headroom=max(at_peak - (acts.saved + acts.logits + scratch), 0))
+    comps.append(Component(OVERHEAD, slack, slack_why, counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
     gpu = tuple(comps)
     devices = [DeviceNeed(f"gpu{i}", "gpu", gpu) for i in range(world)]

@@ -109,3 +109,41 @@ def test_the_traced_search_stops_at_the_first_length_that_does_not_fit():
     assert _first_failure(fits, 10_000) == 10_000 + 4 * 64
     assert all((n - 10_000) % 64 == 0 for n in tried)
     assert _first_failure(lambda n: False, 10_000) == 0
+
+
+def test_the_traced_8b_step_strands_one_logits_sized_segment_pinned_by_checkpointed_outputs():
+    """The mechanism behind TRAINING_STRANDED_BLOCKS (fitcheck/estimate/training.py): one 2 MiB short of the
+    room the traced 8B step needs at 28,000 tokens, the second step runs out of memory at the loss's
+    backward, asking for a vocabulary-sized fp32 block, while a segment of that size cached from the first
+    step's loss holds checkpointed layer outputs of the second step's forward (live, so it cannot be given
+    back) and a free remainder too small for the request: about one block stranded."""
+    from benchmarks.capacity import _setup, read
+    from benchmarks.measure.caching_allocator import OutOfMemory, needed_bytes
+    from fitcheck.estimate.training import largest_transient_bytes, step_tensors
+    from fitcheck.plan import resolve_training
+
+    row = next(r for r in read() if r["model"].endswith("Llama-3.1-8B-Instruct") and r["max_seq_len"])
+    spec, machine, base = _setup(row)
+    n = int(row["max_seq_len"])
+    plan = resolve_training(base.with_changes(seq_len=n), spec, machine)
+    tensors = step_tensors(spec, plan)
+    events = lt.step_events(lt.LayerTrace.load(sorted(RESULTS.glob("qlora-layer-trace-llama8b-*.json"))[-1]),
+                            tensors, n, 2)
+    alloc = CachingAllocator(capacity=needed_bytes(events) - (2 << 20))
+    with pytest.raises(OutOfMemory):
+        for ev in events:
+            failing = ev
+            if ev[0] == "a":
+                alloc.malloc(ev[1], ev[2])
+            elif ev[0] == "f" and ev[1] in alloc.live_ids():
+                alloc.free(ev[1])
+    block = largest_transient_bytes(spec, plan)
+    assert failing[0] == "a" and failing[1][0] == ("s", 1) and failing[2] == n * spec.vocab_size * 4
+    pinned = [seg for seg in alloc.segment_map()
+              if sum(size for _, size in seg) == block and any(ident is None for ident, _ in seg)
+              and any(ident is not None for ident, _ in seg)]
+    assert len(pinned) == 1
+    live = [ident for ident, _ in pinned[0] if ident is not None]
+    assert all(ident[0] == ("s", 1) and ident[1] == "x" for ident in live)     # checkpointed layer outputs
+    free = sum(size for ident, size in pinned[0] if ident is None)
+    assert 0.8 * block < free < failing[2]

