@@ -288,6 +288,8 @@ def _transformers(spec: ModelSpec, plan: Plan):
         ]
         if rotary:  # buffers of the attention layers: split with them
             comps.append(Component(WEIGHTS, int(rotary * layer_share), rotary_why))
+        if spec.load_buffer_bytes:  # per-layer buffers of remote code: split with the layers
+            comps.append(Component(WEIGHTS, int(spec.load_buffer_bytes * layer_share), spec.load_buffer_note))
         if kv_copy:
             comps.append(Component(KV_CACHE, int(kv_copy * layer_share),
                                    "the previous step's cache, still referenced while the legacy tuple cache "

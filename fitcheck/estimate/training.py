@@ -458,6 +458,8 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     if rotary_table_mode(spec.architecture, plan.transformers_version):
         rotary, rotary_why = rotary_table_bytes(spec, act_b)
         comps.append(Component(WEIGHTS, _shard(rotary, weights_sharded, N), rotary_why))
+    if spec.load_buffer_bytes:  # non-persistent buffers: every rank holds them whole (FSDP shards parameters)
+        comps.append(Component(WEIGHTS, spec.load_buffer_bytes, spec.load_buffer_note))
     logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
         "(fp32 cross-entropy)" if upcast else "(16-bit cross-entropy, as the model's code computes it)")
     if acts.outputs_peak:

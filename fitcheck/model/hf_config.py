@@ -311,9 +311,19 @@ def _qwen1(r: _Reader, f: dict) -> None:
 
     modeling_qwen.py: c_attn (fused qkv) always has a bias, c_proj none (no_bias); the MLP's w1/w2
     are `intermediate_size // 2` wide, so the config's intermediate_size is twice the real width.
+    The first release (August 2023: Qwen-7B / -Chat, e.g. github.com/undefdev/Qwen-7B-Chat
+    config.json @26fad65, modeling_qwen.py @04df5dd) spells the shape GPT-2's way (n_layer, n_embd,
+    n_head, n_positions, ffn_hidden_size; QWenConfig's attribute_map), and its QWenAttention.__init__
+    registers `self.register_buffer("bias", torch.tril(torch.ones((max_positions, max_positions),
+    dtype=torch.bool)).view(1, 1, max_positions, max_positions), persistent=False)` in every layer,
+    flash-attention or not: layers × n_positions² bytes at load (Qwen-7B: 32 × 6,144² = 1.1 GiB).
+    The September 2023 code keeps one such buffer in QWenModel without flash-attention and the code
+    since 2023-11-14 none (github.com/zhangningboo/Qwen-7B @f7bc352, "remove fix-sized causal mask");
+    their configs use hidden_size/num_hidden_layers, so the GPT-2 spelling marks the first release.
     """
-    _attention_shape(r, f)
-    f["intermediate_size"] = r.int("intermediate_size", "intermediate_size", minimum=2) // 2
+    _attention_shape(r, f, layers=("num_hidden_layers", "n_layer"), hidden=("hidden_size", "n_embd"),
+                     heads=("num_attention_heads", "n_head"))
+    f["intermediate_size"] = r.int("intermediate_size", "intermediate_size", "ffn_hidden_size", minimum=2) // 2
     r.sources.append(("intermediate_size", "= config intermediate_size / 2 (modeling_qwen.py QWenMLP)"))
     kv_channels = r.opt_int("head_dim", "kv_channels")
     if kv_channels:
@@ -321,6 +331,11 @@ def _qwen1(r: _Reader, f: dict) -> None:
     f["qkv_bias"] = True
     f["tie_word_embeddings"] = False
     _max_context(r, f, "seq_length", "max_position_embeddings")
+    positions = r.opt_int("n_positions", "n_positions") if r.has("n_layer") else None
+    if positions:
+        f["load_buffer_bytes"] = f["num_layers"] * positions * positions
+        f["load_buffer_note"] = (f"the first Qwen remote code's causal-mask buffer in every layer ({f['num_layers']} × "
+                                 f"{positions:,}² bool, modeling_qwen.py QWenAttention)")
 
 
 def _gemma_common(r: _Reader, f: dict, defaults: dict, note: str) -> None:

@@ -96,6 +96,10 @@ class ModelSpec:
     group_formats: tuple[tuple[str, str], ...] = ()
     extra_params: int = 0              # parameters outside the text decoder (vision tower, MTP)
     extra_params_note: str = ""
+    # Non-persistent buffers the modeling code registers at load, beyond the weights (bytes, on the
+    # device of the first layers), and what they are: Qwen(1)'s first remote code (hf_config._qwen1).
+    load_buffer_bytes: int = 0
+    load_buffer_note: str = ""
     generic: bool = False              # True for a --params estimate without real architecture
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (field, where from)
 

@@ -145,3 +145,23 @@ def test_the_logits_line_says_when_the_returned_outputs_are_its_peak():
     ckpt = _dev(QWEN1_7B, attention="flash", ckpt=True)
     assert "fp32 copies" in next(c.detail for c in no_ckpt.components if c.name == LOGITS)
     assert "fp32 copies" not in next(c.detail for c in ckpt.components if c.name == LOGITS)
+
+
+def test_the_first_releases_per_layer_mask_buffers_are_weights_on_the_gpu():
+    # August 2023 code: a 6,144² bool buffer in each of the 32 layers, flash-attention or not; current
+    # code: none.  Inference splits them with the layers; every training rank holds them whole.
+    import json
+
+    cfg = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "configs" /
+                      "Qwen-7B-Chat-2023-08.json").read_text())
+    old = spec_from_config(cfg, "Qwen-7B-Chat-2023-08")
+    new = replace(old, load_buffer_bytes=0, load_buffer_note="")
+    buffers = 32 * 6144 * 6144
+
+    def weights(spec, est):
+        return sum(c.bytes for c in est.devices[0].components if c.name == WEIGHTS)
+
+    inf = [estimate_inference(s, resolve_inference(Request(), s, A100)) for s in (old, new)]
+    assert weights(old, inf[0]) - weights(new, inf[1]) == buffers
+    trn = [estimate_training(s, resolve_training(Request(mode="lora"), s, A100)) for s in (old, new)]
+    assert weights(old, trn[0]) - weights(new, trn[1]) == buffers

@@ -110,6 +110,18 @@ def test_phi3_sliding_window_not_applied():
 def test_qwen1_halves_intermediate_size():
     s = spec("Qwen-7B")
     assert s.intermediate_size == 11008 and s.max_context == 8192 and s.qkv_bias
+    assert s.load_buffer_bytes == 0  # the remote code since 2023-11-14 registers no causal-mask buffer
+
+
+def test_qwen1_first_release_reads_gpt2_keys_and_counts_its_per_layer_mask_buffers():
+    # August 2023 Qwen-7B-Chat: n_layer/n_embd/n_head/n_positions/ffn_hidden_size, and a max_positions² bool
+    # buffer registered in every QWenAttention (modeling_qwen.py @04df5dd).
+    s = spec("Qwen-7B-Chat-2023-08")
+    new = spec("Qwen-7B")
+    assert (s.num_layers, s.hidden_size, s.num_attention_heads, s.intermediate_size, s.vocab_size) == \
+        (new.num_layers, new.hidden_size, new.num_attention_heads, new.intermediate_size, new.vocab_size)
+    assert s.total_params == new.total_params
+    assert s.load_buffer_bytes == 32 * 6144 * 6144 and "every layer" in s.load_buffer_note
 
 
 def test_layer_types_win_over_family_rule():
