@@ -205,8 +205,25 @@ def _hub(repo_id: str, revision: str | None = None) -> ResolvedModel:
     except ImportError as exc:
         raise FitcheckError(f"unknown model {repo_id!r}: not in the catalog, and Hub lookup is unavailable ({exc})",
                             "pass a local path, or --params for a generic estimate") from exc
-    spec = spec_from_hub(repo_id, revision=revision) if revision else spec_from_hub(repo_id)
+    try:
+        spec = spec_from_hub(repo_id, revision=revision) if revision else spec_from_hub(repo_id)
+    except FitcheckError as exc:
+        raise _not_at_revision(repo_id, revision) or exc from None
     return ResolvedModel(spec, repo_id, "hub", f"{repo_id} → read from the Hugging Face Hub")
+
+
+def _not_at_revision(repo_id: str, revision: str | None) -> FitcheckError | None:
+    """The error for a repository the local cache holds, but not at ``revision`` (None otherwise)."""
+    from fitcheck.model import hf_cache
+
+    if revision is None or hf_cache.cached_repo(repo_id) is None:
+        return None
+    folder = hf_cache.hub_cache_dir() / hf_cache.repo_folder_name(repo_id)
+    refs = sorted(p.name for p in (folder / "refs").iterdir() if p.is_file()) if (folder / "refs").is_dir() else []
+    commits = sorted(p.name[:12] for p in (folder / "snapshots").iterdir() if p.is_dir())
+    held = ", ".join([*refs, *commits][:6]) or "none"
+    return FitcheckError(f"{repo_id} is in the local cache, but not at revision {revision!r} (cached: {held})",
+                         "drop --revision, or pass one of those")
 
 
 def _gguf_repo(name, revision: str | None) -> ResolvedModel:

@@ -67,8 +67,11 @@ def test_revision_picks_the_ref_or_commit(cache):
     assert resolve_model(LLAMA).spec.stored_weight_bytes == 2_471_628_800
     assert other[:8] in resolve_model(LLAMA, revision="v2").note
     assert other[:8] in resolve_model(LLAMA, revision=other).note
-    with pytest.raises(FitcheckError):   # not cached, no hub extra: one clear error
+    with pytest.raises(FitcheckError) as err:   # not cached, no hub extra: one clear error, naming what is cached
         resolve_model(LLAMA, revision="nope")
+    assert "in the local cache, but not at revision 'nope'" in err.value.message
+    assert "main" in err.value.message and "v2" in err.value.message and COMMIT[:12] in err.value.message
+    assert "huggingface_hub" not in err.value.one_line()
 
 
 def test_a_models_folder_path_and_a_snapshot_path_are_named_by_repo_id(cache):
