@@ -112,7 +112,7 @@ class ReserveCheck:
     published: int
     allocated: int          # the estimate's peak allocated bytes
     static: int             # weights, adapters, optimizer states, master weights: allocated once
-    flat_reserve: int       # the estimate's reserve: TRAINING_ALLOCATOR_SLACK of allocated or the stranded block
+    estimate_reserve: int   # the estimate's reserve: TRAINING_ALLOCATOR_SLACK of allocated or the stranded block
     step_live: int          # the replayed step tensors' live peak
     replayed_reserve: int   # the smallest room they run in, less that peak
     replayed_pieces: int    # the same with each layer's working set as its tensors (order assumed: _layer_pieces)
@@ -217,8 +217,8 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
         load = _qlora_load(spec, int(row["lora_rank"]))
         loaded = needed_capacity(tensors, (n,) * steps, prelude=load) - replay_steps(
             tensors, (n,) * steps, prelude=load).peak_allocated
-        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
-        return plan, gpu, flat, live, replayed, pieces, loaded
+        own = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        return plan, gpu, own, live, replayed, pieces, loaded
 
     def fits_with(which: int):
         def fits(n: int) -> bool:
@@ -227,11 +227,11 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
         return fits
 
     n = int(row["max_seq_len"])
-    plan, gpu, flat, live, replayed, pieces, loaded = parts(n)
+    plan, gpu, own, live, replayed, pieces, loaded = parts(n)
     acts = step_activations(spec, plan)
     return ReserveCheck(_label(row), n, gpu.peak_allocated_bytes,
                         sum(gpu.component(c) for c in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS)),
-                        flat, live, replayed, pieces, loaded, acts.logits >= acts.recompute,
+                        own, live, replayed, pieces, loaded, acts.logits >= acts.recompute,
                         capacity(row).predicted if search else 0, _longest(fits_with(4)) if search else 0,
                         _longest(fits_with(5)) if search else 0)
 
@@ -239,12 +239,12 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
 @dataclass(frozen=True)
 class TraceCheck:
     """At a row's published length: the reserve the caching allocator needs over a step built from a
-    recorded QLoRA decoder layer (benchmarks/measure/layer_trace.py) in place of the flat one."""
+    recorded QLoRA decoder layer (benchmarks/measure/layer_trace.py) in place of the estimate's own."""
 
     label: str
     published: int
     trace: str              # the recorded layer trace's file name
-    flat_reserve: int       # the estimate's reserve (its share of allocated or the stranded block)
+    estimate_reserve: int   # the estimate's reserve (its share of allocated or the stranded block)
     step_live: int          # the traced step's live peak
     traced_reserve: int     # the smallest room it runs in, less that peak
     room: int               # what the published run left: the card less the context and the estimate's allocated
@@ -261,8 +261,8 @@ class TraceCheck:
 
 
 RESULTS = Path(__file__).resolve().parent / "results"
-TRACE_FIELDS = ("label", "published", "trace", "steps", "flat_reserve_bytes", "step_live_bytes", "traced_reserve_bytes",
-                "room_bytes", "predicted_flat", "predicted_traced", "ratio_flat", "ratio_traced")
+TRACE_FIELDS = ("label", "published", "trace", "steps", "estimate_reserve_bytes", "step_live_bytes", "traced_reserve_bytes",
+                "room_bytes", "predicted", "predicted_traced", "ratio", "ratio_traced")
 TRACE_STEPS = 2      # fixed-length steps replayed (the second starts from the first's cache)
 
 
@@ -322,12 +322,12 @@ def trace_check(row: dict, search: bool = True) -> TraceCheck | None:
         plan = resolve_training(base.with_changes(seq_len=n), spec, machine)
         gpu = estimate_training(spec, plan).gpu_devices[0]
         live, needed = traced_reserve(trace, step_tensors(spec, plan), n, TRACE_STEPS)
-        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
-        return gpu, flat, live, needed - live
+        own = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        return gpu, own, live, needed - live
 
     n = int(row["max_seq_len"])
-    gpu, flat, live, reserve = parts(n)
-    context = gpu.total_bytes - gpu.peak_allocated_bytes - flat
+    gpu, own, live, reserve = parts(n)
+    context = gpu.total_bytes - gpu.peak_allocated_bytes - own
     predicted = capacity(row).predicted if search else 0
     traced = 0
     if search:
@@ -336,7 +336,7 @@ def trace_check(row: dict, search: bool = True) -> TraceCheck | None:
             return g.total_bytes - f + r <= gpu_bytes
 
         traced = _first_failure(fits, n)
-    return TraceCheck(_label(row), n, path.name, flat, live, reserve,
+    return TraceCheck(_label(row), n, path.name, own, live, reserve,
                       gpu_bytes - context - gpu.peak_allocated_bytes, predicted, traced)
 
 
@@ -367,12 +367,12 @@ def qwen_table_swap() -> list[tuple[str, float, float]]:
         if plan.gpus > 1:
             continue
         gpu = estimate_training(spec, plan).gpu_devices[0]
-        flat = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
+        own = next(c.bytes for c in gpu.components if c.name == OVERHEAD and c.counted_in == "reserved")
         tensors, lengths = step_tensors(spec, plan), (plan.seq_len,) * 3
         replayed = needed_capacity(tensors, lengths, plan.batch) - replay_steps(tensors, lengths, plan.batch).peak_allocated
         measured = _measured_gib(r) * GiB
         out.append((f"{r['model']} {r['mode']} seq={plan.seq_len}", gpu.total_bytes / measured - 1,
-                    (gpu.total_bytes - flat + replayed) / measured - 1))
+                    (gpu.total_bytes - own + replayed) / measured - 1))
     return out
 
 
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--reserve", action="store_true",
-                    help="the flat allocator reserve against the one replayed over the estimate's step tensors")
+                    help="the estimate's allocator reserve against the one replayed over the estimate's step tensors")
     ap.add_argument("--out", type=Path, help="with --trace: the CSV to write (default benchmarks/results/qlora-trace-reserve-DATE.csv)")
     ap.add_argument("--trace", action="store_true",
                     help="the reserve of a step built from a recorded QLoRA layer (benchmarks/measure/layer_trace.py)")
@@ -393,11 +393,11 @@ def main(argv: list[str] | None = None) -> int:
             for row in read(args.csv):
                 if not row["max_seq_len"] or (t := trace_check(row)) is None:
                     continue
-                writer.writerow([t.label, t.published, t.trace, TRACE_STEPS, t.flat_reserve, t.step_live,
+                writer.writerow([t.label, t.published, t.trace, TRACE_STEPS, t.estimate_reserve, t.step_live,
                                  t.traced_reserve, t.room, t.predicted, t.predicted_traced,
                                  f"{t.ratio:.3f}", f"{t.ratio_traced:.3f}"])
                 f.flush()
-                print(f"{t.label:60s} at {t.published:,}: estimate's reserve {t.flat_reserve / GiB:.2f} GiB, traced "
+                print(f"{t.label:60s} at {t.published:,}: estimate's reserve {t.estimate_reserve / GiB:.2f} GiB, traced "
                       f"{t.traced_reserve / GiB:.2f} ({t.traced_reserve / t.step_live:.1%} of the traced step's "
                       f"{t.step_live / GiB:.2f} GiB live; {t.trace}); room the published run left {t.room / GiB:.2f}; "
                       f"ratio {t.ratio:.3f}, traced {t.ratio_traced:.3f}")
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reserve:
         for r in (reserve_check(row) for row in read(args.csv) if row["max_seq_len"]):
             print(f"{r.label:60s} at {r.published:,}: allocated {r.allocated / GiB:.2f} GiB "
-                  f"({r.static / GiB:.2f} static); estimate's reserve {r.flat_reserve / GiB:.2f}, replayed "
+                  f"({r.static / GiB:.2f} static); estimate's reserve {r.estimate_reserve / GiB:.2f}, replayed "
                   f"{r.replayed_reserve / GiB:.2f} ({r.replayed_reserve / r.step_live:.1%} of the step's "
                   f"{r.step_live / GiB:.2f} GiB live), {r.replayed_pieces / GiB:.2f} with each layer's tensors apart, "
                   f"{r.replayed_loaded / GiB:.2f} after the base loaded; "

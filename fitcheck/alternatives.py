@@ -40,6 +40,8 @@ MIN_USEFUL_SEQ = 256
 # Inference costs: a precision step of quality loss costs 10; offloading to CPU is slow (15 + share),
 # CPU-only slower (45); giving up context or sequences costs in proportion to what is given up.
 COST_PER_QUALITY_STEP = 10
+COST_SHORTER = 10           # a shorter context or sequence than asked: it changes what the request can do,
+COST_SHORTER_SPAN = 40      # and more, the more of the asked length it gives up (shorter_cost)
 COST_KV = {"fp8": 4, "q8_0": 4, "q4_0": 9}
 COST_PER_GPU = 2            # using more of the machine's own GPUs costs little
 COST_TIGHT = 3              # fits only inside the headroom
@@ -115,6 +117,11 @@ class Alternative:
     fitcheck_command: str = ""
     engine_command: str = ""
     download: Any = None                      # fitcheck.estimate.download.Download of its plan
+
+
+def shorter_cost(got: int, asked: int) -> float:
+    """What a shorter context or sequence than the one asked costs."""
+    return COST_SHORTER + COST_SHORTER_SPAN * (1 - got / asked)
 
 
 def changed_fields(before: Request, after: Request) -> tuple[tuple[str, Any], ...]:
@@ -407,7 +414,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                                min(candidate.context - 1, search_limit(spec, candidate.context)))
 
     def context_cost(ctx: int) -> float:
-        return 10 + 40 * (1 - ctx / request.context)
+        return shorter_cost(ctx, request.context)
 
     # The llama.cpp GGUF builds (6. below) from the plan's own GGUF type; a 16-bit GGUF file steps to q8_0
     # first; other engines to q4_k_m.
@@ -681,6 +688,11 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
     defaults depend on the mode and device only, which the changes set explicitly."""
     kind, cc = engines.machine_kind(machine, plan.device)
 
+    def longest_seq(cand: Request) -> int | None:
+        """The longest sequence below the plan's at which ``cand`` fits."""
+        return largest_fitting(lambda n: s.fits(cand.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
+                               min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
+
     def consider(title: str, cand: Request, cost: float, with_checkpointing: bool = True) -> None:
         cost += extra
         out = s.consider(title, cand, cost)
@@ -757,12 +769,11 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
             # the last step down, as QLoRA's is below where its kernels run.
             lora = lora.with_changes(grad_checkpointing=True)
             if not _runs(s.evaluate(lora)):
-                seq = largest_fitting(lambda n: s.fits(lora.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
-                                      min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
+                seq = longest_seq(lora)
                 if seq:
                     consider(f"LoRA (r={plan.lora_rank}) with gradient checkpointing at a {seq:,}-token sequence",
                              lora.with_changes(seq_len=seq),
-                             COST_LORA + COST_CHECKPOINTING + 10 + 40 * (1 - seq / plan.seq_len), False)
+                             COST_LORA + COST_CHECKPOINTING + shorter_cost(seq, plan.seq_len), False)
     if plan.mode in ("full", "lora") and engines.TRAINING_BASE_RUNS["nf4"].problem(kind, cc) is None:
         qlora = base.with_changes(mode="qlora", precision="nf4", lora_train_embeddings=False, master_weights=None)
         qlora_cost = (0 if plan.mode == "lora" else COST_LORA) + COST_QLORA
@@ -776,11 +787,10 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
         if not _runs(s.evaluate(best_qlora)):
             # Even the 4-bit base does not hold this sequence: QLoRA at the longest sequence that fits (the
             # shorter sequence costs as in 7. below).
-            seq = largest_fitting(lambda n: s.fits(best_qlora.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
-                                  min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
+            seq = longest_seq(best_qlora)
             if seq:
                 consider(f"{best_title} at a {seq:,}-token sequence", best_qlora.with_changes(seq_len=seq),
-                         qlora_cost + 10 + 40 * (1 - seq / plan.seq_len), False)
+                         qlora_cost + shorter_cost(seq, plan.seq_len), False)
     if plan.mode in ("lora", "qlora"):
         if plan.lora_targets != "attention":
             consider("LoRA on the attention projections only", base.with_changes(lora_targets="attention"), 6)
@@ -827,11 +837,10 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                             extra + cost + _pcie_cost(s, spec, cand, machine))
 
     # 7. A shorter sequence (last: it changes what is learned).
-    seq = largest_fitting(lambda n: s.fits(base.with_changes(seq_len=n)), MIN_USEFUL_SEQ,
-                          min(plan.seq_len - 1, search_limit(spec, plan.seq_len)))
+    seq = longest_seq(base)
     if seq:
         consider(f"Shorten the sequence to {seq:,} tokens", base.with_changes(seq_len=seq),
-                 10 + 40 * (1 - seq / plan.seq_len), False)
+                 shorter_cost(seq, plan.seq_len), False)
 
 
 def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> Request:

@@ -85,7 +85,7 @@ class Request:
         wrong = not_applying(self.mode, self.given())
         if wrong:
             raise mode_error(self.mode, wrong)
-        if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= self.context:
+        if self.prompt_tokens is not None and self.prompt_tokens > self.context:  # >= 1: validate_values
             raise FitcheckError(f"--prompt {self.prompt_tokens:,} is longer than --context {self.context:,} "
                                 "(the context is the prompt plus the tokens generated)",
                                 f"--context {self.prompt_tokens} or more, or a shorter --prompt")
