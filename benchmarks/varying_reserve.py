@@ -11,7 +11,8 @@ sample.  For each row this prints the measured figure, the estimate (the reserve
 the smallest GPU it fits in) and what a roomy GPU's counter reads when the estimate's own step
 tensors are replayed through the allocator's rules over that many samples of the data set's stated
 length distribution, for several sample orders (fitcheck.estimate.varying_lengths), with the
-recipe's own loss-path tensors (`recipe_tensors`), and how many orders read at most the measured
+recipe's own loss-path tensors and, for full fine-tuning, its gradients, AdamW states and step
+temporaries (`recipe_tensors`), and how many orders read at most the measured
 figure.  No constant is taken from the table.  What it finds and leaves: docs/accuracy.md,
 "ms-swift's counter, replayed".
 """
@@ -32,7 +33,8 @@ from benchmarks.report import DATA, RESULTS
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.allocator import OutOfMemory
 from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
-from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
+from fitcheck.estimate.result import MASTER_WEIGHTS, WEIGHTS
+from fitcheck.estimate.training import estimate_training, step_activations, step_tensors, trained_params
 from fitcheck.estimate.varying_lengths import LengthMix, StepTensors, replay_steps
 from fitcheck.units import GiB
 
@@ -56,9 +58,11 @@ def recipe_tensors(spec, plan) -> StepTensors:
     prepare_model); and CUDA autocast's loss: 16-bit log-softmax, nll_loss's fp32 copy of the log-probs
     (`StepTensors.upcast_log_probs`).  The live peak stays 12 bytes per logit (forward: 2 + 2 + 4 + 4 as
     accelerate copies the logits); what changes is that at most two fp32 vocabulary-sized tensors are live
-    at once, not three, and which blocks the allocator hands out."""
+    at once, not three, and which blocks the allocator hands out.  Full fine-tuning's gradients, AdamW's
+    states and its step's temporaries are made and freed where the Trainer's loop makes them
+    (`StepTensors.params`: fitcheck.estimate.training.trained_params)."""
     return replace(step_tensors(spec, plan), shifted_loss=True, output_fp32_copy=plan.zero is None,
-                   upcast_log_probs=True)
+                   upcast_log_probs=True, params=trained_params(spec, plan))
 
 
 # The replayed counter per row, as `--write` stores it (the report reads it: a replay takes minutes).
@@ -107,6 +111,10 @@ def rows(orders: int = 4, select=None) -> list[dict]:
             # the static tensors' share of the GPU: what the allocated peak holds besides the step's
             acts = step_activations(spec, plan)
             static = dev.peak_allocated_bytes - (acts.saved + max(acts.recompute, acts.logits))
+            if trained_params(spec, plan) is not None:
+                # the replay makes the gradients, the optimizer states and the step's temporaries itself
+                static = sum(c.bytes for c in dev.components if c.counted_in == "allocated"
+                             and c.name in (WEIGHTS, MASTER_WEIGHTS))
             room = _gpu_bytes(r.get("gpu", "")) - TORCH_CUDA_CONTEXT - static
             roomy = []
             for seed in range(orders):

@@ -31,7 +31,7 @@ from fitcheck.engines import FSDP_STRATEGIES, shard_degree, sharding_stage
 from fitcheck.estimate.allocator import round_size, segment_size
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
-from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, parse_targets
+from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices, parse_targets
 from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
 from fitcheck.estimate.result import (
     ACTIVATIONS,
@@ -47,7 +47,7 @@ from fitcheck.estimate.result import (
     Estimate,
 )
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, ActivationBytes, input_sites, training_activations
-from fitcheck.estimate.varying_lengths import StepTensors
+from fitcheck.estimate.varying_lengths import StepTensors, TrainedParams
 from fitcheck.estimate.weights import (
     largest_matrix_params,
     linear_matrices,
@@ -624,3 +624,35 @@ def step_tensors(spec: ModelSpec, plan: TrainingPlan) -> StepTensors:
                        compute_bytes=act_b, loss_bytes=4 if upcast else act_b,
                        shift_copy=plan.batch > 1 and spec.architecture in _LOSS_IN_COMPUTE_DTYPE,
                        checkpointing=plan.grad_checkpointing)
+
+
+def trained_params(spec: ModelSpec, plan: TrainingPlan) -> TrainedParams | None:
+    """Full fine-tuning's parameters as the varying-length replay gives them gradients and AdamW's
+    tensors (fitcheck.estimate.varying_lengths.TrainedParams), for one GPU with torch's AdamW (foreach,
+    its CUDA default: torch v2.1.1 torch/optim/optimizer.py _default_to_fused_or_foreach); None where
+    they stay static (LoRA, whose adapters' gradients are small; DeepSpeed and FSDP, which keep flat
+    buffers; other optimizers; layers of different shapes).
+
+    Each layer's weight matrices are the checkpoint's modules (fused where it fuses:
+    fitcheck.estimate.lora.model_matrices), in the reverse of their forward order (backward's);
+    its vectors are two norms of hidden size and, where the parameter count leaves more, one vector
+    for its biases (they all fall in the allocator's small pool, where only their count matters); the
+    final norm one vector of hidden size."""
+    if (plan.mode != "full" or plan.optimizer != "adamw" or plan.zero is not None or plan.fsdp
+            or plan.offload != "none" or plan.gpus != 1 or plan.nodes != 1 or plan.device != "gpu"):
+        return None
+    L, h = spec.num_layers, spec.hidden_size
+    mats = model_matrices(spec)
+    if any(m.layers != L for m in mats):
+        return None
+    layer = tuple(m.rows_in * m.cols_out for m in reversed(mats) for _ in range(m.per_layer))
+    emb = spec.vocab_size * h
+    head = 0 if spec.tie_word_embeddings else emb
+    rest = max(spec.total_params - L * sum(layer) - emb - head - h, 0)  # the layers' norms and biases
+    per_layer = rest // L
+    vectors = (h, h) + ((per_layer - 2 * h,) if per_layer > 2 * h else ())
+    fp32_compute = plan.compute_dtype == "fp32"
+    param_b = 4 if fp32_compute else _BYTES[plan.compute_dtype]
+    state_b = 4 if plan.master_weights == "fp32" and not fp32_compute else param_b
+    return TrainedParams(layer=layer, layer_vectors=vectors, embedding=emb, head=head, final_vectors=(h,),
+                         grad_bytes=param_b, state_bytes=state_b, accumulation=max(plan.grad_accum, 1))

@@ -26,8 +26,15 @@ returns how far the replay's peak reserve lies above its live peak.  The tensors
 * backward through the layers: each one recomputed (its working set), the gradient of its input,
   its saved input freed.
 
-Static tensors (weights, adapters, optimizer states) are allocated once and never freed: they take
-segments of their own and do not take part.
+Static tensors (weights, adapters) are allocated once and never freed: they take segments of their
+own and do not take part.  Full fine-tuning's gradients and optimizer states take part when
+`StepTensors.params` names the trained parameters (:class:`TrainedParams`): each micro-batch's
+backward makes every parameter's gradient among the activations, the first micro-batch of an
+accumulation window keeps it as `p.grad` and the others add theirs in place and free it,
+`zero_grad(set_to_none=True)` frees them all after the optimizer step, and AdamW (foreach) makes
+its states at the first step from whatever is cached then and a state-sized temporary per
+parameter at every step -- the order a CPU trace of such a loop shows
+(benchmarks/measure/grad_trace.py; docs/accuracy.md, "ms-swift's counter, replayed").
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 
 from fitcheck.estimate.allocator import CachingAllocator, smallest_capacity
 
@@ -66,6 +74,59 @@ class LengthMix:
                 n = max_length
             out.append(n)
         return tuple(out)
+
+
+@dataclass(frozen=True)
+class TrainedParams:
+    """Full fine-tuning's trained parameters, as the replay gives them gradients and AdamW's tensors
+    (element counts; one layer's shape repeated over StepTensors.layers).
+
+    The events, each from its source (torch v2.1.1 unless named):
+
+    * backward: a parameter's gradient is made where its module's backward runs -- lm_head's weight
+      gradient (MmBackward's mat2 gradient) beside the gradient of the logits, before the gradient of
+      its input; a layer's (matrices, then its norms and biases) after its recompute, with its working
+      set live; the input embedding's dense gradient (aten/src/ATen/native/cuda/Embedding.cu
+      embedding_dense_backward_cuda: a zero-filled vocabulary × hidden tensor) after the first layer's
+      backward.  AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h accumulateGrad): with
+      no `p.grad` yet it steals the new gradient (the first micro-batch of an accumulation window);
+      later ones run `variable_grad += new_grad` and the new gradient is freed as the function returns.
+    * the optimizer step, every `accumulation` micro-batches (transformers v4.36.2 trainer.py
+      _inner_training_loop: `total_batched_samples % gradient_accumulation_steps == 0`, or the last
+      micro-batch of an epoch shorter than one window):
+      clip_grad_norm_ (torch/nn/utils/clip_grad.py: `torch._foreach_norm(grads)`, one scalar per
+      gradient, their `torch.stack`, its `vector_norm`, `max_norm / (total_norm + 1e-6)`, its clamp;
+      `_foreach_mul_` in place); then AdamW per parameter group -- the Trainer's two groups
+      (trainer.py create_optimizer / get_decay_parameter_names: the weights with decay, then biases
+      and norms) -- torch/optim/adamw.py AdamW._init_group, at the first step only: `exp_avg` then
+      `exp_avg_sq` (`torch.zeros_like(p)`) for each parameter in turn; _multi_tensor_adamw:
+      `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)` (one state-sized tensor per
+      parameter; lerp_, mul_, addcmul_, div_, add_, addcdiv_ are in place), freed as the list dies
+      (last first);
+    * `model.zero_grad()` (torch/nn/modules/module.py zero_grad, set_to_none=True) after the step:
+      every gradient freed, in model order.
+    """
+
+    layer: tuple[int, ...]          # one layer's weight matrices, in the order backward makes their gradients
+    layer_vectors: tuple[int, ...]  # its norms' and biases' elements (no weight decay: the second group)
+    embedding: int                  # the input embedding
+    head: int                       # lm_head's weight; 0 when tied to the embedding
+    final_vectors: tuple[int, ...]  # the final norm
+    grad_bytes: int                 # a gradient's bytes per element (the parameter's dtype)
+    state_bytes: int                # an AdamW state's bytes per element
+    accumulation: int               # micro-batches per optimizer step
+
+    def grads(self, layers: int) -> list[tuple[object, int]]:
+        """(name, elements) of every trained parameter in model order (the order of
+        `model.parameters()`: the embedding, each layer's, the final norm, lm_head)."""
+        out: list[tuple[object, int]] = [("emb", self.embedding)]
+        for i in range(layers):
+            out += [(("v", i, j), n) for j, n in enumerate(self.layer_vectors)]
+            out += [(("m", i, j), n) for j, n in reversed(list(enumerate(self.layer)))]
+        out += [(("f", j), n) for j, n in enumerate(self.final_vectors)]
+        if self.head:
+            out.append(("head", self.head))
+        return out
 
 
 @dataclass(frozen=True)
@@ -104,6 +165,9 @@ class StepTensors:
     # gradient, its cast back, log_softmax_backward in 16 bits.  False: the whole loss in fp32 from an
     # fp32 copy of the logits (CPU autocast, or a model that upcasts its logits).
     upcast_log_probs: bool = False
+    # Full fine-tuning: the trained parameters, whose gradients, AdamW states and step temporaries the
+    # replay allocates and frees (TrainedParams); None: they are static and take no part.
+    params: TrainedParams | None = None
 
 
 def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterator[tuple[bool, object, int]]:
@@ -118,9 +182,24 @@ def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterato
         yield alloc, (k, "w", i, j), tokens * size
 
 
-def _events(t: StepTensors, tokens: int, step: int, length: int = 0) -> Iterator[tuple[bool, object, int]]:
-    """(allocate?, id, bytes) of one micro-batch of `tokens` tokens (samples of `length` tokens, padded)."""
+def _grad(t: StepTensors, k: tuple, name: object, elements: int, first: bool) -> Iterator[tuple[bool, object, int]]:
+    """A parameter's gradient made in backward: kept as `p.grad` in the first micro-batch of an
+    accumulation window, added in place and freed in the others (TrainedParams)."""
+    assert t.params is not None
+    if first:
+        yield True, ("grad", name), elements * t.params.grad_bytes
+    else:
+        yield True, (k, "grad", name), elements * t.params.grad_bytes
+        yield False, (k, "grad", name), 0
+
+
+def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
+            micro: int = 0) -> Iterator[tuple[bool, object, int]]:
+    """(allocate?, id, bytes) of one micro-batch of `tokens` tokens (samples of `length` tokens, padded),
+    the `micro`-th of its accumulation window."""
     L = t.layers
+    p = t.params
+    first = micro == 0
     v = t.vocab * tokens
     # the loss's positions: one fewer per sample when it is shifted (tokens // length samples)
     vl = t.vocab * (tokens - tokens // length) if t.shifted_loss and length else v
@@ -179,13 +258,28 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0) -> Iterator
             last = "g_cast"
     yield True, (k, "g_slice"), v * t.compute_bytes
     yield False, (k, last), 0
+    if p and p.head:  # lm_head's weight gradient, then its input's
+        if first:
+            yield True, ("grad", "head"), p.head * p.grad_bytes
+        else:
+            yield True, (k, "grad", "head"), p.head * p.grad_bytes
     yield True, (k, "g", L), tokens * t.layer_input
     yield False, (k, "g_slice"), 0
     yield False, (k, "out"), 0
+    if p and p.head and not first:
+        yield False, (k, "grad", "head"), 0
+    if p:
+        for j, n in enumerate(p.final_vectors):
+            yield from _grad(t, k, ("f", j), n, first)
     yield False, (k, "x", L), 0
     for i in reversed(range(L)):
         if t.checkpointing:
             yield from _work(t, True, k, i, tokens)
+        if p:
+            for j, n in enumerate(p.layer):
+                yield from _grad(t, k, ("m", i, j), n, first)
+            for j, n in enumerate(p.layer_vectors):
+                yield from _grad(t, k, ("v", i, j), n, first)
         yield True, (k, "g", i), tokens * t.layer_input
         if t.checkpointing:
             yield from _work(t, False, k, i, tokens)
@@ -193,7 +287,40 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0) -> Iterator
             yield False, (k, "keep", i), 0
         yield False, (k, "g", i + 1), 0
         yield False, (k, "x", i), 0
+    if p:  # the embedding's dense gradient, from the gradient of its output
+        yield from _grad(t, k, "emb", p.embedding, first)
     yield False, (k, "g", 0), 0
+
+
+def _optimizer_events(t: StepTensors, window: int) -> Iterator[tuple[bool, object, int]]:
+    """(allocate?, id, bytes) of the optimizer step that ends accumulation window `window` (0: the
+    first, which makes AdamW's states), then zero_grad (TrainedParams)."""
+    p = t.params
+    assert p is not None
+    params = p.grads(t.layers)
+    k = ("opt", window)
+    # clip_grad_norm_: a norm per gradient, their stack, the total, max_norm / (total + 1e-6), its clamp
+    for name, _ in params:
+        yield True, (k, "norm", name), p.grad_bytes
+    for what in ("stack", "total", "plus_eps", "coef", "clamped"):
+        yield True, (k, what), (len(params) if what == "stack" else 1) * p.grad_bytes
+    for what in ("stack", "plus_eps", "coef", "clamped", "total"):
+        yield False, (k, what), 0
+    for name, _ in params:
+        yield False, (k, "norm", name), 0
+    # AdamW, group by group: the weights (decay), then the norms and biases
+    vectors = {name for name, _ in params if isinstance(name, tuple) and name[0] in ("v", "f")}
+    for group in ([x for x in params if x[0] not in vectors], [x for x in params if x[0] in vectors]):
+        if window == 0:
+            for name, n in group:
+                yield True, ("exp_avg", name), n * p.state_bytes
+                yield True, ("exp_avg_sq", name), n * p.state_bytes
+        for name, n in group:
+            yield True, (k, "sqrt", name), n * p.state_bytes
+        for name, _ in reversed(group):
+            yield False, (k, "sqrt", name), 0
+    for name, _ in params:  # zero_grad(set_to_none=True)
+        yield False, ("grad", name), 0
 
 
 @dataclass(frozen=True)
@@ -228,9 +355,14 @@ def replay_steps(tensors: StepTensors, lengths: Sequence[int], batch: int = 1,
         else:
             alloc.free(("prelude", ident))
     lengths = tuple(lengths)
-    for step in range(0, len(lengths), batch):
+    acc = tensors.params.accumulation if tensors.params else 1
+    micro_batches = -(-len(lengths) // batch)
+    for m, step in enumerate(range(0, len(lengths), batch)):
         longest = max(lengths[step:step + batch])
-        for is_alloc, ident, nbytes in _events(tensors, batch * longest, step, longest):
+        events = _events(tensors, batch * longest, step, longest, m % acc)
+        if tensors.params and ((m + 1) % acc == 0 or (micro_batches <= acc and m + 1 == micro_batches)):
+            events = chain(events, _optimizer_events(tensors, m // acc))
+        for is_alloc, ident, nbytes in events:
             if is_alloc:
                 alloc.malloc(ident, max(nbytes, 1))
             else:
