@@ -33,6 +33,19 @@ def test_the_recipe_tensors_are_the_estimates_with_the_shifted_loss_and_accelera
     assert (got.layer_work, got.vocab, got.loss_bytes) == (base.layer_work, base.vocab, base.loss_bytes)
 
 
+def test_full_fine_tuning_replays_its_gradients_and_adamw_tensors_lora_keeps_its_adapters_static():
+    configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
+    for r in _swift_rows():
+        if r["input_len"] != "2048" or r["model"] != "qwen-1_8b-chat":
+            continue
+        spec = row_spec(r, configs)
+        plan = generic_training_plan(r, spec)
+        got = recipe_tensors(spec, plan).params
+        assert (got is not None) == (r["mode"] == "full"), r["notes"][:40]
+        if got is not None:
+            assert got.accumulation == 16 and got.grad_bytes == got.state_bytes == 2
+
+
 def test_the_stored_counter_is_what_the_replay_gives():
     # the report reads benchmarks/results' stored replay (minutes to recompute); the 512-token rows are
     # recomputed here and must match it

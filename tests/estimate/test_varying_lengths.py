@@ -144,3 +144,105 @@ def test_cuda_autocasts_loss_holds_two_fp32_vocabulary_tensors_so_a_longer_step_
     copied = replace(late, output_fp32_copy=True)
     assert abs(replay_steps(copied, (1100,)).peak_allocated - whole) < 1 << 20
     assert replay_steps(copied, (1000, 1100)).peak_reserved - replay_steps(copied, (1000,)).peak_reserved == 2 * segment
+
+
+# Full fine-tuning in pure bf16 as ms-swift's benchmark runs it (Trainer AdamW on bf16 weights)
+FULL = PLAN.with_changes(mode="full", master_weights="none", grad_accum=2)
+
+
+def _full_tensors(plan=FULL):
+    from dataclasses import replace
+
+    from fitcheck.estimate.training import trained_params
+
+    return replace(step_tensors(QWEN1, plan), params=trained_params(QWEN1, plan))
+
+
+def test_full_fine_tunings_trained_parameters_are_the_models_tensors_in_backwards_order():
+    from fitcheck.estimate.training import trained_params
+
+    p = trained_params(QWEN1, FULL)
+    assert p is not None
+    grads = p.grads(QWEN1.num_layers)
+    h = QWEN1.hidden_size
+    # 24 layers of c_attn (weight, bias), c_proj, w1, w2, mlp.c_proj, ln_1, ln_2; wte, ln_f, lm_head
+    assert len(grads) == 8 * QWEN1.num_layers + 3
+    assert sum(n for _, n in grads) == QWEN1.total_params
+    # backward meets the MLP's output projection first and the fused q/k/v projection last
+    assert p.layer[0] == h * QWEN1.intermediate_size and p.layer[-1] == 3 * h * h
+    assert (p.embedding, p.head, p.grad_bytes, p.state_bytes, p.accumulation) == (
+        QWEN1.vocab_size * h, QWEN1.vocab_size * h, 2, 2, 2)
+
+
+def test_lora_and_sharded_runs_keep_their_gradients_static():
+    from fitcheck.estimate.training import trained_params
+
+    assert trained_params(QWEN1, PLAN) is None
+    assert trained_params(QWEN1, FULL.with_changes(zero=2, gpus=2)) is None
+
+
+def test_the_first_micro_batch_keeps_each_gradient_and_the_others_add_theirs_and_free_it():
+    from fitcheck.estimate.varying_lengths import _events
+
+    t = _full_tensors()
+    names = {name for name, _ in t.params.grads(t.layers)}
+    first = list(_events(t, 256, 0, 256, micro=0))
+    kept = [ident[1] for a, ident, _ in first if a and ident[0] == "grad"]
+    assert sorted(map(str, kept)) == sorted(map(str, names))   # each once, as p.grad
+    later = list(_events(t, 256, 1, 256, micro=1))
+    assert not any(ident[0] == "grad" for _, ident, _ in later)
+    made = [ident for a, ident, _ in later if a and ident[1] == "grad"]
+    freed = {ident for a, ident, _ in later if not a and ident[1] == "grad"}
+    assert len(made) == len(names) and set(made) == freed
+    # lm_head's weight gradient is made beside the gradient of the logits, before its input's
+    order = [ident for a, ident, _ in later if a]
+    assert order.index((("s", 1), "grad", "head")) < order.index((("s", 1), "g", t.layers))
+    assert order.index((("s", 1), "g_slice")) < order.index((("s", 1), "grad", "head"))
+
+
+def test_the_first_step_makes_adamws_states_every_step_its_temporaries_and_zero_grad_frees_the_gradients():
+    from fitcheck.estimate.varying_lengths import _optimizer_events
+
+    t = _full_tensors()
+    n = len(t.params.grads(t.layers))
+    for window, states in ((0, 2 * n), (1, 0)):
+        ev = list(_optimizer_events(t, window))
+        assert sum(a and ident[0] in ("exp_avg", "exp_avg_sq") for a, ident, _ in ev) == states
+        assert sum(not a and ident[0] == "grad" for a, ident, _ in ev) == n
+        temps = [ident for a, ident, _ in ev if a and ident[0] == ("opt", window)]
+        assert set(temps) == {ident for a, ident, _ in ev if not a and ident[0] == ("opt", window)}
+        assert sum(ident[1] == "sqrt" for ident in temps) == n
+
+
+def test_a_full_step_reserves_the_gradients_states_and_the_steps_temporaries():
+    # short steps: the optimizer step is the live peak -- gradients, two states and one state-sized
+    # temporary per parameter (plus clip_grad_norm_'s scalars), bf16 all; a block is handed out whole
+    # when what it would leave is 1 MiB or less (should_split), which CUDA counts as allocated too
+    t = _full_tensors()
+    size = 2 * QWEN1.total_params
+    rep = replay_steps(t, (64, 64))
+    assert 4 * size <= rep.peak_allocated < 4 * size * 1.015
+    assert rep.peak_reserved >= rep.peak_allocated
+    # without them (static, own segments) the replay holds only the step's activations
+    assert replay_steps(step_tensors(QWEN1, FULL), (64, 64)).peak_allocated < size // 4
+
+
+def test_the_trainer_steps_every_window_and_at_the_end_only_of_an_epoch_shorter_than_one(monkeypatch):
+    # transformers v4.36.2 _inner_training_loop: a step every gradient_accumulation_steps micro-batches,
+    # or at the last one of an epoch shorter than that; a longer epoch's trailing micro-batches keep
+    # their gradients
+    from dataclasses import replace
+
+    from fitcheck.estimate import varying_lengths as V
+
+    t = _full_tensors()
+    calls: list[int] = []
+    real = V._optimizer_events
+    monkeypatch.setattr(V, "_optimizer_events", lambda tensors, window: (calls.append(window), real(tensors, window))[1])
+    V.replay_steps.cache_clear()
+    V.replay_steps(t, (64,) * 5)
+    assert calls == [0, 1]
+    calls.clear()
+    V.replay_steps(replace(t, params=replace(t.params, accumulation=16)), (64,) * 3)
+    assert calls == [0]
+    V.replay_steps.cache_clear()
