@@ -97,8 +97,9 @@ class TrainedParams:
       clip_grad_norm_ (torch/nn/utils/clip_grad.py: `torch._foreach_norm(grads)`, one scalar per
       gradient, their `torch.stack`, its `vector_norm`, `max_norm / (total_norm + 1e-6)`, its clamp;
       `_foreach_mul_` in place); then AdamW per parameter group -- the Trainer's two groups
-      (trainer.py create_optimizer / get_decay_parameter_names: the weights with decay, then biases
-      and norms) -- torch/optim/adamw.py AdamW._init_group, at the first step only: `exp_avg` then
+      (trainer.py create_optimizer / get_decay_parameter_names: the weights with decay, then the
+      biases and the norms of ALL_LAYERNORM_LAYERS; which group a norm falls in makes no difference
+      here, its tensors being small-pool ones) -- torch/optim/adamw.py AdamW._init_group, at the first step only: `exp_avg` then
       `exp_avg_sq` (`torch.zeros_like(p)`) for each parameter in turn; _multi_tensor_adamw:
       `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)` (one state-sized tensor per
       parameter; lerp_, mul_, addcmul_, div_, add_, addcdiv_ are in place), freed as the list dies
