@@ -34,7 +34,8 @@ def build(vocab: int, hidden: int, inter: int, layers: int):
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=False,
                       max_position_embeddings=4096)
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    model = LlamaForCausalLM(cfg)
+    torch.nn.Module.to(model, torch.bfloat16)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     model.config.use_cache = False
     model.train()
@@ -51,16 +52,25 @@ def record(lengths: list[int], windows: int, vocab: int, hidden: int, inter: int
         with record_function("M|" + text):
             pass
 
+    def incoming(n: str):
+        def hook(g) -> None:
+            mark(f"incoming grad {n} @{g.data_ptr():x} {g.nbytes}")
+        return hook
+
+    def accumulated(n: str):
+        def hook(p) -> None:
+            mark(f"p.grad {n} @{p.grad.data_ptr():x} {p.grad.nbytes}")
+        return hook
+
     for p in model.parameters():
-        n = names[id(p)]
-        p.register_hook(lambda g, n=n: (mark(f"incoming grad {n} @{g.data_ptr():x} {g.nbytes}"), None)[1])
-        p.register_post_accumulate_grad_hook(
-            lambda p, n=n: mark(f"p.grad {n} @{p.grad.data_ptr():x} {p.grad.nbytes}"))
+        p.register_hook(incoming(names[id(p)]))
+        p.register_post_accumulate_grad_hook(accumulated(names[id(p)]))
     # the Trainer's two groups (transformers v4.36.2 trainer.py create_optimizer): weights with decay,
     # then biases and norms without
     decay = [p for n, p in model.named_parameters() if p.dim() > 1]
-    opt = torch.optim.AdamW([{"params": decay}, {"params": [p for p in model.parameters() if p.dim() <= 1],
-                                                 "weight_decay": 0.0}], lr=1e-5, foreach=True)
+    groups: list[dict] = [{"params": decay},
+                          {"params": [p for p in model.parameters() if p.dim() <= 1], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=1e-5, foreach=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for w in range(windows):
             for i, n in enumerate(lengths):

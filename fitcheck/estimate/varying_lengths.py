@@ -99,9 +99,9 @@ class TrainedParams:
       `_foreach_mul_` in place); then AdamW per parameter group -- the Trainer's two groups
       (trainer.py create_optimizer / get_decay_parameter_names: the weights with decay, then the
       biases and the norms of ALL_LAYERNORM_LAYERS; which group a norm falls in makes no difference
-      here, its tensors being small-pool ones) -- torch/optim/adamw.py AdamW._init_group, at the first step only: `exp_avg` then
-      `exp_avg_sq` (`torch.zeros_like(p)`) for each parameter in turn; _multi_tensor_adamw:
-      `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)` (one state-sized tensor per
+      here, its tensors being small-pool ones) -- torch/optim/adamw.py AdamW._init_group, at the
+      first step only: `exp_avg` then `exp_avg_sq` (`torch.zeros_like(p)`) for each parameter in
+      turn; _multi_tensor_adamw: `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)` (one state-sized tensor per
       parameter; lerp_, mul_, addcmul_, div_, add_, addcdiv_ are in place), freed as the list dies
       (last first);
     * `model.zero_grad()` (torch/nn/modules/module.py zero_grad, set_to_none=True) after the step:
