@@ -157,14 +157,19 @@ class _Search:
         return out
 
     def ranked(self, n: int) -> tuple[Alternative, ...]:
-        return tuple(sorted(self.found, key=lambda a: a.cost)[:n])
+        return tuple(sorted(self.found, key=_rank)[:n])
 
     def ranked_for_serving(self, n: int, plan: AnyPlan) -> tuple[Alternative, ...]:
         """The inference alternatives a practitioner would read: by cost, without the multi-node ones a
         single machine's fitting alternative makes needless (_needless_nodes), one good option per route
         before a third of the same route (_diverse)."""
-        found = sorted(self.found, key=lambda a: a.cost)
+        found = sorted(self.found, key=_rank)
         return _diverse([a for a in found if not _needless_nodes(a, found, plan)])[:n]
+
+
+def _rank(a: Alternative) -> tuple[float, bool]:
+    """Cost order (COST_TIGHT already in the cost); at equal cost a comfortable fit before a tight one."""
+    return a.cost, a.verdict.status == TIGHT
 
 
 # Routes a practitioner tells apart: the serving engines (vLLM, SGLang: paged KV cache, pre-quantized or

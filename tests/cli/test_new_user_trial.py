@@ -312,3 +312,19 @@ def test_software_line_of_a_llama_cpp_request_does_not_ask_for_torch():
     r = run("qwen-7b", "--precision", "q4_k_m", "--device", "cpu", "--python-env", "/nonexistent-env")
     line = next((li for li in r.output.splitlines() if li.startswith("Software:")), "")
     assert "--python-env PATH names another environment" not in line, r.output
+
+
+def test_at_equal_cost_a_comfortable_alternative_ranks_before_a_tight_one():
+    # Qwen3-32B on one L4: llama.cpp's Q4_K_M build fits with headroom; SGLang's AWQ (the same quality loss)
+    # fits only inside the headroom and costs as much once COST_TIGHT is added, and was listed first
+    # (the sort kept insertion order on a tie).
+    doc = json.loads(run("qwen-32b", "--profile", "l4", "--json").output)
+    alts = doc["alternatives"]
+    assert doc["verdict"]["status"] == "does_not_fit"
+    for cases in (alts, json.loads(run("qwen-32b", "--profile", "rtx-5090", "--context", "32768",
+                                       "--json").output)["alternatives"]):
+        gguf = next(i for i, a in enumerate(cases) if "--precision q4_k_m" in a["fitcheck_command"])
+        awq = next(i for i, a in enumerate(cases) if "--precision awq" in a["fitcheck_command"])
+        assert cases[gguf]["status"] == "fits" and cases[awq]["status"] == "tight"
+        assert cases[gguf]["cost"] == cases[awq]["cost"]
+        assert gguf < awq, [a["title"] for a in cases]
