@@ -199,10 +199,10 @@ def test_interactive_length_errors_name_the_sequence_length_and_the_range():
 def test_where_marks_the_machines_it_fits_only_tightly():
     # `where` listed a TIGHT machine (`fitcheck MODEL --profile NAME` says TIGHT, exit 1 with --strict)
     # exactly like one with room to spare.
-    doc = json.loads(run("where", "qwen-7b", "--kind", "desktop", "--json").output)
+    doc = json.loads(run("where", "qwen3-30b-a3b", "--kind", "desktop", "--json").output)
     status = {m["name"]: m["status"] for m in doc["machines"]}
     assert "tight" in status.values() and "fits" in status.values()
-    text = run("where", "qwen-7b", "--kind", "desktop").output
+    text = run("where", "qwen3-30b-a3b", "--kind", "desktop").output
     for name, st in status.items():
         row = next(li for li in text.splitlines() if li.startswith(name + " "))
         assert ("(tight)" in row) == (st == "tight"), row
@@ -328,3 +328,27 @@ def test_at_equal_cost_a_comfortable_alternative_ranks_before_a_tight_one():
         assert cases[gguf]["status"] == "fits" and cases[awq]["status"] == "tight"
         assert cases[gguf]["cost"] == cases[awq]["cost"]
         assert gguf < awq, [a["title"] for a in cases]
+
+
+def test_where_offers_the_moe_expert_offload_check_advises():
+    # `fitcheck qwen3-30b-a3b --profile rtx-4070-laptop` advises llama.cpp with the first 33 layers' experts in
+    # RAM (--n-cpu-moe 33), and `where` listed the machine as "does not fit"; on an RTX 3060 `where` chose a Q2_K
+    # build (tight) that check never offers, beside check's Q4_K_M --n-cpu-moe 23.  Each `where` row is now the
+    # option check itself advises there, and its command reproduces the row.
+    r = CliRunner().invoke(cli, ["where", "qwen3-30b-a3b", "--kind", "laptop", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {m["name"]: m for m in json.loads(r.output)["machines"]}
+    for name in ("rtx-4070-laptop", "rtx-4060-laptop"):
+        row = rows[name]
+        check = json.loads(run("qwen3-30b-a3b", "--profile", name, "--json").output)
+        advised = check["alternatives"][0]
+        assert "--cpu-moe 33" in advised["fitcheck_command"]
+        assert (row["precision"], row["engine"], row["device"], row["cpu_moe"]) == ("q4_k_m", "llama.cpp", "offload", 33)
+        again = json.loads(run(*advised["fitcheck_command"].split()[1:], "--json").output)
+        gpu = next(d for d in again["verdict"]["devices"] if d["device"] == "gpu0")
+        assert row["need_bytes"] == gpu["need_bytes"] and row["status"] == again["verdict"]["status"] == "fits"
+    text = CliRunner().invoke(cli, ["where", "qwen3-30b-a3b", "--kind", "desktop"]).output
+    line = next(li for li in text.splitlines() if li.startswith("rtx-3060 "))
+    assert "RTX 3060 + CPU" in line and "q4_k_m llama.cpp --n-cpu-moe 23*" in line and "GiB RAM" in line, line
+    assert "q2_k" not in line and "(tight)" not in line
+    assert "and --cpu-moe N for --n-cpu-moe N" in text
