@@ -352,3 +352,28 @@ def test_where_offers_the_moe_expert_offload_check_advises():
     assert "RTX 3060 + CPU" in line and "q4_k_m llama.cpp --n-cpu-moe 23*" in line and "GiB RAM" in line, line
     assert "q2_k" not in line and "(tight)" not in line
     assert "and --cpu-moe N for --n-cpu-moe N" in text
+
+
+def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sglang():
+    # "TIGHT — the KV cache needed is close to vLLM's pool" beside "KV pool: 37,220 tokens, maximum concurrency
+    # 7.27×" for 4 sequences read as a contradiction: the rule (both engines) is that the pool's spare beyond this
+    # request's KV cache is under the headroom of the engine's reservation; the line now says so, with the figures.
+    from fitcheck.units import format_gib
+
+    for engine, context, pool_fact, reserved_fact, what in (
+            ("vllm", 5120, "vllm_kv_pool_bytes", "vllm_reserved_bytes", "reservation"),
+            ("sglang", 9216, "sglang_kv_pool_bytes", "sglang_static_bytes", "mem_fraction_static share")):
+        args = ("llama-3.1-8b", "--engine", engine, "--context", str(context), "--batch", "4", "--profile", "rtx-4090")
+        doc = json.loads(run(*args, "--json").output)
+        assert doc["verdict"]["status"] == "tight", doc["verdict"]
+        facts, gpu = doc["estimate"]["facts"], doc["estimate"]["devices"][0]["components"]
+        pool, reserved, kv = facts[pool_fact], facts[reserved_fact], gpu["kv_cache"]
+        assert pool - kv < 0.1 * reserved < pool  # the rule: spare under 10 % of the reservation
+        line = next(li for li in run(*args).output.splitlines() if li.startswith("Verdict:"))
+        name = "vLLM" if engine == "vllm" else "SGLang"
+        assert line == (f"Verdict:  TIGHT — {name}'s KV pool of {format_gib(pool)} holds this request's KV cache "
+                        f"({format_gib(kv)}) with {format_gib(pool - kv)} to spare, less than the 10% headroom "
+                        f"({format_gib(reserved * 0.1)}) of its {format_gib(reserved)} {what}"), line
+        # a shorter context leaves more than the headroom: FITS
+        assert json.loads(run(*args[:3], "--context", "4096", *args[5:], "--json").output)["verdict"]["status"] \
+            == "fits"
