@@ -17,7 +17,7 @@ before a third of the same route, and no more nodes where this machine already f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fitcheck import engines
@@ -406,11 +406,25 @@ def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine:
 # ---- inference -----------------------------------------------------------------------------------
 def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                evaluate: Evaluate) -> tuple[Alternative, ...]:
+    visible = len(machine.gpus)
+    if plan.problems and request.gpus is not None and 0 < visible < request.gpus:
+        # --gpus N on a machine with fewer: the same request on the GPUs it has (--gpus dropped), and where that
+        # does not fit with headroom the alternatives from there, each changing --gpus too (COST_RUNNABLE, as
+        # training's).
+        fixed = request.with_changes(gpus=None)
+        out = evaluate(fixed)
+        if out is not None and isinstance(out.plan, Plan) and not out.plan.problems:
+            s = _Search(request, evaluate)
+            s.consider(f"Use the {visible} GPU{'s' if visible > 1 else ''} this machine has (no --gpus)", fixed,
+                       COST_RUNNABLE)
+            if out.verdict.status != FITS:
+                s.found += [replace(a, cost=a.cost + COST_RUNNABLE, changes=changed_fields(request, a.request))
+                            for a in _inference(spec, fixed, out.plan, machine, evaluate)]
+            return s.ranked_for_serving(MAX_ALTERNATIVES, out.plan)
     # The request with the plan's precision and engine pinned: an alternative changes one thing.
     base = request.with_changes(precision=plan.precision, engine=plan.engine)
     s = _Search(base, evaluate)
     kind, cc = engines.machine_kind(machine, plan.device)
-    visible = len(machine.gpus)
     on_gpu = plan.device != "cpu" and visible > 0
     all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
 

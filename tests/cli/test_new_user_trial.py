@@ -377,3 +377,21 @@ def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sg
         # a shorter context leaves more than the headroom: FITS
         assert json.loads(run(*args[:3], "--context", "4096", *args[5:], "--json").output)["verdict"]["status"] \
             == "fits"
+
+
+def test_more_gpus_than_the_machine_has_offers_its_own_gpus_first():
+    # `--gpus 2` on one RTX 4090 is CANNOT RUN HERE (exit 1), and the only thing offered was a Q4_K_M GGUF build,
+    # although the request itself runs on the one GPU (bf16, 15.68 GiB): that comes first now, and its command
+    # (no --gpus) reproduces it.
+    r = run("qwen-7b", "--gpus", "2", "--profile", "rtx-4090", "--json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.output)
+    assert doc["verdict"]["status"] == "cannot_run"
+    first = doc["alternatives"][0]
+    assert first["title"] == "Use the 1 GPU this machine has (no --gpus)" and first["status"] == "fits"
+    assert "--gpus" not in first["fitcheck_command"]
+    again = json.loads(run(*first["fitcheck_command"].split()[1:], "--json").output)
+    assert again["verdict"]["status"] == "fits" and again["estimate"]["total_bytes"] == first["total_bytes"]
+    # where it does not fit on the GPUs there are, the alternatives from there, each without --gpus
+    doc = json.loads(run("qwen-72b", "--gpus", "4", "--profile", "2x-rtx-3090", "--json").output)
+    assert doc["alternatives"] and all("--gpus" not in a["fitcheck_command"] for a in doc["alternatives"])
