@@ -395,3 +395,24 @@ def test_more_gpus_than_the_machine_has_offers_its_own_gpus_first():
     # where it does not fit on the GPUs there are, the alternatives from there, each without --gpus
     doc = json.loads(run("qwen-72b", "--gpus", "4", "--profile", "2x-rtx-3090", "--json").output)
     assert doc["alternatives"] and all("--gpus" not in a["fitcheck_command"] for a in doc["alternatives"])
+
+
+def test_a_reservation_too_small_names_only_the_fixes_that_help():
+    # Qwen3-30B-A3B in bf16 with vLLM on a 24 GB card said "raise --gpu-memory-utilization or shorten --context":
+    # its weights alone are 57 GiB, neither helps.  Each fix is named only where it would make room.
+    def verdict(*args):
+        return next(li for li in run(*args, "--profile", "rtx-4090").output.splitlines() if li.startswith("Verdict:"))
+
+    for engine in ("vllm", "sglang"):
+        line = verdict("qwen3-30b-a3b", "--engine", engine)
+        assert "raise --gpu-memory-utilization" not in line and "shorten --context" not in line, line
+        assert "more than this GPU can give it: lower-precision weights or more GPUs" in line
+    assert "(raise --gpu-memory-utilization, or shorten --context or lower --batch)" in \
+        verdict("llama-3.1-8b", "--engine", "vllm", "--context", "10240", "--batch", "4")
+    assert "(shorten --context or lower --batch)" in verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072",
+                                                             "--batch", "4")
+    assert "(raise --gpu-memory-utilization)" in verdict("llama-3.1-8b", "--engine", "vllm", "--context", "1310",
+                                                         "--batch", "4", "--gpu-memory-utilization", "0.7")
+    assert "(raise --gpu-memory-utilization and shorten --context or lower --batch)" in \
+        verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072", "--batch", "4",
+                "--gpu-memory-utilization", "0.5")
