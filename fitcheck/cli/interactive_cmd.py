@@ -93,8 +93,16 @@ class Answers:
 
     def changes_from(self, before: Answers) -> list[str]:
         out = [f"{f} {before.get(f)} → {self.get(f)}" for f in OWN_FIELDS if before.get(f) != self.get(f)]
+        changed = changed_fields(before.request, self.request)
+        mode = self.request.mode
+        # answers the new mode does not take went back to their defaults: said once, with what they were
+        dropped = [n for n, _ in changed if n in BY_NAME and not BY_NAME[n].applies(mode)] \
+            if mode != before.request.mode else []
         out += [f"{typed_name(name)} {_shown(getattr(before.request, name))} → {_shown(new)}"
-                for name, new in changed_fields(before.request, self.request)]
+                for name, new in changed if name not in dropped]
+        if dropped:
+            out.append(f"reset (not for {mode}): "
+                       + ", ".join(f"{typed_name(n)} {_shown(getattr(before.request, n))}" for n in dropped))
         return out
 
 

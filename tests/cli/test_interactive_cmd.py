@@ -275,6 +275,8 @@ def test_training_after_a_gguf_alternative_falls_back_to_a_training_base():
     assert "Changed: precision auto → q4_k_m; engine auto → llama.cpp" in taken
     assert "is not a lora base" not in r.output
     assert rest.startswith("; precision q4_k_m → auto")
+    # the inference answers lora does not take are said once as reset, with what they were (not "context → 4096")
+    assert rest.startswith("; precision q4_k_m → auto; reset (not for lora): context 16384, engine llama.cpp\n"), rest
     lora, qlora = rest.split("Changed: mode lora → qlora", 1)
     assert "Request:  lora fine-tuning, bf16 base" in lora
     assert "Request:  qlora fine-tuning, nf4 base" in qlora and "Traceback" not in r.output
