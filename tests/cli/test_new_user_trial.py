@@ -416,3 +416,13 @@ def test_a_reservation_too_small_names_only_the_fixes_that_help():
     assert "(raise --gpu-memory-utilization and shorten --context or lower --batch)" in \
         verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072", "--batch", "4",
                 "--gpu-memory-utilization", "0.5")
+
+
+def test_models_fits_answers_for_this_one_machine_never_more_nodes():
+    # `fitcheck models --fits --profile l4` listed DeepSeek-R1 (671B) as "q2_k llama.cpp, tight" on one L4:
+    # check's best alternative there is llama.cpp's RPC backend over 11 L4 nodes, and the row did not say so.
+    doc = json.loads(run("models", "deepseek-r1", "--fits", "--profile", "l4", "--json").output)
+    fitting = {m["id"]: m for m in doc["models"]}
+    assert "deepseek-ai/DeepSeek-R1" not in fitting and "deepseek-ai/DeepSeek-R1-0528" not in fitting
+    assert {m["id"] for m in doc["not_fitting"]} >= {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1-0528"}
+    assert fitting and all("--nodes" not in m["fitcheck_command"] for m in fitting.values())
