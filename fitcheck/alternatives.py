@@ -855,11 +855,18 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                 _more_nodes(s, cand.with_changes(gpus=None), plan, "ZeRO-3 Offload",
                             extra + cost + _pcie_cost(s, spec, cand, machine))
 
-    # 7. A shorter sequence (last: it changes what is learned).
+    # 7. A shorter sequence (last: it changes what is learned); with gradient checkpointing too where that alone
+    #    does not hold the asked sequence, as a longer one fits with it than without.
     seq = longest_seq(base)
     if seq:
         consider(f"Shorten the sequence to {seq:,} tokens", base.with_changes(seq_len=seq),
                  shorter_cost(seq, plan.seq_len), False)
+    checkpointed = base.with_changes(grad_checkpointing=True)
+    if not plan.grad_checkpointing and not _runs(s.evaluate(checkpointed)):
+        longer = longest_seq(checkpointed)
+        if longer and (seq is None or longer > seq):
+            consider(f"Gradient checkpointing at a {longer:,}-token sequence",
+                     checkpointed.with_changes(seq_len=longer), COST_CHECKPOINTING + shorter_cost(longer, plan.seq_len), False)
 
 
 def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> Request:

@@ -426,3 +426,18 @@ def test_models_fits_answers_for_this_one_machine_never_more_nodes():
     assert "deepseek-ai/DeepSeek-R1" not in fitting and "deepseek-ai/DeepSeek-R1-0528" not in fitting
     assert {m["id"] for m in doc["not_fitting"]} >= {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1-0528"}
     assert fitting and all("--nodes" not in m["fitcheck_command"] for m in fitting.values())
+
+
+def test_lora_on_a_cpu_offers_checkpointing_at_the_sequence_that_fits_with_it():
+    # LoRA on Qwen2.5-7B on a CPU machine of 24 GiB: "Nothing fits on laptop-16gb, even with LoRA, gradient
+    # checkpointing or a shorter sequence", yet checkpointing at a ~900-token sequence fits (and --mode full offered
+    # exactly that).  Checkpointing and the shorter sequence together are now an alternative, and reproduce.
+    r = run("qwen-7b", "--mode", "lora", "--profile", "laptop-16gb", "--ram", "24GiB", "--json")
+    assert r.exit_code == 1, r.output
+    alts = json.loads(r.output)["alternatives"]
+    first = alts[0]
+    assert re.fullmatch(r"Gradient checkpointing at a [\d,]+-token sequence", first["title"]), first["title"]
+    assert "--grad-checkpointing" in first["fitcheck_command"] and "--seq-len" in first["fitcheck_command"]
+    again = json.loads(run(*first["fitcheck_command"].split()[1:], "--json").output)
+    assert again["verdict"]["status"] == first["status"] and again["estimate"]["total_bytes"] == first["total_bytes"]
+    assert "Nothing fits" not in run("qwen-7b", "--mode", "lora", "--profile", "laptop-16gb", "--ram", "24GiB").output
