@@ -866,7 +866,8 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
         longer = longest_seq(checkpointed)
         if longer and (seq is None or longer > seq):
             consider(f"Gradient checkpointing at a {longer:,}-token sequence",
-                     checkpointed.with_changes(seq_len=longer), COST_CHECKPOINTING + shorter_cost(longer, plan.seq_len), False)
+                     checkpointed.with_changes(seq_len=longer),
+                     COST_CHECKPOINTING + shorter_cost(longer, plan.seq_len), False)
 
 
 def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
