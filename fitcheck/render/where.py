@@ -366,9 +366,10 @@ def _memory_text(row: WhereRow) -> str:
         return "unknown"
     label = "RAM" if d.kind == "cpu" else "GPU"
     text = f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
-    if row.plan is not None and row.plan.device == "offload":  # split between the GPU and RAM: RAM's share too
-        text += "".join(f", {o.need_bytes / GiB:.1f} of {o.free_bytes / GiB:.0f} GiB RAM" for o in row.verdict.devices
-                        if o.kind == "cpu" and o is not d and o.free_bytes is not None)
+    if row.plan is not None and row.plan.device == "offload":  # split between the GPU and RAM: the other's too
+        others = [o for o in row.verdict.devices if o is not d and o.free_bytes is not None and o.need_bytes]
+        text += "".join(f", {o.need_bytes / GiB:.1f} of {o.free_bytes / GiB:.0f} GiB "
+                        + ("RAM" if o.kind == "cpu" else "GPU") for o in others)
     return text + tight_mark(row.verdict)
 
 
