@@ -695,8 +695,18 @@ def _training(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Ma
         if out is not None and not out.plan.problems:
             what = ", ".join(f"{k} {'default' if v is None else v}" for k, v in changed_fields(request, fixed))
             s.consider(f"What runs here: {what}", fixed, COST_RUNNABLE)
-            _training_candidates(s, spec, fixed, out.plan, machine, COST_RUNNABLE)  # type: ignore[arg-type]
+            if out.verdict.status != FITS:  # it does not fit with headroom: the candidates from there
+                before = len(s.found)
+                _training_candidates(s, spec, fixed, out.plan, machine, COST_RUNNABLE)  # type: ignore[arg-type]
+                # each of them runs with that swap too: the title says so, as its command does
+                s.found[before:] = [replace(a, title=f"With {what}: {_lower_first(a.title)}") for a in s.found[before:]]
     return s.ranked(MAX_TRAINING_ALTERNATIVES)
+
+
+def _lower_first(title: str) -> str:
+    """``title`` to follow a colon: its first word lowercased unless it is an acronym or a name (FSDP, LoRA)."""
+    word = title.split(" ", 1)[0]
+    return title[:1].lower() + title[1:] if word[1:].islower() else title
 
 
 def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: TrainingPlan, machine: Machine,

@@ -441,3 +441,19 @@ def test_lora_on_a_cpu_offers_checkpointing_at_the_sequence_that_fits_with_it():
     again = json.loads(run(*first["fitcheck_command"].split()[1:], "--json").output)
     assert again["verdict"]["status"] == first["status"] and again["estimate"]["total_bytes"] == first["total_bytes"]
     assert "Nothing fits" not in run("qwen-7b", "--mode", "lora", "--profile", "laptop-16gb", "--ram", "24GiB").output
+
+
+def test_training_alternatives_from_what_runs_here_say_what_they_swapped():
+    # QLoRA with flash-attention on a T4 (cc 7.5) cannot run; the alternatives are built on sdpa attention, but their
+    # titles ("FSDP full-shard over 2 nodes") hid that their commands switch to --attention sdpa.  And where what
+    # runs here already fits (LoRA bf16 on a 64 GB Mac instead of QLoRA), "LoRA rank 8" or "Shorten the sequence to
+    # 2,047 tokens" on top of it was noise.
+    doc = json.loads(run("qwen-7b", "--mode", "qlora", "--attention", "flash", "--profile", "t4", "--json").output)
+    assert doc["alternatives"]
+    for a in doc["alternatives"]:
+        assert "--attention sdpa" in a["fitcheck_command"], a
+        assert a["title"].startswith(("What runs here: attention sdpa", "With attention sdpa: ")), a["title"]
+    assert any(a["title"].startswith("With attention sdpa: FSDP") for a in doc["alternatives"])  # acronyms kept
+    mac = json.loads(run("qwen-7b", "--mode", "qlora", "--profile", "macbook-pro-m3-max-64gb", "--json").output)
+    assert [a["title"] for a in mac["alternatives"]] == ["What runs here: mode lora, precision bf16"]
+    assert mac["alternatives"][0]["status"] == "fits"
