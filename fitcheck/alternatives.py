@@ -835,10 +835,11 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
     shards = plan.device == "gpu" and engines.SHARDING_RUNS.problem(kind, cc) is None
     n = len(machine.gpus) if shards else 0
     if n > 1 and (plan.gpus < n or (plan.zero is None and plan.fsdp is None)):
+        across = f"{n} GPUs" + (f" × {plan.nodes} nodes" if plan.nodes > 1 else "")
         for zero in (2, 3):
-            consider(f"DeepSpeed ZeRO-{zero} across {n} GPUs",
+            consider(f"DeepSpeed ZeRO-{zero} across {across}",
                      base.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"), COST_SHARDING + (zero - 2) * 2)
-        consider(f"FSDP full-shard across {n} GPUs",
+        consider(f"FSDP full-shard across {across}",
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
     # 5a. Hybrid sharding replicates the model states on every node: shard them over all the nodes' GPUs.
     if shards and plan.nodes > 1 and plan.fsdp and engines.FSDP_STRATEGIES[plan.fsdp].within_node:

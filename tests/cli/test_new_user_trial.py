@@ -457,3 +457,11 @@ def test_training_alternatives_from_what_runs_here_say_what_they_swapped():
     mac = json.loads(run("qwen-7b", "--mode", "qlora", "--profile", "macbook-pro-m3-max-64gb", "--json").output)
     assert [a["title"] for a in mac["alternatives"]] == ["What runs here: mode lora, precision bf16"]
     assert mac["alternatives"][0]["status"] == "fits"
+
+
+def test_sharding_titles_over_several_nodes_count_the_nodes():
+    # "DeepSpeed ZeRO-2 across 8 GPUs — needs 41.91 GiB on each of 16 GPUs" (--nodes 2 of an 8x-h100)
+    alts = json.loads(run("qwen-7b", "--mode", "full", "--profile", "8x-h100", "--nodes", "2", "--json").output)[
+        "alternatives"]
+    titles = [a["title"] for a in alts if a["title"].startswith(("DeepSpeed ZeRO-", "FSDP full-shard across"))]
+    assert titles and all(t.endswith("across 8 GPUs × 2 nodes") for t in titles), titles
