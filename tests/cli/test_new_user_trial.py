@@ -465,3 +465,16 @@ def test_sharding_titles_over_several_nodes_count_the_nodes():
         "alternatives"]
     titles = [a["title"] for a in alts if a["title"].startswith(("DeepSpeed ZeRO-", "FSDP full-shard across"))]
     assert titles and all(t.endswith("across 8 GPUs × 2 nodes") for t in titles), titles
+
+
+def test_a_count_typed_as_32k_means_the_same_on_the_command_line_as_at_the_prompt():
+    # The interactive prompt and the option vocabulary take "128k" (131,072) and "4,096"; `--context 8k` was refused
+    # by click ("'8k' is not a valid integer range").  And "-5" is a whole number out of range, not "not a number".
+    doc = json.loads(run("qwen-7b", "--context", "32k", "--batch", "1,024", "--profile", "h100-sxm", "--json").output)
+    assert (doc["request"]["context"], doc["request"]["batch"]) == (32768, 1024)
+    where = json.loads(CliRunner().invoke(cli, ["where", "qwen-7b", "-c", "8k", "--kind", "cloud", "--json"]).output)
+    assert where["request"]["context"] == 8192
+    r = run("qwen-7b", "--context", "-5")
+    assert r.exit_code == 2 and "--context must be between 1 and 1,073,741,824, got -5" in r.stderr, r.stderr
+    r = run("qwen-7b", "--context", "1e9")
+    assert r.exit_code == 2 and "--context must be a whole number, got '1e9'" in r.stderr, r.stderr
