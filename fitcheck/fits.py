@@ -4,7 +4,8 @@ Every model is judged with :func:`fitcheck.pipeline.check` exactly as ``fitcheck
 judge it, and takes the configuration check itself would point to:
 the request as asked when it fits, else check's best alternative that keeps what the user asked
 for (the context and batch, the mode and sequence length of a training run, the engine when one
-was named, and the one machine: never more nodes).  So each row's ``fitcheck_command`` re-checks as fitting, with the same numbers.
+was named, and the one machine: never more nodes).  So each row's ``fitcheck_command`` re-checks
+as fitting, with the same numbers.
 
 Ranking: the most capable first, read as the most parameters (total, as published), then the
 newer release; models that do not fit follow in the same order.
