@@ -53,8 +53,13 @@ def options_table() -> str:
         default = param.default if not callable(param.default) else None
         unset = default is None or default is False or default == () or type(default).__name__ == "Sentinel"
         shown = "" if unset else f"`{default}`"
+        opt = BY_NAME.get(param.name)
         if isinstance(param.type, click.Choice):
             values = ", ".join(str(c) for c in param.type.choices)
+        elif opt is not None and opt.kind == "int" and not opt.choices and opt.low is not None:
+            # a whole number the option parses itself (32k, 4,096): its range from the vocabulary
+            low_i, high_i = int(opt.low), None if opt.high is None else int(opt.high)
+            values = f"{low_i:,}–{high_i:,}" if high_i is not None else f">= {low_i:,}"
         elif isinstance(param.type, (click.IntRange, click.FloatRange)):
             low, high = param.type.min, param.type.max
             values = f"{low:,}–{high:,}" if high is not None else f">= {low:,}"

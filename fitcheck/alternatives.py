@@ -17,7 +17,7 @@ before a third of the same route, and no more nodes where this machine already f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fitcheck import engines
@@ -157,14 +157,19 @@ class _Search:
         return out
 
     def ranked(self, n: int) -> tuple[Alternative, ...]:
-        return tuple(sorted(self.found, key=lambda a: a.cost)[:n])
+        return tuple(sorted(self.found, key=_rank)[:n])
 
     def ranked_for_serving(self, n: int, plan: AnyPlan) -> tuple[Alternative, ...]:
         """The inference alternatives a practitioner would read: by cost, without the multi-node ones a
         single machine's fitting alternative makes needless (_needless_nodes), one good option per route
         before a third of the same route (_diverse)."""
-        found = sorted(self.found, key=lambda a: a.cost)
+        found = sorted(self.found, key=_rank)
         return _diverse([a for a in found if not _needless_nodes(a, found, plan)])[:n]
+
+
+def _rank(a: Alternative) -> tuple[float, bool]:
+    """Cost order (COST_TIGHT already in the cost); at equal cost a comfortable fit before a tight one."""
+    return a.cost, a.verdict.status == TIGHT
 
 
 # Routes a practitioner tells apart: the serving engines (vLLM, SGLang: paged KV cache, pre-quantized or
@@ -401,11 +406,25 @@ def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine:
 # ---- inference -----------------------------------------------------------------------------------
 def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                evaluate: Evaluate) -> tuple[Alternative, ...]:
+    visible = len(machine.gpus)
+    if plan.problems and request.gpus is not None and 0 < visible < request.gpus:
+        # --gpus N on a machine with fewer: the same request on the GPUs it has (--gpus dropped), and where that
+        # does not fit with headroom the alternatives from there, each changing --gpus too (COST_RUNNABLE, as
+        # training's).
+        fixed = request.with_changes(gpus=None)
+        out = evaluate(fixed)
+        if out is not None and isinstance(out.plan, Plan) and not out.plan.problems:
+            s = _Search(request, evaluate)
+            s.consider(f"Use the {visible} GPU{'s' if visible > 1 else ''} this machine has (no --gpus)", fixed,
+                       COST_RUNNABLE)
+            if out.verdict.status != FITS:
+                s.found += [replace(a, cost=a.cost + COST_RUNNABLE, changes=changed_fields(request, a.request))
+                            for a in _inference(spec, fixed, out.plan, machine, evaluate)]
+            return s.ranked_for_serving(MAX_ALTERNATIVES, out.plan)
     # The request with the plan's precision and engine pinned: an alternative changes one thing.
     base = request.with_changes(precision=plan.precision, engine=plan.engine)
     s = _Search(base, evaluate)
     kind, cc = engines.machine_kind(machine, plan.device)
-    visible = len(machine.gpus)
     on_gpu = plan.device != "cpu" and visible > 0
     all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
 
@@ -676,8 +695,18 @@ def _training(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Ma
         if out is not None and not out.plan.problems:
             what = ", ".join(f"{k} {'default' if v is None else v}" for k, v in changed_fields(request, fixed))
             s.consider(f"What runs here: {what}", fixed, COST_RUNNABLE)
-            _training_candidates(s, spec, fixed, out.plan, machine, COST_RUNNABLE)  # type: ignore[arg-type]
+            if out.verdict.status != FITS:  # it does not fit with headroom: the candidates from there
+                before = len(s.found)
+                _training_candidates(s, spec, fixed, out.plan, machine, COST_RUNNABLE)  # type: ignore[arg-type]
+                # each of them runs with that swap too: the title says so, as its command does
+                s.found[before:] = [replace(a, title=f"With {what}: {_lower_first(a.title)}") for a in s.found[before:]]
     return s.ranked(MAX_TRAINING_ALTERNATIVES)
+
+
+def _lower_first(title: str) -> str:
+    """``title`` to follow a colon: its first word lowercased unless it is an acronym or a name (FSDP, LoRA)."""
+    word = title.split(" ", 1)[0]
+    return title[:1].lower() + title[1:] if word[1:].islower() else title
 
 
 def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: TrainingPlan, machine: Machine,
@@ -806,10 +835,11 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
     shards = plan.device == "gpu" and engines.SHARDING_RUNS.problem(kind, cc) is None
     n = len(machine.gpus) if shards else 0
     if n > 1 and (plan.gpus < n or (plan.zero is None and plan.fsdp is None)):
+        across = f"{n} GPUs" + (f" × {plan.nodes} nodes" if plan.nodes > 1 else "")
         for zero in (2, 3):
-            consider(f"DeepSpeed ZeRO-{zero} across {n} GPUs",
+            consider(f"DeepSpeed ZeRO-{zero} across {across}",
                      base.with_changes(gpus=n, zero=zero, fsdp=None, offload="none"), COST_SHARDING + (zero - 2) * 2)
-        consider(f"FSDP full-shard across {n} GPUs",
+        consider(f"FSDP full-shard across {across}",
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
     # 5a. Hybrid sharding replicates the model states on every node: shard them over all the nodes' GPUs.
     if shards and plan.nodes > 1 and plan.fsdp and engines.FSDP_STRATEGIES[plan.fsdp].within_node:
@@ -836,11 +866,19 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
                 _more_nodes(s, cand.with_changes(gpus=None), plan, "ZeRO-3 Offload",
                             extra + cost + _pcie_cost(s, spec, cand, machine))
 
-    # 7. A shorter sequence (last: it changes what is learned).
+    # 7. A shorter sequence (last: it changes what is learned); with gradient checkpointing too where that alone
+    #    does not hold the asked sequence, as a longer one fits with it than without.
     seq = longest_seq(base)
     if seq:
         consider(f"Shorten the sequence to {seq:,} tokens", base.with_changes(seq_len=seq),
                  shorter_cost(seq, plan.seq_len), False)
+    checkpointed = base.with_changes(grad_checkpointing=True)
+    if not plan.grad_checkpointing and not _runs(s.evaluate(checkpointed)):
+        longer = longest_seq(checkpointed)
+        if longer and (seq is None or longer > seq):
+            consider(f"Gradient checkpointing at a {longer:,}-token sequence",
+                     checkpointed.with_changes(seq_len=longer),
+                     COST_CHECKPOINTING + shorter_cost(longer, plan.seq_len), False)
 
 
 def _runnable_training(base: Request, plan: TrainingPlan, machine: Machine) -> Request:

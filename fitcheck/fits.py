@@ -4,7 +4,8 @@ Every model is judged with :func:`fitcheck.pipeline.check` exactly as ``fitcheck
 judge it, and takes the configuration check itself would point to:
 the request as asked when it fits, else check's best alternative that keeps what the user asked
 for (the context and batch, the mode and sequence length of a training run, the engine when one
-was named).  So each row's ``fitcheck_command`` re-checks as fitting, with the same numbers.
+was named, and the one machine: never more nodes).  So each row's ``fitcheck_command`` re-checks
+as fitting, with the same numbers.
 
 Ranking: the most capable first, read as the most parameters (total, as published), then the
 newer release; models that do not fit follow in the same order.
@@ -31,9 +32,10 @@ DEFAULT_HEADROOM = DEFAULTS["headroom"] / 100
 
 SCHEMA = "fitcheck.fits/1"
 KINDS = ("instruct", "base", "dense", "moe")
-# Alternatives that change one of these answer a different question than the one asked.
-_KEEP_INFERENCE = frozenset({"context", "batch"})
-_KEEP_TRAINING = frozenset({"mode", "seq_len"})
+# Alternatives that change one of these answer a different question than the one asked (more nodes: other
+# machines than this one).
+_KEEP_INFERENCE = frozenset({"context", "batch", "nodes"})
+_KEEP_TRAINING = frozenset({"mode", "seq_len", "nodes"})
 REFUSED = "refused"        # check refuses the request for this model here (e.g. an fp8 checkpoint on a CPU)
 
 

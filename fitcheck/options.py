@@ -170,12 +170,14 @@ def _int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     raw = str(value).strip().replace(",", "").replace("_", "")
+    sign = -1 if raw.startswith("-") else 1  # a whole number still, out of every option's range
+    raw = raw[1:] if sign < 0 else raw
     scale = 1
     if raw.lower().endswith("k"):
         raw, scale = raw[:-1], 1024
     if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_DIGITS:
         return None
-    return int(raw) * scale
+    return sign * int(raw) * scale
 
 
 def _check_transformers_version(text: str) -> None:
@@ -351,11 +353,8 @@ def _click_type(opt: Option):
 
     if opt.kind == "choice":
         return click.Choice([str(c) for c in opt.choices], case_sensitive=False)
-    if opt.kind == "int" and opt.choices:  # a count or a word: the callback parses it
+    if opt.kind == "int":  # the callback parses it as plan files and the interactive prompt do: 32k, 4,096, all
         return click.STRING
-    if opt.kind == "int":
-        return click.IntRange(min=None if opt.low is None else int(opt.low),
-                              max=None if opt.high is None else int(opt.high))
     if opt.kind == "float":
         return click.FloatRange(min=opt.low, max=opt.high)
     return click.STRING
@@ -393,8 +392,8 @@ def click_options(names: Iterable[str] | None = None, *, help_overrides: dict[st
             else:
                 attrs.update(type=_click_type(opt), default=opt.default, callback=_callback(opt),
                              show_default=opt.default is not None)
-                if opt.metavar:
-                    attrs["metavar"] = opt.metavar
+                if opt.metavar or opt.kind == "int":
+                    attrs["metavar"] = opt.metavar or "INTEGER"
             func = click.option(*opt.flags, opt.name, **attrs)(func)
         return func
     return decorator

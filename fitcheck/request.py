@@ -26,6 +26,13 @@ PRECISIONS_BY_MODE = {
 }
 
 
+def base_of_mode(precision: str, mode: str) -> bool:
+    """Whether ``precision`` is a base the training ``mode`` takes (every precision is, for inference)."""
+    from fitcheck.estimate.formats import weight_format
+
+    return mode not in PRECISIONS_BY_MODE or weight_format(precision).name in PRECISIONS_BY_MODE[mode]
+
+
 @dataclass(frozen=True)
 class Request:
     """A question as asked; every field an option of fitcheck.options (defaults there)."""
@@ -153,13 +160,8 @@ class Request:
                                     "add --zero 2 (optimizer) or --zero 3 (optimizer+params)")
             elif self.offload == "optimizer+params" and self.zero != 3:
                 raise FitcheckError("parameter offload needs ZeRO-3", "use --zero 3 --offload optimizer+params")
-        if self.precision is not None:
-            from fitcheck.estimate.formats import weight_format
-
-            p = weight_format(self.precision).name
-            allowed = PRECISIONS_BY_MODE[self.mode]
-            if p not in allowed:
-                raise FitcheckError(f"--precision {self.precision} is not a {self.mode} base",
-                                    f"{self.mode} takes: " + ", ".join(allowed))
+        if self.precision is not None and not base_of_mode(self.precision, self.mode):
+            raise FitcheckError(f"--precision {self.precision} is not a {self.mode} base",
+                                f"{self.mode} takes: " + ", ".join(PRECISIONS_BY_MODE[self.mode]))
         if not 0 <= self.lora_dropout < 1:
             raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")

@@ -97,11 +97,13 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
         chosen = listed.get(name)
         if chosen is not None and getattr(chosen, "default_precision", None):
             # precision left to the machine, its default does not fit: where lists the best precision that
-            # does, and check with that precision and engine agrees
+            # does (a mixture of experts: with llama.cpp's --n-cpu-moe where check advises it), and check with
+            # that precision, engine and --cpu-moe agrees
             assert request_.precision is None and result.exit_code != 0, (model, name)
             assert result.plan.precision == chosen.default_precision, (model, name)
-            again = check(model, request_.with_changes(precision=chosen.plan.precision, engine=chosen.plan.engine),
-                          chosen.machine)
+            cpu_moe = ("all" if chosen.plan.cpu_moe_all else chosen.plan.cpu_moe) or None
+            again = check(model, request_.with_changes(precision=chosen.plan.precision, engine=chosen.plan.engine,
+                                                       cpu_moe=cpu_moe), chosen.machine)
             assert again.exit_code == 0 and again.verdict.status == chosen.verdict.status, (model, name)
             assert again.plan.with_changes(assumptions=()) == chosen.plan.with_changes(assumptions=())
             continue

@@ -257,11 +257,16 @@ def test_deepseek_r1_on_one_8x_h100_node_offers_awq_served_with_vllm_before_tran
     assert doc["estimate"]["total_bytes"] == first.estimate.total_bytes
 
 
-def test_where_lists_one_8x_h100_node_at_awq_served_with_vllm():
+def test_where_lists_one_8x_h100_node_at_4bit_as_check_advises():
+    # `where` lists the node as `fitcheck deepseek-r1 --profile 8x-h100` advises it on one node (its first
+    # alternative that changes only the weights): a 4-bit build, not transformers' device_map.
     doc = json.loads(run("where", "deepseek-r1", "--json").output)
     single = [m for m in doc["machines"] if m["name"] == "8x-h100" and m["nodes"] == 1]
-    assert len(single) == 1 and single[0]["engine"] == "vllm", single
-    assert single[0]["precision"] in ("awq", "gptq-int4") and single[0]["precision_choice"] == "best_fitting"
+    assert len(single) == 1 and single[0]["engine"] in ("vllm", "llama.cpp"), single
+    assert single[0]["precision"] in ("awq", "gptq-int4", "q4_k_m") and single[0]["precision_choice"] == "best_fitting"
+    advised = next(a for a in check("deepseek-r1", Request(), load_profile("8x-h100")).alternatives
+                   if a.plan.nodes == 1)
+    assert (advised.plan.precision, advised.plan.engine) == (single[0]["precision"], single[0]["engine"])
     # cheaper per token than two nodes at fp8, and far cheaper than transformers' device_map
     two = [m for m in doc["machines"] if m["name"] == "8x-h100" and m["nodes"] == 2]
     assert two and single[0]["usd_per_million_tokens"]["high"] < two[0]["usd_per_million_tokens"]["high"]

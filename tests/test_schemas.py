@@ -61,6 +61,7 @@ COMMANDS = {
     "check, a generic model": ["some-unknown-model", "--params", "7b", "--profile", "rtx-4090", "--json"],
     "requirements": ["check", "--profile", "github-gpu-t4", "--require", "gpus>=1", "--require", "cc>=8.0", "--json"],
     "where": ["where", "qwen-7b", "--json"],
+    "where, a mixture of experts (--n-cpu-moe rows)": ["where", "qwen3-30b-a3b", "--kind", "laptop", "--json"],
     "probe, this machine": ["probe", "--json"],
     "probe, a profile": ["probe", "--profile", "macbook-pro-m3-max-64gb", "--json"],
     "profiles": ["profiles", "--json"],

@@ -24,7 +24,7 @@ from fitcheck.alternatives import changed_fields
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.options import BY_NAME, DEFAULTS, OPTIONS
-from fitcheck.request import Request
+from fitcheck.request import Request, base_of_mode
 
 QUIT = ("q", "quit", "exit")
 DEFAULT_MODEL = "qwen-7b"
@@ -78,8 +78,12 @@ class Answers:
         if field == "context" and self.request.training:
             field = "seq_len"  # the length answer is the sequence length in training modes
         if field == "mode" and value != self.request.mode:
-            # Options of the other mode go back to their defaults; the length carries over.
+            # Options of the other mode go back to their defaults, and so does a precision the new mode does not
+            # take as its base (a GGUF type, or nf4 for lora): the plan picks the mode's default for the machine
+            # from the capability table; the sequence length carries over between training modes.
             keep = {n: v for n, v in self.request.option_values().items() if BY_NAME[n].applies(value)}
+            if keep.get("precision") is not None and not base_of_mode(keep["precision"], value):
+                keep["precision"] = None
             return replace(self, request=Request(**{**keep, "mode": value}))
         request = self.request.with_changes(**{field: value})
         if field != "prompt_tokens" and request.prompt_tokens is not None and request.prompt_tokens > request.context:
@@ -89,8 +93,16 @@ class Answers:
 
     def changes_from(self, before: Answers) -> list[str]:
         out = [f"{f} {before.get(f)} → {self.get(f)}" for f in OWN_FIELDS if before.get(f) != self.get(f)]
+        changed = changed_fields(before.request, self.request)
+        mode = self.request.mode
+        # answers the new mode does not take went back to their defaults: said once, with what they were
+        dropped = [n for n, _ in changed if n in BY_NAME and not BY_NAME[n].applies(mode)] \
+            if mode != before.request.mode else []
         out += [f"{typed_name(name)} {_shown(getattr(before.request, name))} → {_shown(new)}"
-                for name, new in changed_fields(before.request, self.request)]
+                for name, new in changed if name not in dropped]
+        if dropped:
+            out.append(f"reset (not for {mode}): "
+                       + ", ".join(f"{typed_name(n)} {_shown(getattr(before.request, n))}" for n in dropped))
         return out
 
 

@@ -43,8 +43,9 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
     Every shipped profile is judged exactly as `fitcheck MODEL --profile NAME` judges it, with its
     own default precision, engine and GPUs unless given; those that run it (fits or tight) are listed
     with expected tokens/s (a range) and, for cloud machines, the price per hour and per million
-    generated tokens.  With no --precision, a machine whose default does not fit is listed at the
-    best precision that does (marked *); profiles that cannot run the request at all (kernels,
+    generated tokens.  With no --precision, a machine whose default does not fit is listed as check
+    advises there, changing only the weights (format and engine; for a mixture of experts, llama.cpp's
+    --n-cpu-moe), else at the best precision that does (marked *); profiles that cannot run the request at all (kernels,
     compute capability, engine) are listed apart from those where it does not fit.
 
     \b

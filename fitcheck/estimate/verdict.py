@@ -125,29 +125,66 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
                 what += " after the GPU's share of unified memory"
         room = 0.0 if ((reserved is not None or static is not None) and need.kind == "gpu") else headroom
         devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, room))
+    # Both engines: TIGHT when what the request needs inside the reservation leaves less than the headroom of it,
+    # i.e. the KV pool's spare beyond this request's KV cache is under headroom × the reservation.
     if reserved is not None:
-        inner = max((d.total_bytes - d.component("kv_pool_spare") for d in gpu_needs), default=0)
+        inner, kv = max(((d.total_bytes - d.component("kv_pool_spare"), d.component("kv_cache")) for d in gpu_needs),
+                        default=(0, 0))
         if inner > reserved:
             reasons.append(f"needs {format_gib(inner)} inside vLLM's reservation of {format_gib(reserved)} "
-                           f"(raise --gpu-memory-utilization or shorten --context)")
+                           + _pool_fix(inner, kv, reserved, _least_free(devices), "--gpu-memory-utilization"))
         elif inner > reserved * (1 - headroom) and not reasons:
-            devices = [d if d.kind != "gpu" or d.status != FITS else
-                       DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT,
-                                     "the KV cache needed is close to vLLM's pool") for d in devices]
+            devices = _pool_tight(devices, _pool_reason("vLLM's", reserved - inner + kv, kv, reserved - inner,
+                                                        headroom, "reservation", reserved))
     if static is not None:
-        inner = max((d.component("weights") + d.component("kv_cache") for d in gpu_needs), default=0)
+        inner, kv = max(((d.component("weights") + d.component("kv_cache"), d.component("kv_cache"))
+                         for d in gpu_needs), default=(0, 0))
         if inner > static:
+            rest = max((d.total_bytes - d.component("kv_pool_spare") - d.component("weights") - d.component("kv_cache")
+                        for d in gpu_needs), default=0)  # activations, CUDA graphs: outside the static share
+            free = _least_free(devices)
             reasons.append(f"needs {format_gib(inner)} of weights and KV cache inside SGLang's "
-                           f"mem_fraction_static share of {format_gib(static)} (raise --gpu-memory-utilization, "
-                           "SGLang's --mem-fraction-static, or shorten --context)")
+                           f"mem_fraction_static share of {format_gib(static)} "
+                           + _pool_fix(inner, kv, static, None if free is None else free - rest,
+                                       "--gpu-memory-utilization (SGLang's --mem-fraction-static)"))
         elif inner > static * (1 - headroom) and not reasons:
-            devices = [d if d.kind != "gpu" or d.status != FITS else
-                       DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT,
-                                     "the KV cache needed is close to SGLang's pool") for d in devices]
+            devices = _pool_tight(devices, _pool_reason("SGLang's", static - inner + kv, kv, static - inner, headroom,
+                                                        "mem_fraction_static share", static))
     status = max((d.status for d in devices), key=lambda s: _ORDER[s], default=UNKNOWN)
     if reasons:
         status = DOES_NOT_FIT
     return Verdict(status, tuple(devices), headroom, tuple(reasons))
+
+
+def _least_free(devices: list[DeviceVerdict]) -> int | None:
+    free = [d.free_bytes for d in devices if d.kind == "gpu" and d.free_bytes is not None]
+    return min(free) if free else None
+
+
+def _pool_fix(inner: int, kv: int, reserved: int, room: int | None, flag: str) -> str:
+    """What makes ``inner`` (KV cache ``kv`` included) fit a reservation of ``reserved`` on a GPU with ``room``
+    for it: a larger reservation, a shorter context, both; or nothing short of smaller weights or more GPUs."""
+    rest = inner - kv
+    fits_room = room is not None and inner <= room
+    fixes = ([f"raise {flag}"] if fits_room else []) + (["shorten --context or lower --batch"] if rest < reserved else [])
+    if fixes:
+        return "(" + ", or ".join(fixes) + ")"
+    if room is not None and rest < room:
+        return f"(raise {flag} and shorten --context or lower --batch)"
+    return (f"(without the KV cache it still needs {format_gib(rest)}, more than this GPU can give it: "
+            "lower-precision weights or more GPUs)")
+
+
+def _pool_reason(engine: str, pool: int, kv: int, spare: int, headroom: float, what: str, reserved: int) -> str:
+    return (f"{engine} KV pool of {format_gib(pool)} holds this request's KV cache ({format_gib(kv)}) with "
+            f"{format_gib(spare)} to spare, less than the {headroom:.0%} headroom ({format_gib(reserved * headroom)}) "
+            f"of its {format_gib(reserved)} {what}")
+
+
+def _pool_tight(devices: list[DeviceVerdict], reason: str) -> list[DeviceVerdict]:
+    """The GPUs that fit, marked TIGHT for ``reason`` (the KV pool's spare is inside the headroom)."""
+    return [d if d.kind != "gpu" or d.status != FITS else
+            DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT, reason) for d in devices]
 
 
 def _judge_device(device: str, kind: str, need: int, free: int | None, what: str, headroom: float) -> DeviceVerdict:

@@ -11,7 +11,7 @@ JSON document (schema "fitcheck.where/1"; tests lock its key set):
   "model": {query, id, params_total, params_active},
   "request": {precision, context, prompt_tokens, batch, kv_dtype, engine, gpus, headroom_pct, kind,
               max_price_usd_per_hour},
-  "machines": [{name, kind, description, precision, engine, device, gpus, nodes, layout, status, need_bytes,
+  "machines": [{name, kind, description, precision, engine, device, gpus, nodes, layout, cpu_moe, status, need_bytes,
                 free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
                 usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
@@ -28,10 +28,11 @@ power draw, the amortised cost adds the purchase price spread over amortize_year
 hours_per_day; break_even_hours is against break_even_against, the cheapest rented machine per token.
 Machines that fit with the headroom are listed cheapest first (price per hour), then the ones
 without a price, fastest first.  With no --precision, a machine whose default does not fit is listed
-at the best precision that does (precision_choice "best_fitting", its default in default_precision):
-the lower precisions and GGUF builds check's alternatives try (with no --engine, with each serving
-engine that runs them there too: DeepSeek-R1 on one 8x-h100 at AWQ served by vLLM), nothing else of the
-request changed.
+as check advises there (precision_choice "best_fitting", its default in default_precision): check's best
+alternative on that machine that changes only the weights — their format, the engine serving them (with no
+--engine), or for a mixture of experts llama.cpp's --n-cpu-moe (device "offload", cpu_moe N) — else the
+best precision that runs fully on the device (fitcheck.alternatives.best_precision: the lower precisions and
+GGUF builds check's alternatives try), nothing else of the request changed.
 """
 
 from __future__ import annotations
@@ -179,21 +180,40 @@ def evaluate_on(spec, request, machine: Machine, headroom: float) -> WhereRow:
                     "" if verdict.status == FITS else verdict.summary(), nodes=request.nodes)
 
 
+# What an alternative may change and still be "this request at another precision" in `where`: the weights
+# format, the engine that serves it (and the engine-specific options a switch resets), and for a mixture of
+# experts with llama.cpp which layers keep their routed experts in RAM (--n-cpu-moe).
+WEIGHTS_ONLY = frozenset({"precision", "engine", "cpu_moe", "transformers_version", "attention",
+                          "gpu_memory_utilization", "device"})
+
+
 def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -> WhereRow:
     """``row`` (the machine at its default precision) when it runs or the precision was given; else the
-    machine at the best precision that runs there (fitcheck.alternatives.best_precision), checked again
-    as `fitcheck MODEL -p P --engine E --profile NAME` checks it, or ``row`` when none does."""
+    machine as `fitcheck MODEL --profile NAME` itself advises: its best alternative there that changes only the
+    weights (WEIGHTS_ONLY; the engine too unless --engine was given) on the same device, or llama.cpp's
+    --n-cpu-moe for a mixture of experts, checked again as its printed command checks it.  Where check
+    offers none such (it moves layers to the CPU or rents nodes instead), the best precision that runs fully
+    on the device (fitcheck.alternatives.best_precision); ``row`` when nothing runs."""
     from fitcheck.alternatives import best_precision
-    from fitcheck.pipeline import Evaluator
+    from fitcheck.model.resolve import ResolvedModel
+    from fitcheck.pipeline import Evaluator, check
 
     if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
         return row
     asked = request.with_changes(headroom=headroom * 100)
-    best = best_precision(spec, asked, row.plan, row.machine, Evaluator(spec, row.machine))
-    if best is None:
-        return row
-    chosen = evaluate_on(spec, request.with_changes(precision=best.plan.precision, engine=best.plan.engine),
-                         row.machine, headroom)
+    allowed = WEIGHTS_ONLY - ({"engine"} if request.engine else set())
+    try:
+        advised = check(ResolvedModel(spec, spec.name, "where"), asked, row.machine, search=False).alternatives
+    except FitcheckError:
+        advised = ()
+    chosen_request = next((a.request for a in advised if {k for k, _ in a.changes} <= allowed
+                           and (a.plan.device == row.plan.device or getattr(a.plan, "cpu_moe", 0))), None)
+    if chosen_request is None:
+        best = best_precision(spec, asked, row.plan, row.machine, Evaluator(spec, row.machine))
+        if best is None:
+            return row
+        chosen_request = request.with_changes(precision=best.plan.precision, engine=best.plan.engine)
+    chosen = evaluate_on(spec, chosen_request, row.machine, headroom)
     return replace(chosen, default_precision=row.plan.precision) if chosen.fits else row
 
 
@@ -324,12 +344,16 @@ def _where_text(row: WhereRow) -> str:
     name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
     text = f"{p.gpus}× {name}" if p.gpus > 1 else name
     text = f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
+    text += " + CPU" if p.device == "offload" else ""  # llama.cpp: part of the weights in RAM
     return text + (", expert parallel" if row.layout == "expert-parallel" else "")
 
 
 def _weights_text(row: WhereRow) -> str:
-    """The precision and engine the row runs with; * when chosen because the machine's default did not fit."""
-    return f"{row.plan.precision} {row.plan.engine}" + ("*" if row.default_precision else "")
+    """The precision and engine the row runs with (and llama.cpp's split, --n-cpu-moe N or -ngl N); * when chosen
+    because the machine's default did not fit."""
+    p = row.plan
+    return f"{p.precision} {p.engine}" + (f" {p.offload_flag}" if p.offload_flag else "") \
+        + ("*" if row.default_precision else "")
 
 
 def _cannot_run_reason(row: WhereRow) -> str:
@@ -341,7 +365,12 @@ def _memory_text(row: WhereRow) -> str:
     if d is None:
         return "unknown"
     label = "RAM" if d.kind == "cpu" else "GPU"
-    return f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}" + tight_mark(row.verdict)
+    text = f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
+    if row.plan is not None and row.plan.device == "offload":  # split between the GPU and RAM: the other's too
+        others = [o for o in row.verdict.devices if o is not d and o.free_bytes is not None and o.need_bytes]
+        text += "".join(f", {o.need_bytes / GiB:.1f} of {o.free_bytes / GiB:.0f} GiB "
+                        + ("RAM" if o.kind == "cpu" else "GPU") for o in others)
+    return text + tight_mark(row.verdict)
 
 
 def tight_mark(verdict: Verdict | None) -> str:
@@ -390,7 +419,8 @@ def render_where_table(result: WhereResult) -> str:
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
     if any(r.default_precision for r in fitting):
         lines.append("* the machine's default precision does not fit there: the best precision that does "
-                     "(check it with `fitcheck MODEL -p PRECISION --engine ENGINE --profile NAME`)")
+                     "(check it with `fitcheck MODEL -p PRECISION --engine ENGINE --profile NAME`"
+                     + (", and --cpu-moe N for --n-cpu-moe N" if any(r.plan.cpu_moe for r in fitting) else "") + ")")
     lines += tight_note(fitting, result.headroom)
     skipped = len(result.not_fitting)
     if skipped:
@@ -440,6 +470,7 @@ def where_document(result: WhereResult) -> dict:
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
             "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
             "nodes": r.nodes, "layout": r.layout,
+            "cpu_moe": ("all" if r.plan.cpu_moe_all else r.plan.cpu_moe) if r.plan.cpu_moe else None,
             "precision_choice": ("given" if req.precision else "best_fitting" if r.default_precision else "default"),
             "default_precision": r.default_precision,
             "status": r.verdict.status,

@@ -263,3 +263,26 @@ def test_sharding_is_not_asked_on_one_gpu_nor_for_inference():
     assert "FSDP" not in one.split("Verdict")[0] and "ZeRO stage" not in one
     serve = talk("llama-3.1-8b", "", "", "", "", "8x-h100", "q").output
     assert "Shard over the GPUs" not in serve
+
+
+def test_training_after_a_gguf_alternative_falls_back_to_a_training_base():
+    # Taking llama.cpp's GGUF alternative, then `mode lora`, was refused ("--precision q4_k_m is not a lora
+    # base") and left the session in inference: a GGUF type is no training base, so the mode change takes the
+    # precision back to auto (the plan's default for the machine), and says so.
+    r = talk("qwen-7b", "", "", "16384", "", "rtx-3060", "3", "mode lora", "mode qlora", "q")
+    assert r.exit_code == 0, r.output
+    taken, rest = r.output.split("Taking 3. Run a GGUF q4_k_m build", 1)[1].split("Changed: mode inference → lora", 1)
+    assert "Changed: precision auto → q4_k_m; engine auto → llama.cpp" in taken
+    assert "is not a lora base" not in r.output
+    assert rest.startswith("; precision q4_k_m → auto")
+    # the inference answers lora does not take are said once as reset, with what they were (not "context → 4096")
+    assert rest.startswith("; precision q4_k_m → auto; reset (not for lora): context 16384, engine llama.cpp\n"), rest
+    lora, qlora = rest.split("Changed: mode lora → qlora", 1)
+    assert "Request:  lora fine-tuning, bf16 base" in lora
+    assert "Request:  qlora fine-tuning, nf4 base" in qlora and "Traceback" not in r.output
+    # a precision the new mode takes is kept (awq is a QLoRA base), one it does not is reset
+    awq = Answers(request=Request(precision="awq", engine="vllm"))
+    assert awq.with_answer("mode", "qlora").request.precision == "awq"
+    assert awq.with_answer("mode", "lora").request.precision is None
+    assert Answers(request=Request(mode="lora", precision="bf16")).with_answer("mode", "full").request.precision \
+        == "bf16"

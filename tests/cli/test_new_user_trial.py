@@ -199,10 +199,10 @@ def test_interactive_length_errors_name_the_sequence_length_and_the_range():
 def test_where_marks_the_machines_it_fits_only_tightly():
     # `where` listed a TIGHT machine (`fitcheck MODEL --profile NAME` says TIGHT, exit 1 with --strict)
     # exactly like one with room to spare.
-    doc = json.loads(run("where", "qwen-7b", "--kind", "desktop", "--json").output)
+    doc = json.loads(run("where", "qwen3-30b-a3b", "--kind", "desktop", "--json").output)
     status = {m["name"]: m["status"] for m in doc["machines"]}
     assert "tight" in status.values() and "fits" in status.values()
-    text = run("where", "qwen-7b", "--kind", "desktop").output
+    text = run("where", "qwen3-30b-a3b", "--kind", "desktop").output
     for name, st in status.items():
         row = next(li for li in text.splitlines() if li.startswith(name + " "))
         assert ("(tight)" in row) == (st == "tight"), row
@@ -312,3 +312,169 @@ def test_software_line_of_a_llama_cpp_request_does_not_ask_for_torch():
     r = run("qwen-7b", "--precision", "q4_k_m", "--device", "cpu", "--python-env", "/nonexistent-env")
     line = next((li for li in r.output.splitlines() if li.startswith("Software:")), "")
     assert "--python-env PATH names another environment" not in line, r.output
+
+
+def test_at_equal_cost_a_comfortable_alternative_ranks_before_a_tight_one():
+    # Qwen3-32B on one L4: llama.cpp's Q4_K_M build fits with headroom; SGLang's AWQ (the same quality loss)
+    # fits only inside the headroom and costs as much once COST_TIGHT is added, and was listed first
+    # (the sort kept insertion order on a tie).
+    doc = json.loads(run("qwen-32b", "--profile", "l4", "--json").output)
+    alts = doc["alternatives"]
+    assert doc["verdict"]["status"] == "does_not_fit"
+    for cases in (alts, json.loads(run("qwen-32b", "--profile", "rtx-5090", "--context", "32768",
+                                       "--json").output)["alternatives"]):
+        gguf = next(i for i, a in enumerate(cases) if "--precision q4_k_m" in a["fitcheck_command"])
+        awq = next(i for i, a in enumerate(cases) if "--precision awq" in a["fitcheck_command"])
+        assert cases[gguf]["status"] == "fits" and cases[awq]["status"] == "tight"
+        assert cases[gguf]["cost"] == cases[awq]["cost"]
+        assert gguf < awq, [a["title"] for a in cases]
+
+
+def test_where_offers_the_moe_expert_offload_check_advises():
+    # `fitcheck qwen3-30b-a3b --profile rtx-4070-laptop` advises llama.cpp with the first 33 layers' experts in
+    # RAM (--n-cpu-moe 33), and `where` listed the machine as "does not fit"; on an RTX 3060 `where` chose a Q2_K
+    # build (tight) that check never offers, beside check's Q4_K_M --n-cpu-moe 23.  Each `where` row is now the
+    # option check itself advises there, and its command reproduces the row.
+    r = CliRunner().invoke(cli, ["where", "qwen3-30b-a3b", "--kind", "laptop", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {m["name"]: m for m in json.loads(r.output)["machines"]}
+    for name in ("rtx-4070-laptop", "rtx-4060-laptop"):
+        row = rows[name]
+        check = json.loads(run("qwen3-30b-a3b", "--profile", name, "--json").output)
+        advised = check["alternatives"][0]
+        assert "--cpu-moe 33" in advised["fitcheck_command"]
+        assert (row["precision"], row["engine"], row["device"], row["cpu_moe"]) == ("q4_k_m", "llama.cpp", "offload", 33)
+        again = json.loads(run(*advised["fitcheck_command"].split()[1:], "--json").output)
+        gpu = next(d for d in again["verdict"]["devices"] if d["device"] == "gpu0")
+        assert row["need_bytes"] == gpu["need_bytes"] and row["status"] == again["verdict"]["status"] == "fits"
+    text = CliRunner().invoke(cli, ["where", "qwen3-30b-a3b", "--kind", "desktop"]).output
+    line = next(li for li in text.splitlines() if li.startswith("rtx-3060 "))
+    assert "RTX 3060 + CPU" in line and "q4_k_m llama.cpp --n-cpu-moe 23*" in line and "GiB RAM" in line, line
+    assert "q2_k" not in line and "(tight)" not in line
+    assert "and --cpu-moe N for --n-cpu-moe N" in text
+
+
+def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sglang():
+    # "TIGHT — the KV cache needed is close to vLLM's pool" beside "KV pool: 37,220 tokens, maximum concurrency
+    # 7.27×" for 4 sequences read as a contradiction: the rule (both engines) is that the pool's spare beyond this
+    # request's KV cache is under the headroom of the engine's reservation; the line now says so, with the figures.
+    from fitcheck.units import format_gib
+
+    for engine, context, pool_fact, reserved_fact, what in (
+            ("vllm", 5120, "vllm_kv_pool_bytes", "vllm_reserved_bytes", "reservation"),
+            ("sglang", 9216, "sglang_kv_pool_bytes", "sglang_static_bytes", "mem_fraction_static share")):
+        args = ("llama-3.1-8b", "--engine", engine, "--context", str(context), "--batch", "4", "--profile", "rtx-4090")
+        doc = json.loads(run(*args, "--json").output)
+        assert doc["verdict"]["status"] == "tight", doc["verdict"]
+        facts, gpu = doc["estimate"]["facts"], doc["estimate"]["devices"][0]["components"]
+        pool, reserved, kv = facts[pool_fact], facts[reserved_fact], gpu["kv_cache"]
+        assert pool - kv < 0.1 * reserved < pool  # the rule: spare under 10 % of the reservation
+        line = next(li for li in run(*args).output.splitlines() if li.startswith("Verdict:"))
+        name = "vLLM" if engine == "vllm" else "SGLang"
+        assert line == (f"Verdict:  TIGHT — {name}'s KV pool of {format_gib(pool)} holds this request's KV cache "
+                        f"({format_gib(kv)}) with {format_gib(pool - kv)} to spare, less than the 10% headroom "
+                        f"({format_gib(reserved * 0.1)}) of its {format_gib(reserved)} {what}"), line
+        # a shorter context leaves more than the headroom: FITS
+        assert json.loads(run(*args[:3], "--context", "4096", *args[5:], "--json").output)["verdict"]["status"] \
+            == "fits"
+
+
+def test_more_gpus_than_the_machine_has_offers_its_own_gpus_first():
+    # `--gpus 2` on one RTX 4090 is CANNOT RUN HERE (exit 1), and the only thing offered was a Q4_K_M GGUF build,
+    # although the request itself runs on the one GPU (bf16, 15.68 GiB): that comes first now, and its command
+    # (no --gpus) reproduces it.
+    r = run("qwen-7b", "--gpus", "2", "--profile", "rtx-4090", "--json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.output)
+    assert doc["verdict"]["status"] == "cannot_run"
+    first = doc["alternatives"][0]
+    assert first["title"] == "Use the 1 GPU this machine has (no --gpus)" and first["status"] == "fits"
+    assert "--gpus" not in first["fitcheck_command"]
+    again = json.loads(run(*first["fitcheck_command"].split()[1:], "--json").output)
+    assert again["verdict"]["status"] == "fits" and again["estimate"]["total_bytes"] == first["total_bytes"]
+    # where it does not fit on the GPUs there are, the alternatives from there, each without --gpus
+    doc = json.loads(run("qwen-72b", "--gpus", "4", "--profile", "2x-rtx-3090", "--json").output)
+    assert doc["alternatives"] and all("--gpus" not in a["fitcheck_command"] for a in doc["alternatives"])
+
+
+def test_a_reservation_too_small_names_only_the_fixes_that_help():
+    # Qwen3-30B-A3B in bf16 with vLLM on a 24 GB card said "raise --gpu-memory-utilization or shorten --context":
+    # its weights alone are 57 GiB, neither helps.  Each fix is named only where it would make room.
+    def verdict(*args):
+        return next(li for li in run(*args, "--profile", "rtx-4090").output.splitlines() if li.startswith("Verdict:"))
+
+    for engine in ("vllm", "sglang"):
+        line = verdict("qwen3-30b-a3b", "--engine", engine)
+        assert "raise --gpu-memory-utilization" not in line and "shorten --context" not in line, line
+        assert "more than this GPU can give it: lower-precision weights or more GPUs" in line
+    assert "(raise --gpu-memory-utilization, or shorten --context or lower --batch)" in \
+        verdict("llama-3.1-8b", "--engine", "vllm", "--context", "10240", "--batch", "4")
+    assert "(shorten --context or lower --batch)" in verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072",
+                                                             "--batch", "4")
+    assert "(raise --gpu-memory-utilization)" in verdict("llama-3.1-8b", "--engine", "vllm", "--context", "1310",
+                                                         "--batch", "4", "--gpu-memory-utilization", "0.7")
+    assert "(raise --gpu-memory-utilization and shorten --context or lower --batch)" in \
+        verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072", "--batch", "4",
+                "--gpu-memory-utilization", "0.5")
+
+
+def test_models_fits_answers_for_this_one_machine_never_more_nodes():
+    # `fitcheck models --fits --profile l4` listed DeepSeek-R1 (671B) as "q2_k llama.cpp, tight" on one L4:
+    # check's best alternative there is llama.cpp's RPC backend over 11 L4 nodes, and the row did not say so.
+    doc = json.loads(run("models", "deepseek-r1", "--fits", "--profile", "l4", "--json").output)
+    fitting = {m["id"]: m for m in doc["models"]}
+    assert "deepseek-ai/DeepSeek-R1" not in fitting and "deepseek-ai/DeepSeek-R1-0528" not in fitting
+    assert {m["id"] for m in doc["not_fitting"]} >= {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1-0528"}
+    assert fitting and all("--nodes" not in m["fitcheck_command"] for m in fitting.values())
+
+
+def test_lora_on_a_cpu_offers_checkpointing_at_the_sequence_that_fits_with_it():
+    # LoRA on Qwen2.5-7B on a CPU machine of 24 GiB: "Nothing fits on laptop-16gb, even with LoRA, gradient
+    # checkpointing or a shorter sequence", yet checkpointing at a ~900-token sequence fits (and --mode full offered
+    # exactly that).  Checkpointing and the shorter sequence together are now an alternative, and reproduce.
+    r = run("qwen-7b", "--mode", "lora", "--profile", "laptop-16gb", "--ram", "24GiB", "--json")
+    assert r.exit_code == 1, r.output
+    alts = json.loads(r.output)["alternatives"]
+    first = alts[0]
+    assert re.fullmatch(r"Gradient checkpointing at a [\d,]+-token sequence", first["title"]), first["title"]
+    assert "--grad-checkpointing" in first["fitcheck_command"] and "--seq-len" in first["fitcheck_command"]
+    again = json.loads(run(*first["fitcheck_command"].split()[1:], "--json").output)
+    assert again["verdict"]["status"] == first["status"] and again["estimate"]["total_bytes"] == first["total_bytes"]
+    assert "Nothing fits" not in run("qwen-7b", "--mode", "lora", "--profile", "laptop-16gb", "--ram", "24GiB").output
+
+
+def test_training_alternatives_from_what_runs_here_say_what_they_swapped():
+    # QLoRA with flash-attention on a T4 (cc 7.5) cannot run; the alternatives are built on sdpa attention, but their
+    # titles ("FSDP full-shard over 2 nodes") hid that their commands switch to --attention sdpa.  And where what
+    # runs here already fits (LoRA bf16 on a 64 GB Mac instead of QLoRA), "LoRA rank 8" or "Shorten the sequence to
+    # 2,047 tokens" on top of it was noise.
+    doc = json.loads(run("qwen-7b", "--mode", "qlora", "--attention", "flash", "--profile", "t4", "--json").output)
+    assert doc["alternatives"]
+    for a in doc["alternatives"]:
+        assert "--attention sdpa" in a["fitcheck_command"], a
+        assert a["title"].startswith(("What runs here: attention sdpa", "With attention sdpa: ")), a["title"]
+    assert any(a["title"].startswith("With attention sdpa: FSDP") for a in doc["alternatives"])  # acronyms kept
+    mac = json.loads(run("qwen-7b", "--mode", "qlora", "--profile", "macbook-pro-m3-max-64gb", "--json").output)
+    assert [a["title"] for a in mac["alternatives"]] == ["What runs here: mode lora, precision bf16"]
+    assert mac["alternatives"][0]["status"] == "fits"
+
+
+def test_sharding_titles_over_several_nodes_count_the_nodes():
+    # "DeepSpeed ZeRO-2 across 8 GPUs — needs 41.91 GiB on each of 16 GPUs" (--nodes 2 of an 8x-h100)
+    alts = json.loads(run("qwen-7b", "--mode", "full", "--profile", "8x-h100", "--nodes", "2", "--json").output)[
+        "alternatives"]
+    titles = [a["title"] for a in alts if a["title"].startswith(("DeepSpeed ZeRO-", "FSDP full-shard across"))]
+    assert titles and all(t.endswith("across 8 GPUs × 2 nodes") for t in titles), titles
+
+
+def test_a_count_typed_as_32k_means_the_same_on_the_command_line_as_at_the_prompt():
+    # The interactive prompt and the option vocabulary take "128k" (131,072) and "4,096"; `--context 8k` was refused
+    # by click ("'8k' is not a valid integer range").  And "-5" is a whole number out of range, not "not a number".
+    doc = json.loads(run("qwen-7b", "--context", "32k", "--batch", "1,024", "--profile", "h100-sxm", "--json").output)
+    assert (doc["request"]["context"], doc["request"]["batch"]) == (32768, 1024)
+    where = json.loads(CliRunner().invoke(cli, ["where", "qwen-7b", "-c", "8k", "--kind", "cloud", "--json"]).output)
+    assert where["request"]["context"] == 8192
+    r = run("qwen-7b", "--context", "-5")
+    assert r.exit_code == 2 and "--context must be between 1 and 1,073,741,824, got -5" in r.stderr, r.stderr
+    r = run("qwen-7b", "--context", "1e9")
+    assert r.exit_code == 2 and "--context must be a whole number, got '1e9'" in r.stderr, r.stderr

@@ -10,7 +10,7 @@ from fitcheck.cli import cli
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "cannot_run", "assumptions",
             "cost"}
 COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "break_even_against"}
-MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "nodes", "layout", "status",
+MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "nodes", "layout", "cpu_moe", "status",
                 "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
                 "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source",
