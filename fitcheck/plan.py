@@ -62,6 +62,13 @@ class Plan:
     # generate() with the legacy tuple cache: the previous step's cache is still referenced while
     # the new one is concatenated, so two caches are alive at the last decode step.
     legacy_cache: bool = False
+    # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS): its vocabulary-sized
+    # tensors per step.  No option sets it yet: 'top-p' (do_sample with temperature, top-k and top-p, what
+    # chat models' generation_config.json asks for) is the larger of the common cases.
+    sampling: str = "top-p"
+    # generate(min_new_tokens=N): MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor run each step
+    # (the measurement harness forces its token counts so); no option sets it.
+    min_new_tokens: bool = False
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
     nodes: int = 1              # machines; vLLM: pipeline-parallel stages, one per node (gpus is per node)
