@@ -25,6 +25,10 @@ probabilities until the next step rebinds them.  Counted here in bytes per vocab
   TopPLogitsWarper `torch.sort` (fp32 values and int64 indices), `softmax().cumsum()` (fp32; the softmax
   freed once the cumsum exists), two bool masks and `masked_fill`; MinLength/MinNewTokens `scores.clone()`
   and `torch.where(...)` from 4.40 (in place on the scores before);
+- the warpers (temperature, top-k, top-p) ran as a second list before 4.45, after the processors' result
+  had replaced the previous step's scores; from 4.45 they are one list with the processors, and the
+  previous step's scores stay alive through them
+  (https://github.com/huggingface/transformers/blob/v4.45.2/src/transformers/generation/utils.py, _sample);
 - sampling: `probs = softmax(next_token_scores)` and `torch.multinomial(probs, 1)`, which on one sample
   draws an exponential tensor of the probabilities' size (ATen's multinomial, n_sample == 1); greedy's
   `argmax` makes one index per sequence.
@@ -64,6 +68,7 @@ MIN_LENGTH_IN_PLACE = Processor("min-length", 0, 0)
 # The first release whose MinLength/MinNewTokens processors clone the scores (4.39: in place).
 MIN_LENGTH_CLONES_SINCE = (4, 40)
 COPY_SINCE = (4, 42)            # next_token_logits = outputs.logits[:, -1, :].clone(); del outputs
+WARPERS_MERGED_SINCE = (4, 45)  # the warpers joined the processors' list (_get_logits_processor)
 COMPUTE_DTYPE_LOGITS_SINCE = (4, 46)
 COPY_WITHOUT_CLONE_SINCE = (4, 51)  # .to(copy=True, dtype=torch.float32)
 CURRENT = (99, 0)  # no --transformers-version: a current release
@@ -105,17 +110,24 @@ def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
     copy = 4 if release >= COPY_SINCE else 0
     clone = act_bytes if COMPUTE_DTYPE_LOGITS_SINCE <= release < COPY_WITHOUT_CLONE_SINCE and act_bytes < 4 else 0
     # the chain: each processor's own peak over the scores it is given (the copy, already counted, first)
-    current = chain_peak = 0
-    for p in chain:
-        chain_peak = max(chain_peak, current + p.internal + p.output)
+    current = processors_peak = warpers_peak = 0
+    for p in processors:
+        processors_peak = max(processors_peak, current + p.internal + p.output)
         current = p.output or current
+    for p in sampling_processors(sampling):
+        warpers_peak = max(warpers_peak, current + p.internal + p.output)
+        current = p.output or current
+    chain_peak = max(processors_peak, warpers_peak)
     scores = current                      # the chain's result, when it made a tensor of its own
     prev_scores = 4                       # the previous step's scores: its result, copy or (before 4.42) view
     prev_copy = 4 if scores else 0        # its copy (or viewed logits) too, when the chain made new scores
     prev_probs = 4 if sampled else 0
+    # before 4.45 the warpers ran after `next_token_scores = logits_processor(...)` had rebound the
+    # previous step's scores (`next_token_scores = logits_warper(input_ids, next_token_scores)`)
+    warpers_held = prev_scores if release >= WARPERS_MERGED_SINCE else 0
     forward = prev_scores + prev_copy + prev_probs + m + upcast
     copying = prev_scores + prev_copy + prev_probs + m + copy + clone
-    processing = m + copy + prev_scores + prev_probs + chain_peak
+    processing = m + copy + prev_probs + max(prev_scores + processors_peak, warpers_held + warpers_peak)
     sampler = m + copy + scores + 8 if sampled else 0  # probs and multinomial's draw (the previous probs freed)
     steady = max(forward, copying, processing, sampler)
     first = max(copy + clone, copy + chain_peak, copy + scores + 8 if sampled else 0)

@@ -20,7 +20,11 @@ from fitcheck.plan import Plan
     # + temperature's output, top-p's sort (fp32 values, int64 indices), cumsum, two masks (10.5 × 4 B)
     ((5, 24), "top-p", 4, 42),
     ((5, 24), "top-p", 2, 40),    # 16-bit logits from 4.46 on
-    ((4, 44), "top-p", 2, 42),    # fp32 logits before 4.46 (the forward upcasts them)
+    ((4, 46), "top-p", 4, 42),
+    # before 4.45 the warpers ran after the processors' result had freed the previous step's scores, and
+    # the logits were fp32 (the forward upcast them) before 4.46
+    ((4, 44), "top-p", 2, 38),
+    ((4, 44), "sample", 4, 20),   # here the copy is the peak: the previous step's scores, copy and probs
     ((4, 38), "greedy", 4, 8),    # before 4.42 generate() takes a view, no copy
 ])
 def test_a_steady_step_per_release_and_sampling(release, sampling, act_bytes, steady):
