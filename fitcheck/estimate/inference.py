@@ -291,12 +291,15 @@ def _transformers(spec: ModelSpec, plan: Plan):
         held = mask[0]
         mask_why = (f"; transformers 4.38's {spec.max_context:,}² causal mask expanded per sequence "
                     f"({held / MiB:,.0f} MiB held through the forward)")
-    # Legacy tuple cache (Plan.legacy_cache): the last decode step builds a new cache while the old
-    # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
-    # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
+    # Legacy tuple cache (Plan.legacy_cache): the last decode step's forward builds a new cache while the
+    # old one is referenced, so that forward holds two caches beside the decoding loop's tensors (the
+    # previous step's scores and probabilities, the new logits: StepTensors.forward); the prefill's
+    # transients are gone by then, so what this needs beyond the activation peak is added.
     generates = plan.decodes and plan.context > plan.prompt_tokens
     decoding = Decoding.of(spec, plan, act_b, logits)
-    kv_copy = max(kv - _prefill_peak(act, logits, plan, mask, decoding), 0) if plan.legacy_cache and generates else 0
+    last_forward = mask[0] + decoding.bytes(decoding.step.forward) if decoding else 0
+    kv_copy = max(kv + last_forward - _prefill_peak(act, logits, plan, mask, decoding), 0) \
+        if plan.legacy_cache and generates else 0
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
