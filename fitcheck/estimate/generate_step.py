@@ -133,6 +133,7 @@ def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
     first = max(copy + clone, copy + chain_peak, copy + scores + 8 if sampled else 0)
     view_held = 0 if copy else (4 if scores else 0) + m + upcast
     names = ", ".join(p.name for p in chain) or "none"
-    why = (f"generate()'s decoding step: logits, their fp32 copy, processors ({names})"
-           + (", sampling probabilities" if sampled else ", argmax") + f": {steady} B per vocabulary entry")
+    why = ("the step's logits" + (", generate()'s fp32 copy" if copy else "") + f", processors ({names})"
+           + (", sampling probabilities" if sampled else "") + " and the previous step's scores"
+           + (" and probabilities" if sampled else "") + f": {steady} B per vocabulary entry")
     return StepTensors(forward, steady, first, view_held, why)

@@ -326,7 +326,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
             Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask, decoding if dev_logits else None),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
-                      + (f"; or a decoding step, if larger: {decoding.step.why} × {plan.batch} seq × "
+                      + (f"; or generate()'s decoding step, if larger: {decoding.step.why} × {plan.batch} seq × "
                          f"{spec.vocab_size:,} ({decoding.bytes(decoding.step.steady) / MiB:,.1f} MiB)"
                          if decoding and decoding.generates and dev_logits else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
