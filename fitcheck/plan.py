@@ -18,6 +18,7 @@ from fitcheck import engines
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
+from fitcheck.estimate.generate_step import DEFAULT_SAMPLING
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -65,7 +66,7 @@ class Plan:
     # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS): its vocabulary-sized
     # tensors per step.  No option sets it yet: 'top-p' (do_sample with temperature, top-k and top-p, what
     # chat models' generation_config.json asks for) is the larger of the common cases.
-    sampling: str = "top-p"
+    sampling: str = DEFAULT_SAMPLING
     # generate(min_new_tokens=N): MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor run each step
     # (the measurement harness forces its token counts so); no option sets it.
     min_new_tokens: bool = False

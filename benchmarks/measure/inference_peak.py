@@ -25,6 +25,8 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from fitcheck.estimate.generate_step import GENERATE_KWARGS
+
 from .fresh_process import emit, write_fresh_rows
 from .profiler_peak import live_tensor_peak, live_tensors_at_peak
 
@@ -108,9 +110,8 @@ def _cache_bytes(past) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-SAMPLING = {"greedy": {"do_sample": False},
-            "sample": {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0},
-            "sample-top-p": {"do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.9}}
+SAMPLING = {"greedy": GENERATE_KWARGS["greedy"], "sample": GENERATE_KWARGS["sample"],
+            "sample-top-p": GENERATE_KWARGS["top-p"]}
 
 
 def _generate_kwargs(case: InferenceCase) -> dict:

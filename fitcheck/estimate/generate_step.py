@@ -49,6 +49,12 @@ from dataclasses import dataclass
 # Qwen2.5 Instruct: 0.7, 0.8, top_k 20).
 SAMPLINGS = ("greedy", "sample", "top-p")
 DEFAULT_SAMPLING = "top-p"
+# generate() keyword arguments that run each (what `fitcheck measure` and benchmarks/measure pass).
+GENERATE_KWARGS: dict[str, dict[str, object]] = {
+    "greedy": {"do_sample": False},
+    "sample": {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0},
+    "top-p": {"do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.9},
+}
 
 
 @dataclass(frozen=True)
