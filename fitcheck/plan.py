@@ -559,6 +559,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         notes.append(Assumption("logits", logits, why, "--transformers-version"))
         attention, why = attention_mode(spec.architecture, req.transformers_version, req.attention)
         notes.append(Assumption("attention", attention, why, "--attention"))
+        notes.append(Assumption("sampling", DEFAULT_SAMPLING, "generate() with do_sample, temperature, top-k and "
+                                "top-p, as chat models' generation_config asks; greedy holds fewer logits copies"))
         legacy = legacy_cache_mode(spec.architecture, req.transformers_version)
         kernel = engines.ATTENTION_RUNS[attention].problem(kind, cc)
         if kernel and not problems:
