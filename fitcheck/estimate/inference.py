@@ -323,12 +323,15 @@ def _transformers(spec: ModelSpec, plan: Plan):
         comps = [
             weights_c,
             Component(KV_CACHE, int(kv * layer_share), _kv_detail(spec, plan, "transformers", layer_share)),
-            Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask, decoding if dev_logits else None),
+            # generate() works on the output where accelerate's hook brings it, the input's GPU (see
+            # _output_copy_on_first_gpu): the decoding step's tensors are there when lm_head is elsewhere
+            Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask,
+                                                 decoding if dev_logits and head_gpu == input_gpu else None),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
                       + (f"; or generate()'s decoding step, if larger: {decoding.step.why} × {plan.batch} seq × "
                          f"{spec.vocab_size:,} ({decoding.bytes(decoding.step.steady) / MiB:,.1f} MiB)"
-                         if decoding and decoding.generates and dev_logits else "")
+                         if decoding and decoding.generates and dev_logits and head_gpu == input_gpu else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "") + mask_why),
         ]
