@@ -18,6 +18,7 @@ from fitcheck import engines
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
+from fitcheck.estimate.generate_step import DEFAULT_SAMPLING
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -62,6 +63,13 @@ class Plan:
     # generate() with the legacy tuple cache: the previous step's cache is still referenced while
     # the new one is concatenated, so two caches are alive at the last decode step.
     legacy_cache: bool = False
+    # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS): its vocabulary-sized
+    # tensors per step.  No option sets it yet: 'top-p' (do_sample with temperature, top-k and top-p, what
+    # chat models' generation_config.json asks for) is the larger of the common cases.
+    sampling: str = DEFAULT_SAMPLING
+    # generate(min_new_tokens=N): MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor run each step
+    # (the measurement harness forces its token counts so); no option sets it.
+    min_new_tokens: bool = False
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
     nodes: int = 1              # machines; vLLM: pipeline-parallel stages, one per node (gpus is per node)
@@ -551,6 +559,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         notes.append(Assumption("logits", logits, why, "--transformers-version"))
         attention, why = attention_mode(spec.architecture, req.transformers_version, req.attention)
         notes.append(Assumption("attention", attention, why, "--attention"))
+        notes.append(Assumption("sampling", DEFAULT_SAMPLING, "generate() with do_sample, temperature, top-k and "
+                                "top-p, as chat models' generation_config asks; greedy holds fewer logits copies"))
         legacy = legacy_cache_mode(spec.architecture, req.transformers_version)
         kernel = engines.ATTENTION_RUNS[attention].problem(kind, cc)
         if kernel and not problems:

@@ -90,7 +90,9 @@ def _inference_plan(row: dict, device: str) -> Plan:
                 gpus=0 if device == "cpu" else 1, context=prompt + new, batch=_int(row, "batch") or 1,
                 prompt_tokens=prompt, kv_dtype=precision, gpu_layers=None, gpu_memory_utilization=0.9,
                 gpu_total_bytes=None, compute_capability=None,
-                attention="eager" if row.get("attn_impl_used") == "eager" else "sdpa")
+                attention="eager" if row.get("attn_impl_used") == "eager" else "sdpa",
+                # workloads.generate: greedy, with min_new_tokens (its two length processors)
+                sampling="greedy", min_new_tokens=True)
 
 
 def _peak_prediction(est, device: str) -> int:

@@ -25,12 +25,15 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from fitcheck.estimate.generate_step import GENERATE_KWARGS
+
 from .fresh_process import emit, write_fresh_rows
-from .profiler_peak import live_tensor_peak
+from .profiler_peak import live_tensor_peak, live_tensors_at_peak
 
 HARNESS_MAX_POSITIONS = 8192
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-FIELDS = ("case_id", "model", "layers", "dtype", "attn", "batch", "prompt", "new_tokens", "weight_bytes",
+FIELDS = ("case_id", "model", "layers", "dtype", "attn", "batch", "prompt", "new_tokens", "sampling", "min_new",
+          "max_positions", "weight_bytes",
           "peak_above_weights_bytes", "kv_cache_bytes", "op_at_peak", "attn_impl_used", "torch_version",
           "transformers_version", "date")
 
@@ -45,6 +48,14 @@ class InferenceCase:
     prompt: int
     new_tokens: int     # 0: one prefill forward
     dtype: str = "fp32"
+    # how generate() picks tokens: greedy (do_sample=False), sample (do_sample=True, the generation
+    # config's defaults: temperature 1, top_k 50, top_p 1) or sample-top-p (temperature 0.7, top_k 50,
+    # top_p 0.9: a chat model's generation_config)
+    sampling: str = "greedy"
+    # the harness forces new_tokens with min_new_tokens (MinNewTokensLengthLogitsProcessor); without it
+    # eos_token_id is None, so no processor of the harness's own runs
+    min_new: bool = True
+    max_positions: int = 0  # max_position_embeddings; 0: HARNESS_MAX_POSITIONS (4.38's causal mask is its square)
 
 
 _SMOL = "HuggingFaceTB/SmolLM2-135M"
@@ -61,6 +72,16 @@ CASES: tuple[InferenceCase, ...] = (
     InferenceCase("inf-llama1b-prefill-1024-sdpa", _LLAMA1B, 2, "sdpa", 1, 1024, 0),
     InferenceCase("inf-llama1b-prefill-1024-eager", _LLAMA1B, 2, "eager", 1, 1024, 0),
     InferenceCase("inf-llama1b-gen-1+32x8-sdpa", _LLAMA1B, 2, "sdpa", 8, 1, 32),
+) + tuple(
+    # generate()'s per-step vocabulary-sized tensors (issue 14): one layer of Llama-3.2-1B (a 128,256-token
+    # vocabulary), a 1-token prompt and 8 new tokens, no processor of the harness's own (eos_token_id None),
+    # 64 positions (4.38's causal mask stays small): the step's logits, their copy and the sampler are the peak
+    InferenceCase(f"inf-step-llama1b-1+8x{batch}-{sampling}" + ("-bf16" if dtype == "bf16" else ""), _LLAMA1B, 1,
+                  "eager", batch, 1, 8, dtype=dtype, sampling=sampling, min_new=False, max_positions=64)
+    for batch, sampling, dtype in ((1, "greedy", "fp32"), (4, "greedy", "fp32"), (16, "greedy", "fp32"),
+                                   (4, "sample", "fp32"), (16, "sample", "fp32"),
+                                   (4, "sample-top-p", "fp32"), (16, "sample-top-p", "fp32"),
+                                   (16, "sample-top-p", "bf16"), (16, "greedy", "bf16"))
 )
 
 
@@ -74,7 +95,7 @@ def _config(case: InferenceCase):
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
         num_hidden_layers=case.layers, num_attention_heads=spec.num_attention_heads,
         num_key_value_heads=spec.num_kv_heads, tie_word_embeddings=spec.tie_word_embeddings,
-        max_position_embeddings=HARNESS_MAX_POSITIONS, use_cache=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        max_position_embeddings=case.max_positions or HARNESS_MAX_POSITIONS, use_cache=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     return cfg
 
 
@@ -89,7 +110,21 @@ def _cache_bytes(past) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def measure(case_id: str) -> dict:
+SAMPLING = {"greedy": GENERATE_KWARGS["greedy"], "sample": GENERATE_KWARGS["sample"],
+            "sample-top-p": GENERATE_KWARGS["top-p"]}
+
+
+def _generate_kwargs(case: InferenceCase) -> dict:
+    new = max(case.new_tokens, 1)
+    kwargs = dict(SAMPLING[case.sampling], max_new_tokens=new, pad_token_id=0)
+    if case.min_new:
+        kwargs["min_new_tokens"] = new
+    else:
+        kwargs["eos_token_id"] = None
+    return kwargs
+
+
+def measure(case_id: str, explain: bool = False) -> dict:
     import torch
     import transformers
     from torch.profiler import ProfilerActivity, profile
@@ -114,14 +149,17 @@ def measure(case_id: str) -> dict:
     def run():
         with torch.no_grad():
             # a prefill is generate() making one token: the logits it asks for are the release's own
-            new = max(case.new_tokens, 1)
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
-                                 min_new_tokens=new, do_sample=False, pad_token_id=0, return_dict_in_generate=True)
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), return_dict_in_generate=True,
+                                 **_generate_kwargs(case))
             kv_bytes[0] = _cache_bytes(getattr(out, "past_key_values", None) or ())  # 4.35 returns none
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, with_stack=explain) as prof:
         run()
     peak, innermost = live_tensor_peak(prof)
+    if explain:
+        print(f"{case.id} under transformers {transformers.__version__}: {peak / 2**20:.2f} MiB above the weights")
+        for nbytes, op, where in live_tensors_at_peak(prof):
+            print(f"{nbytes / 2**20:10.3f} MiB  {op:24s} {where}")
     row = {k: v for k, v in asdict(case).items() if k != "id"}
     row.update(case_id=case.id, weight_bytes=weights, peak_above_weights_bytes=peak, kv_cache_bytes=kv_bytes[0],
                op_at_peak=innermost, attn_impl_used=getattr(cfg, "_attn_implementation", "eager") or "eager",
@@ -137,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / f"cpu-inference-peaks-{today}.csv")
     ap.add_argument("--append", action="store_true", help="add rows to --out (another transformers release)")
     ap.add_argument("--compare", action="store_true", help="set the estimator against --out's rows and stop")
+    ap.add_argument("--explain", metavar="CASE", help="run CASE here and list the tensors alive at its peak")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.explain:
+        measure(args.explain, explain=True)
+        return 0
     if args.one:
         emit(measure(args.one))
         return 0
@@ -157,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---- the estimator against these rows ----------------------------------------------------------
-HARNESS_PROCESSOR_COPIES = 2
+def _flag(text: str | None, default: bool) -> bool:
+    return default if text in (None, "") else str(text).lower() in ("true", "1")
 
 
 def predicted_bytes(row: dict) -> int:
     """The estimator's allocated bytes above the weights for a row, as `--transformers-version`,
-    `--attention` and `--prompt` set the plan (the live-tensor view: no allocator or heap slack)."""
+    `--attention` and `--prompt` set the plan, with the row's sampling and its own min_new_tokens
+    processors (the live-tensor view: no allocator or heap slack)."""
     from fitcheck.estimate.inference import estimate_inference
     from fitcheck.plan import Plan, legacy_cache_mode, logits_mode
 
@@ -170,7 +214,8 @@ def predicted_bytes(row: dict) -> int:
     from .models import spec_for
 
     spec, _ = spec_for(row["model"])
-    spec = replace(scaled_spec(spec, int(row["layers"])), max_context=HARNESS_MAX_POSITIONS)
+    positions = int(row.get("max_positions") or 0) or HARNESS_MAX_POSITIONS
+    spec = replace(scaled_spec(spec, int(row["layers"])), max_context=positions)
     version = row["transformers_version"]
     prompt, new, batch = int(row["prompt"]), int(row["new_tokens"]), int(row["batch"])
     precision = row["dtype"]
@@ -178,12 +223,11 @@ def predicted_bytes(row: dict) -> int:
                 batch=batch, prompt_tokens=prompt, kv_dtype=precision, gpu_layers=None, gpu_memory_utilization=0.9,
                 gpu_total_bytes=None, compute_capability=None, logits=logits_mode(spec.architecture, version)[0],
                 transformers_version=version, attention=row["attn"],
-                legacy_cache=legacy_cache_mode(spec.architecture, version), decodes=new > 0)
+                legacy_cache=legacy_cache_mode(spec.architecture, version), decodes=new > 0,
+                sampling={"sample-top-p": "top-p"}.get(row.get("sampling") or "greedy", row.get("sampling") or "greedy"),
+                min_new_tokens=_flag(row.get("min_new"), True))
     device = estimate_inference(spec, plan).devices[0]
-    # The harness's own generate(min_new_tokens=...) adds MinNewTokensLengthLogitsProcessor, which
-    # clones the step's fp32 scores and torch.where()s them: two more batch × vocabulary tensors.
-    harness = HARNESS_PROCESSOR_COPIES * batch * spec.vocab_size * 4 if new else 0
-    return device.peak_allocated_bytes - device.component("weights") + harness
+    return device.peak_allocated_bytes - device.component("weights")
 
 
 def read_rows(path: Path) -> list[dict]:

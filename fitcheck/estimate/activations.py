@@ -102,6 +102,9 @@ def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) ->
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
     q, kv = _attn_dims(spec)
     per_token = max(3 * ffn + 3 * h, (q + 2 * kv) + 3 * h) * act_bytes
+    # The profiling run's sampler: fp32 logits and probabilities.  It skips top-k/top-p ("the sampler may
+    # skip top_k, top_p, and logprobs", vllm/v1/worker/gpu/model_runner.py _dummy_sampler_run), whose sort
+    # (fp32 values, int64 indices) a served batch then makes outside the profiled peak: not counted here.
     sampler = 2 * VLLM_MAX_NUM_SEQS * spec.vocab_size * 4
     return int(VLLM_PROFILE_TOKENS * per_token + sampler)
 

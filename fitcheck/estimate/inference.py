@@ -27,6 +27,7 @@ from fitcheck.estimate.expert_offload import (
     one_layer_expert_bytes,
 )
 from fitcheck.estimate.formats import weight_format, weight_format_or_none
+from fitcheck.estimate.generate_step import CURRENT, StepTensors, min_length_processor, step_tensors
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.result import (
     ACTIVATIONS,
@@ -48,7 +49,7 @@ from fitcheck.estimate.weights import (
 )
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import Plan, rotary_table_mode, static_mask_mode
+from fitcheck.plan import Plan, parse_transformers_version, rotary_table_mode, static_mask_mode
 from fitcheck.units import GiB, MiB
 
 # CUDA context, cuBLAS/cuDNN handles and workspaces of a PyTorch process: not seen by
@@ -83,8 +84,6 @@ TORCH_CPU_RUNTIME = 600 * MiB
 # smaller cache cannot hold the larger one: the heap keeps about one more KV cache as well.
 CPU_HEAP_RETENTION = 1.0
 LLAMA_CPP_CPU_RUNTIME = 100 * MiB
-# Vocabulary-sized fp32 tensors per sequence alive at a decode step of generate() (see _prefill_logits).
-DECODE_LOGITS_COPIES = 3
 # ExLlama v2 kernels (AutoGPTQ 4-bit) keep a temp buffer for inputs up to max_input_length=2048.
 EXLLAMA_MAX_INPUT = 2048
 
@@ -188,14 +187,6 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
 def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int) -> tuple[int, str]:
     """Bytes of the prefill's logits, and how they were counted (Plan.logits)."""
     if plan.logits == "last":
-        if plan.decodes:
-            # Each decode step holds the model's last-position logits, generate()'s fp32 copy
-            # (`next_token_logits = outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)`) and
-            # a logits processor's output (`torch.where(...)`, temperature, top-k/p) at once:
-            # https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/generation/utils.py
-            # (_sample); measured: benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
-            return (DECODE_LOGITS_COPIES * A.logits_bytes(spec, plan.batch),
-                    f"fp32 logits for the last position ({DECODE_LOGITS_COPIES} copies while sampling)")
         return A.logits_bytes(spec, plan.batch), "fp32 logits for the last position"
     if plan.logits == "all-fp32":
         # transformers < 4.45: the model's forward returns fp32 logits for every position; the
@@ -205,20 +196,68 @@ def _prefill_logits(spec: ModelSpec, plan: Plan, prefill_tokens: int, act_b: int
     return prefill_tokens * spec.vocab_size * act_b, f"logits for all {prefill_tokens:,} positions (logits_to_keep=0)"
 
 
-def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0, 0)) -> int:
-    """The prefill's transient peak: the layers' and the lm_head's do not overlap.
+def decode_step(plan: Plan, act_b: int) -> StepTensors | None:
+    """generate()'s vocabulary-sized tensors per decoding step (generate_step.py), None for a prefill-only pass."""
+    if not plan.decodes:
+        return None
+    release = parse_transformers_version(plan.transformers_version) if plan.transformers_version else None
+    # min_new_tokens also sets min_length: both processors run (generation/utils.py _prepare_generated_length)
+    processors = (min_length_processor(release or CURRENT),) * 2 if plan.min_new_tokens else ()
+    return step_tensors(release, plan.sampling, act_b, processors)
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """generate()'s decoding-step tensors on the device that makes the logits, in bytes."""
+
+    step: StepTensors
+    per_entry: int      # batch × vocab_size: step's figures are bytes per vocabulary entry per sequence
+    prefill_logits: int  # the prefill's logits still alive when the first token's step runs
+    generates: bool     # steps after the first token's (the context goes beyond the prompt)
+
+    @staticmethod
+    def of(spec: ModelSpec, plan: Plan, act_b: int, logits: int) -> Decoding | None:
+        step = decode_step(plan, act_b)
+        if step is None:
+            return None
+        # 'all-fp32' with a 16-bit model: the compute-dtype lm_head output is gone once the forward returns
+        kept = logits * 4 // (4 + act_b) if plan.logits == "all-fp32" and act_b < 4 else logits
+        return Decoding(step, plan.batch * spec.vocab_size, kept, plan.context > plan.prompt_tokens)
+
+    def bytes(self, figure: int) -> int:
+        return self.per_entry * figure
+
+
+def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0, 0),
+                  decoding: Decoding | None = None) -> int:
+    """The transient peak of the prefill and of the decoding steps: the layers' and the lm_head's do not overlap.
 
     The decoder layers' transients are freed before lm_head runs, so when logits are made for
     every prompt position (Plan.logits 'all'/'all-fp32') the peak is the larger of the two
     (measured: a 1,024-token SmolLM2 prefill under transformers 4.44 peaks at the lm_head's
     output, 203 MiB above the weights, where the sum of both phases is 228 MiB;
     benchmarks/results/cpu-inference-peaks-2026-12-01.csv).  The last position's logits are
-    counted on top (small, and alive at each decode step with the cache).  `mask`: (held, made)
-    bytes of transformers 4.38's expanded causal mask (activations.static_causal_mask_bytes).
+    counted on top.  `mask`: (held, made) bytes of transformers 4.38's expanded causal mask
+    (activations.static_causal_mask_bytes), held through every forward.
+
+    `decoding`: generate()'s decoding-step tensors (generate_step.py).  They come once the forward that
+    made the logits has freed its layers' transients, so the peak is the larger of the prefill's forward
+    and a decoding step (measured: SmolLM2's 16-token prompt at batch 8 under 5.24 peaks at a decoding
+    step, 12.7 MiB above the weights, below the prefill's activations plus the step's tensors);
+    the first token's step adds its tensors to the prefill's logits, and before 4.42 those logits stay
+    alive through the next forward.
     """
     peak = max(act, logits) if plan.logits != "last" else act + logits
     held, made = mask
-    return max(peak + held, made) if held else peak
+    peak = max(peak + held, made) if held else peak
+    if decoding is None:
+        return peak
+    d, kept = decoding, decoding.prefill_logits
+    first = max(peak, kept + d.bytes(d.step.first))
+    if not d.generates:  # the prompt fills the context: the first token's step only
+        return first
+    return max(first, held + d.bytes(d.step.forward), d.bytes(d.step.steady),
+               kept + held + d.bytes(d.step.view_held) if d.step.view_held else 0)
 
 
 # glibc's dynamic mmap threshold rises to at most 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit):
@@ -252,11 +291,15 @@ def _transformers(spec: ModelSpec, plan: Plan):
         held = mask[0]
         mask_why = (f"; transformers 4.38's {spec.max_context:,}² causal mask expanded per sequence "
                     f"({held / MiB:,.0f} MiB held through the forward)")
-    # Legacy tuple cache (Plan.legacy_cache): the last decode step builds a new cache while the old
-    # one is referenced, so the decode peak is two caches; the prefill's transients are gone by then,
-    # so only what two caches need beyond the prefill peak (cache + activations + logits) is added.
+    # Legacy tuple cache (Plan.legacy_cache): the last decode step's forward builds a new cache while the
+    # old one is referenced, so that forward holds two caches beside the decoding loop's tensors (the
+    # previous step's scores and probabilities, the new logits: StepTensors.forward); the prefill's
+    # transients are gone by then, so what this needs beyond the activation peak is added.
     generates = plan.decodes and plan.context > plan.prompt_tokens
-    kv_copy = max(kv - _prefill_peak(act, logits, plan, mask), 0) if plan.legacy_cache and generates else 0
+    decoding = Decoding.of(spec, plan, act_b, logits)
+    last_forward = mask[0] + decoding.bytes(decoding.step.forward) if decoding else 0
+    kv_copy = max(kv + last_forward - _prefill_peak(act, logits, plan, mask, decoding), 0) \
+        if plan.legacy_cache and generates else 0
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
@@ -280,9 +323,15 @@ def _transformers(spec: ModelSpec, plan: Plan):
         comps = [
             weights_c,
             Component(KV_CACHE, int(kv * layer_share), _kv_detail(spec, plan, "transformers", layer_share)),
-            Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask),
+            # generate() works on the output where accelerate's hook brings it, the input's GPU (see
+            # _output_copy_on_first_gpu): the decoding step's tensors are there when lm_head is elsewhere
+            Component(ACTIVATIONS, _prefill_peak(dev_act, dev_logits, plan, mask,
+                                                 decoding if dev_logits and head_gpu == input_gpu else None),
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
+                      + (f"; or generate()'s decoding step, if larger: {decoding.step.why} × {plan.batch} seq × "
+                         f"{spec.vocab_size:,} ({decoding.bytes(decoding.step.steady) / MiB:,.1f} MiB)"
+                         if decoding and decoding.generates and dev_logits and head_gpu == input_gpu else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "") + mask_why),
         ]
@@ -432,7 +481,9 @@ def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int
     elif plan.logits == "all":
         out = plan.prompt_tokens * plan.batch * spec.vocab_size * act_b
     else:
-        out = logits  # the last position: generate() copies and samples it where the output lands, on GPU0
+        # the last position: generate() copies and samples it where the output lands, on GPU0
+        decoding = Decoding.of(spec, plan, act_b, logits)
+        out = max(logits, decoding.bytes(decoding.step.steady)) if decoding and decoding.generates else logits
     generates = plan.decodes and plan.context > plan.prompt_tokens
     # the first decode step's own transients on GPU0 (one token per sequence) while the copy is held
     step = _prefill_peak(A.transformers_prefill_bytes(spec, plan.batch, act_b), 0, plan, mask) if generates else 0

@@ -114,7 +114,7 @@ def run(job) -> None:
         output = phase("prefill", lambda: W.prefill(model, ids))
         del output
         if job.new_tokens:
-            sequences = phase("generate", lambda: W.generate(model, ids, job.new_tokens))
+            sequences = phase("generate", lambda: W.generate(model, ids, job.new_tokens, job.sampling))
             del sequences
     else:
         optimizer = W.make_optimizer(job.optimizer, model)

@@ -42,6 +42,7 @@ class Job:
     batch: int = 1
     prompt_tokens: int = 0          # inference: the prefill
     new_tokens: int = 0             # inference: generated after the prompt
+    sampling: str = "greedy"        # inference: how generate() picks tokens (generate_step.GENERATE_KWARGS)
     seq_len: int = 0                # training: tokens per sequence
     steps: int = 0                  # training: optimizer steps
     grad_accum: int = 1
@@ -126,7 +127,7 @@ def inference_job(spec: ModelSpec, plan, device: str, new_tokens: int, memory_li
         raise _refuse("a transformers version before 4.45 (--transformers-version)",
                       "it runs the installed transformers; drop --transformers-version")
     return Job(hf_config=hf_config_for(spec), device=device, precision=plan.precision, mode="inference",
-               batch=plan.batch, prompt_tokens=plan.prompt_tokens, new_tokens=new_tokens,
+               batch=plan.batch, prompt_tokens=plan.prompt_tokens, new_tokens=new_tokens, sampling=plan.sampling,
                memory_limit_bytes=memory_limit)
 
 

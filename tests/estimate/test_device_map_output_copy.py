@@ -156,3 +156,17 @@ def test_a_small_tied_model_over_many_gpus_lands_where_its_embedding_fits():
     e = estimate_inference(QWEN25_05B, plan(prompt_tokens=8192, context=10240, gpus=8))
     assert all(copy_component(d) is None for d in e.devices)
     assert [d.component("activations") for d in e.devices[:7]] == [0] * 7
+
+
+def test_the_decoding_steps_tensors_sit_on_the_inputs_gpu_not_on_lm_heads():
+    # a current release, short prompts at batch 64: a decoding step's vocabulary-sized tensors
+    # (generate_step.py) outweigh the prefill; generate() makes them from the output on GPU0
+    from fitcheck.estimate.generate_step import step_tensors
+
+    e = estimate_inference(QWEN2_72B, plan(prompt_tokens=2, context=64, batch=64, logits="last",
+                                           transformers_version=None))
+    gpu0, gpu1 = e.devices
+    step = 64 * 152064 * step_tensors(None, "top-p", 2).steady
+    assert gpu0.component("activations") >= step
+    # lm_head's GPU holds its layers' prefill peak and the last position's logits only
+    assert gpu1.component("activations") == A.transformers_prefill_bytes(QWEN2_72B, 128, 2) + 64 * 152064 * 4

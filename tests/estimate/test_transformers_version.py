@@ -10,7 +10,7 @@ from machines import machine, nvidia
 from fitcheck.cli import cli
 from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, validate
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.inference import DECODE_LOGITS_COPIES, estimate_inference
+from fitcheck.estimate.inference import estimate_inference
 from fitcheck.pipeline import check
 from fitcheck.plan import logits_mode, parse_transformers_version, resolve_inference
 from fitcheck.preflight.plan_file import parse_plan
@@ -60,12 +60,13 @@ def test_an_old_release_holds_fp32_logits_for_every_prompt_position():
         plan = resolve_inference(Request(context=8192, transformers_version=version), QWEN25_7B, RTX4090)
         return estimate_inference(QWEN25_7B, plan).devices[0].component("activations")
 
-    # a current release: the layers' peak plus DECODE_LOGITS_COPIES last-position fp32 logits;
+    # a current release: the layers' peak plus the last position's fp32 logits (the first token's
+    # sampling tensors come after the layers are freed, and are smaller);
     # before 4.45 every position's bf16 logits and their fp32 copy, after the layers are done
     from fitcheck.estimate.activations import transformers_prefill_bytes
 
     layers = transformers_prefill_bytes(QWEN25_7B, 8192, 2)
-    assert activations(None) == layers + DECODE_LOGITS_COPIES * QWEN25_7B.vocab_size * 4
+    assert activations(None) == layers + QWEN25_7B.vocab_size * 4
     assert activations("4.38") == max(layers, 8192 * QWEN25_7B.vocab_size * 6)
 
 

@@ -41,6 +41,8 @@ def test_inference_job_from_the_checks_plan():
     assert (j.prompt_tokens, j.new_tokens, j.batch, j.dtype, j.mode) == (496, 16, 1, "float32", "inference")
     assert j.hf_config["model_type"] == "llama" and j.hf_config["num_hidden_layers"] == 4
     assert job.Job.from_json(j.to_json()) == j
+    # the measured generate() samples as the estimate assumes (its decoding-step tensors)
+    assert j.sampling == check.plan.sampling == "top-p"
 
 
 @pytest.mark.parametrize("request_kwargs, message", [
