@@ -230,6 +230,25 @@ def table(srcs: list[Source] | None = None) -> str:
     return "\n".join(lines)
 
 
+def speed_line() -> str:
+    """The speed sentence under the table: every published tokens/s row `benchmarks.speed_accuracy` scores."""
+    from benchmarks import speed_accuracy as sa
+
+    rows = sa.reference_rows(sa.DEFAULT_REFERENCE)
+    if sa.DEFAULT_CALIBRATION.is_file():
+        rows += sa.qwen_rows(sa.DEFAULT_CALIBRATION)
+    ratios = [p / m for _, p, m in rows]
+    within = sum(1 for r in ratios if 1 / 1.5 <= r <= 1.5)
+    return (f"Speed: decode/prefill tokens/s against {len(ratios)} published measurements, median ratio "
+            f"{statistics.median(ratios):.2f}, {within} within ×1.5, lowest {min(ratios):.2f}×, highest "
+            f"{max(ratios):.2f}× (`python -m benchmarks.speed_accuracy`).")
+
+
+def generated() -> str:
+    """What README holds between the markers: the table, then the speed sentence."""
+    return f"{table()}\n\n{speed_line()}"
+
+
 def readme_table(text: str) -> str | None:
     """The generated table in README's text, or None when the markers are missing."""
     if BEGIN not in text or END not in text:
@@ -254,10 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite README.md's table")
     args = ap.parse_args(argv)
-    generated = table()
-    print(generated)
+    text = generated()
+    print(text)
     if args.write:
-        print("README.md " + ("rewritten" if write_readme(generated) else "already up to date"), file=sys.stderr)
+        print("README.md " + ("rewritten" if write_readme(text) else "already up to date"), file=sys.stderr)
     return 0
 
 
