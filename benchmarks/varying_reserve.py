@@ -7,7 +7,10 @@ The ms-swift table reads `torch.cuda.max_memory_reserved` at the end of a run on
 deletes samples longer than max_length (truncation_strategy 'delete', swift/llm/utils/template.py
 @4312aeb `_encode`) and trains on all 4,959 samples of cls-fudan-news-zh, 1,000 drawn ones when
 max_length > 2048 (scripts/benchmark/test_memory_time/run_single.py @4312aeb); batch 1 is one
-sample.  For each row this prints the measured figure, the estimate (the reserve the run needs:
+sample.  Its earlier table (docs/source/LLM/Benchmark.md @e650d8b96, made by run_single.py @cfcb672)
+truncates instead (truncation_strategy truncation_left: the last max_length tokens) and trains on the
+file's first 1,000 rows at every max_length; each row's notes name its strategy and sample count, and
+its rows published as out of memory are judged apart (`oom_rows`).  For each row this prints the measured figure, the estimate (the reserve the run needs:
 the smallest GPU it fits in) and what a roomy GPU's counter reads when the estimate's own step
 tensors are replayed through the allocator's rules over that many samples of the data set's stated
 length distribution, for several sample orders (fitcheck.estimate.varying_lengths), with the
