@@ -297,9 +297,17 @@ def generic_training_plan(r: dict, spec: ModelSpec):
         ds_bucket_elements=None, compute_capability=8.0)
 
 
+def is_oom(r: dict) -> bool:
+    """A row whose published result is out of memory (measured_gb "OOM")."""
+    return (r.get("measured_gb") or "").strip().upper() == "OOM"
+
+
 def training_row(r: dict, configs: dict | None = None) -> Row:
     from fitcheck.estimate.training import estimate_training
 
+    if is_oom(r):
+        raise Skip("published as out of memory: no figure to compare (benchmarks.varying_reserve.oom_rows "
+                   "checks that fitcheck says it does not fit)")
     qwen_readme = "QwenLM/Qwen README" in (r.get("source") or "") and r["model"] in _QWEN1
     spec = resolve_model(_QWEN1[r["model"]]).spec if qwen_readme else row_spec(r, configs or {})
     try:

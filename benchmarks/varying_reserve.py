@@ -7,7 +7,10 @@ The ms-swift table reads `torch.cuda.max_memory_reserved` at the end of a run on
 deletes samples longer than max_length (truncation_strategy 'delete', swift/llm/utils/template.py
 @4312aeb `_encode`) and trains on all 4,959 samples of cls-fudan-news-zh, 1,000 drawn ones when
 max_length > 2048 (scripts/benchmark/test_memory_time/run_single.py @4312aeb); batch 1 is one
-sample.  For each row this prints the measured figure, the estimate (the reserve the run needs:
+sample.  Its earlier table (docs/source/LLM/Benchmark.md @e650d8b96, made by run_single.py @cfcb672)
+truncates instead (truncation_strategy truncation_left: the last max_length tokens) and trains on the
+file's first 1,000 rows at every max_length; each row's notes name its strategy and sample count, and
+its rows published as out of memory are judged apart (`oom_rows`).  For each row this prints the measured figure, the estimate (the reserve the run needs:
 the smallest GPU it fits in) and what a roomy GPU's counter reads when the estimate's own step
 tensors are replayed through the allocator's rules over that many samples of the data set's stated
 length distribution, for several sample orders (fitcheck.estimate.varying_lengths), with the
@@ -28,7 +31,7 @@ import statistics
 import sys
 from dataclasses import replace
 
-from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, row_spec, training_row
+from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, is_oom, row_spec, training_row
 from benchmarks.report import DATA, RESULTS
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.allocator import OutOfMemory
@@ -42,6 +45,15 @@ from fitcheck.units import GiB
 def _mix(notes: str) -> LengthMix | None:
     m = re.search(r"token lengths\s+([\d.]+)\s*±\s*([\d.]+),\s*min\s+(\d+),\s*max\s+(\d+)", notes)
     return LengthMix(float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))) if m else None
+
+
+def _delete_longer(notes: str) -> bool:
+    """Whether the row's samples longer than max_length were deleted (ms-swift's truncation_strategy
+    'delete', the default @4312aeb) or truncated to their last max_length tokens ('truncation_left',
+    the earlier table's setting): the notes name the strategy; rows that name none and say "deleted"
+    are the delete rows."""
+    m = re.search(r"truncation_strategy\s+(delete|truncation_left)\b", notes)
+    return m.group(1) == "delete" if m else "deleted" in notes
 
 
 def _samples(notes: str, max_length: int) -> int:
@@ -106,7 +118,7 @@ def rows(orders: int = 4, select=None) -> list[dict]:
                 dev = estimate_training(spec, plan).gpu_devices[0]
             except (Skip, FitcheckError):
                 continue
-            delete = "deleted" in r["notes"]
+            delete = _delete_longer(r["notes"])
             n = _samples(r["notes"], plan.seq_len)
             # the static tensors' share of the GPU: what the allocated peak holds besides the step's
             acts = step_activations(spec, plan)
@@ -131,10 +143,38 @@ def rows(orders: int = 4, select=None) -> list[dict]:
             variant += " all-linear" if "all-linear" in r["notes"] else ""
             label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
                      f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"
-                     f"{(' ' + variant.strip()) if variant.strip() else ''}")
+                     f"{(' ' + variant.strip()) if variant.strip() else ''}"
+                     f"{'' if delete else f' truncated, {n} samples'}")
             out.append({"key": row_key(r), "row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
                         "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy),
                         "orders_at_or_below": sum(x <= row.measured_gib for x in roomy), "orders": len(roomy)})
+    return out
+
+
+def oom_rows() -> list[tuple[str, float, str]]:
+    """The ms-swift rows published as out of memory, as fitcheck judges them on the row's GPU (the
+    a100-80gb profile, its memory as the row states it): (row, the GiB the estimate needs, the
+    verdict's status for the GPU) -- "does_not_fit" where fitcheck agrees with the run."""
+    from fitcheck.estimate.verdict import judge
+    from fitcheck.options import DEFAULTS
+    from fitcheck.profiles import load_profile
+    from fitcheck.profiles.overrides import MachineOverrides, apply_overrides
+
+    configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
+    out = []
+    with (DATA / "training_reference.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if not is_oom(r) or "ms-swift" not in r.get("source", ""):
+                continue
+            spec = row_spec(r, configs)
+            plan = generic_training_plan(r, spec)
+            est = estimate_training(spec, plan)
+            machine = apply_overrides(load_profile("a100-80gb"),
+                                      MachineOverrides(vram=f"{_gpu_bytes(r.get('gpu', '')) // GiB}GiB"))
+            verdict = judge(est, machine, DEFAULTS["headroom"] / 100)
+            gpu = next(d for d in verdict.devices if d.kind == "gpu")
+            out.append((f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}",
+                         gpu.need_bytes / GiB, gpu.status))
     return out
 
 
@@ -160,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} | {x['orders_at_or_below']} / {x['orders']} |")
     print(f"\n{len(res)} rows: {between} between the estimate and the largest replayed reserve, "
           f"{inside} within the replayed orders' range")
+    for label, need, status in oom_rows():
+        print(f"published out of memory: {label}: fitcheck needs {need:.2f} GiB on the GPU, {status}")
     return 0
 
 

@@ -5,13 +5,13 @@ import json
 
 from benchmarks.accuracy import generic_training_plan, row_spec
 from benchmarks.report import DATA
-from benchmarks.varying_reserve import _mix, _samples, recipe_tensors
+from benchmarks.varying_reserve import _delete_longer, _mix, _samples, recipe_tensors
 from fitcheck.estimate.training import step_tensors
 
 
-def _swift_rows():
+def _swift_rows(source: str = "@4692215"):
     with (DATA / "training_reference.csv").open(newline="") as f:
-        return [r for r in csv.DictReader(f) if "ms-swift" in r["source"]]
+        return [r for r in csv.DictReader(f) if "ms-swift" in r["source"] and source in r["source"]]
 
 
 def test_rows_above_2048_tokens_train_on_1000_rows_the_others_on_all():
@@ -54,7 +54,8 @@ def test_the_stored_counter_is_what_the_replay_gives():
     saved = stored()
     orders = {int(x["orders"]) for x in saved.values()}
     assert len(orders) == 1
-    got = rows(orders=orders.pop(), select=lambda r: r["input_len"] == "512" and r["mode"] == "lora")
+    got = rows(orders=orders.pop(), select=lambda r: r["input_len"] == "512" and r["mode"] == "lora"
+               and "@4692215" in r["source"])
     assert len(got) == 3
     for x in got:
         kept = saved[x["key"]]
@@ -71,7 +72,7 @@ def test_the_stored_full_fine_tuning_row_is_the_replay_with_its_gradients_and_ad
     saved = stored()
     orders = int(next(iter(saved.values()))["orders"])
     got = rows(orders=orders, select=lambda r: r["input_len"] == "1024" and r["mode"] == "full"
-               and r["model"] == "qwen-1_8b-chat")
+               and r["model"] == "qwen-1_8b-chat" and "@4692215" in r["source"])
     assert len(got) == 1
     kept = saved[got[0]["key"]]
     for k in ("roomy_min", "roomy_median", "roomy_max"):
@@ -84,8 +85,77 @@ def test_the_report_scores_every_stored_row_against_its_replayed_counter():
     from benchmarks.varying_reserve import stored
 
     saved = stored()
-    assert len(saved) == 37
-    errs = report._swift_counter()
-    assert len(errs) == len(saved)
-    need = next(s for s in report.sources() if not s.pooled)
-    assert "fixed-length" in need.name and len(need.errors) == len(saved)
+    assert len(saved) == 37 + 39
+    assert len(report._swift_counter()) == 37 and len(report._swift_counter(report.SWIFT_EARLIER)) == 39
+    need = [s for s in report.sources() if not s.pooled]
+    assert [len(s.errors) for s in need] == [37, 39]
+    assert all("fixed-length" in s.name for s in need) and "earlier" in need[1].name
+
+
+# ms-swift's earlier table (docs/source/LLM/Benchmark.md @e650d8b96, as added at cfcb672): truncation_left,
+# train_dataset_sample 1000 at every max_length, held out
+
+
+def test_the_earlier_tables_rows_load_with_their_provenance():
+    got = _swift_rows("@e650d8b96")
+    assert len(got) == 43
+    assert all("docs/source/LLM/Benchmark.md @e650d8b96" in r["source"] for r in got)
+    assert {r["model"] for r in got} == {"qwen-1_8b-chat", "qwen-7b-chat", "qwen-14b-chat", "yi-6b-chat",
+                                         "yi-34b-chat"}
+    # published in MiB, stored in GiB: 7B LoRA at 2,048 tokens read 19362 MiB
+    seven = [r for r in got if r["model"] == "qwen-7b-chat" and r["mode"] == "lora" and r["precision"] == "bf16"
+             and r["input_len"] == "2048" and r["batch"] == "1" and r["grad_checkpointing"] == "yes"
+             and r["flash_attn"] == "yes" and r["notes"].startswith("lora rank 8; target_modules")]
+    assert len(seven) == 1 and abs(float(seven[0]["measured_gb"]) * 1024 - 19362) < 0.1
+    assert "published 19362 MiB" in seven[0]["notes"]
+    assert sorted((r["model"], r["input_len"]) for r in got if r["measured_gb"] == "OOM") == [
+        ("qwen-14b-chat", "512"), ("qwen-7b-chat", "8192")]
+
+
+def test_the_earlier_table_truncates_to_max_length_over_the_first_1000_rows_the_later_deletes():
+    for r in _swift_rows("@e650d8b96"):
+        assert not _delete_longer(r["notes"])
+        for n in (512, 2048, 4096, 8192):
+            assert _samples(r["notes"], n) == 1000
+        mix = _mix(r["notes"])
+        assert mix is not None and (mix.mean, mix.sd, mix.minimum, mix.maximum) == (3234, 2547, 91, 19548)
+    assert all(_delete_longer(r["notes"]) for r in _swift_rows())
+    # notes naming no strategy keep the old reading: "deleted" deletes, anything else truncates
+    assert _delete_longer("samples longer than max_length deleted") and not _delete_longer("")
+    # batch 8: gradient_accumulation_steps = ceil(16 / 8) (argument.py @cfcb672)
+    configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
+    r = next(r for r in _swift_rows("@e650d8b96") if r["batch"] == "8")
+    assert generic_training_plan(r, row_spec(r, configs)).grad_accum == 2
+
+
+def test_the_earlier_tables_stored_counter_is_the_truncated_replay():
+    # the 512-token LoRA rows of the earlier table, recomputed: each order draws 1,000 lengths truncated to
+    # 512, and the store must match (a stale store fails here)
+    from benchmarks.varying_reserve import rows, stored
+
+    saved = stored()
+    orders = int(next(iter(saved.values()))["orders"])
+    got = rows(orders=orders, select=lambda r: r["input_len"] == "512" and r["mode"] == "lora"
+               and "@e650d8b96" in r["source"])
+    assert len(got) == 3
+    for x in got:
+        assert "truncated, 1000 samples" in x["row"]
+        kept = saved[x["key"]]
+        for k in ("measured", "needed", "roomy_min", "roomy_median", "roomy_max"):
+            assert abs(float(kept[k]) - x[k]) < 0.006, (x["row"], k)
+
+
+def test_the_earlier_tables_out_of_memory_rows_do_not_fit_an_80gb_a100():
+    from benchmarks.accuracy import Skip, training_row
+    from benchmarks.varying_reserve import oom_rows
+
+    got = oom_rows()
+    assert len(got) == 2 and all(status == "does_not_fit" for _, _, status in got)
+    assert all(need > 80 for _, need, _ in got)
+    r = next(r for r in _swift_rows("@e650d8b96") if r["measured_gb"] == "OOM")
+    try:
+        training_row(r)
+    except Skip as exc:
+        assert "out of memory" in str(exc)
+    else:
+        raise AssertionError("an OOM row has no figure to score")
