@@ -72,9 +72,15 @@ def recipe_tensors(spec, plan) -> StepTensors:
     accelerate copies the logits); what changes is that at most two fp32 vocabulary-sized tensors are live
     at once, not three, and which blocks the allocator hands out.  Full fine-tuning's gradients, AdamW's
     states and its step's temporaries are made and freed where the Trainer's loop makes them
-    (`StepTensors.params`: fitcheck.estimate.training.trained_params)."""
+    (`StepTensors.params`: fitcheck.estimate.training.trained_params).  Without flash-attention, Qwen(1)'s
+    float attention mask goes to torch 2.1.1's memory-efficient SDPA, which materializes it for every head
+    at lengths that are not a multiple of 16 (`StepTensors.expanded_mask_heads`); ms-swift's collator passes
+    an attention mask and pads a batch only to its longest sample (swift/llm/utils/utils.py @4312aeb
+    data_collate_fn)."""
+    qwen_sdpa_mask = spec.architecture == "qwen" and plan.attention != "flash"
     return replace(step_tensors(spec, plan), shifted_loss=True, output_fp32_copy=plan.zero is None,
-                   upcast_log_probs=True, params=trained_params(spec, plan))
+                   upcast_log_probs=True, params=trained_params(spec, plan),
+                   expanded_mask_heads=spec.num_attention_heads if qwen_sdpa_mask else 0)
 
 
 # The replayed counter per row, as `--write` stores it (the report reads it: a replay takes minutes).
@@ -128,6 +134,13 @@ def rows(orders: int = 4, select=None) -> list[dict]:
                 static = sum(c.bytes for c in dev.components if c.counted_in == "allocated"
                              and c.name in (WEIGHTS, MASTER_WEIGHTS))
             room = _gpu_bytes(r.get("gpu", "")) - TORCH_CUDA_CONTEXT - static
+            # the live peak of steps at max_length once every static tensor is there (full fine-tuning: the
+            # gradients from the second micro-batch on, AdamW's states after the first optimizer step: two
+            # accumulation windows and two micro-batches), which the estimate's allocated peak holds; a
+            # replayed run whose own live peak is higher (tensors only some lengths make: the padded
+            # attention mask) adds the difference
+            steady = (plan.seq_len,) * plan.batch * (2 * max(plan.grad_accum, 1) + 2)
+            fixed = replay_steps(recipe_tensors(spec, plan), steady, plan.batch).peak_allocated
             roomy = []
             for seed in range(orders):
                 lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
@@ -137,7 +150,8 @@ def rows(orders: int = 4, select=None) -> list[dict]:
                 except OutOfMemory:
                     roomy.append(float("inf"))
                     continue
-                roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + rep.excess) / GiB)
+                live_extra = max(rep.peak_allocated - fixed, 0)
+                roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + live_extra + rep.excess) / GiB)
             first = r["notes"].split(";")[0]
             variant = first if first.startswith("lora rank") and first != "lora rank 8" else ""
             variant += " all-linear" if "all-linear" in r["notes"] else ""

@@ -169,6 +169,26 @@ class StepTensors:
     # Full fine-tuning: the trained parameters, whose gradients, AdamW states and step temporaries the
     # replay allocates and frees (TrainedParams); None: they are static and take no part.
     params: TrainedParams | None = None
+    # Heads of a float attention mask that torch 2.1's memory-efficient SDPA materializes; 0: none.
+    # `scaled_dot_product_attention` with an `attn_mask` on CUDA (flash refuses masks; the memory-efficient
+    # kernel takes them since 2.1) runs `preprocess_mask` (aten/src/ATen/native/transformers/attention.cpp
+    # @v2.1.1): the mask is first expanded to [batch, heads, q_len, k_len] (a view), and when k_len is not a
+    # multiple of 16 `pad_bias` pads that expanded view (`at::pad`), which writes a new
+    # batch × heads × q_len × roundup16(k_len) tensor; `_scaled_dot_product_efficient_attention` saves its
+    # attn_bias for backward.  (torch 2.2 pads the unexpanded mask, then expands.)  Qwen(1) remote code
+    # without flash-attention passes such a mask in every layer (modeling_qwen.py QWenAttention.forward from
+    # 2023-11: `attention_mask.masked_fill(~causal_mask, min)` into F.scaled_dot_product_attention), in the
+    # compute dtype.  Without checkpointing each layer's copy lives until its backward; with checkpointing it
+    # is part of the layer's working set, forward and recompute.  A length that is a multiple of 16 -- a
+    # fixed-length step at max_length 2,048 -- makes none.
+    expanded_mask_heads: int = 0
+
+
+def _expanded_mask_bytes(t: StepTensors, tokens: int, length: int) -> int:
+    """One layer's materialized attention mask for samples of `length` tokens (StepTensors.expanded_mask_heads)."""
+    if not t.expanded_mask_heads or not length or length % 16 == 0:
+        return 0
+    return (tokens // length) * t.expanded_mask_heads * length * (-(-length // 16) * 16) * t.compute_bytes
 
 
 def _work(t: StepTensors, alloc: bool, k: tuple, i: int, tokens: int) -> Iterator[tuple[bool, object, int]]:
@@ -205,11 +225,16 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
     # the loss's positions: one fewer per sample when it is shifted (tokens // length samples)
     vl = t.vocab * (tokens - tokens // length) if t.shifted_loss and length else v
     k = ("s", step)
+    mask = _expanded_mask_bytes(t, tokens, length)
     yield True, (k, "x", 0), tokens * t.layer_input
     for i in range(L):
         yield from _work(t, True, k, i, tokens)
+        if mask:
+            yield True, (k, "mask", i), mask
         yield True, (k, "x", i + 1), tokens * t.layer_input
         yield from _work(t, False, k, i, tokens)
+        if mask and t.checkpointing:
+            yield False, (k, "mask", i), 0
         if not t.checkpointing:
             yield True, (k, "keep", i), tokens * t.layer_work
     yield True, (k, "out"), tokens * t.outside
@@ -276,6 +301,8 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
     for i in reversed(range(L)):
         if t.checkpointing:
             yield from _work(t, True, k, i, tokens)
+            if mask:
+                yield True, (k, "mask", i), mask
         if p:
             for j, n in enumerate(p.layer):
                 yield from _grad(t, k, ("m", i, j), n, first)
@@ -286,6 +313,8 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
             yield from _work(t, False, k, i, tokens)
         else:
             yield False, (k, "keep", i), 0
+        if mask:
+            yield False, (k, "mask", i), 0
         yield False, (k, "g", i + 1), 0
         yield False, (k, "x", i), 0
     if p:  # the embedding's dense gradient, from the gradient of its output

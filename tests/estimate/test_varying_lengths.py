@@ -246,3 +246,25 @@ def test_the_trainer_steps_every_window_and_at_the_end_only_of_an_epoch_shorter_
     V.replay_steps(replace(t, params=replace(t.params, accumulation=16)), (64,) * 3)
     assert calls == [0]
     V.replay_steps.cache_clear()
+
+
+def test_torch_2_1s_padded_attention_mask_is_kept_per_layer_at_lengths_not_a_multiple_of_16():
+    # Qwen(1) without flash-attention, no checkpointing: its float mask goes to the memory-efficient SDPA,
+    # which writes heads x q x roundup16(k) mask bytes per layer when k % 16 != 0 and saves them for backward
+    from dataclasses import replace
+
+    plan = PLAN.with_changes(attention="sdpa", grad_checkpointing=False, seq_len=1000)
+    base = step_tensors(QWEN1, plan)
+    masked = replace(base, expanded_mask_heads=QWEN1.num_attention_heads)
+    per_layer = QWEN1.num_attention_heads * 1000 * 1008 * 2
+    grown = replay_steps(masked, (1000,)).peak_allocated - replay_steps(base, (1000,)).peak_allocated
+    assert grown == QWEN1.num_layers * per_layer
+    aligned = plan.with_changes(seq_len=1024)
+    assert (replay_steps(replace(step_tensors(QWEN1, aligned), expanded_mask_heads=16), (1024,)).peak_allocated
+            == replay_steps(step_tensors(QWEN1, aligned), (1024,)).peak_allocated)
+    # under checkpointing it is one layer's working set: at most one layer's copy is live at a time
+    ckpt = plan.with_changes(grad_checkpointing=True)
+    c_base = step_tensors(QWEN1, ckpt)
+    c_grown = (replay_steps(replace(c_base, expanded_mask_heads=QWEN1.num_attention_heads), (1000,)).peak_allocated
+               - replay_steps(c_base, (1000,)).peak_allocated)
+    assert 0 <= c_grown <= per_layer
