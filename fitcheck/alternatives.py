@@ -11,7 +11,9 @@ sharding the machine's device kind runs.  Cost (lower is better) ranks them: qua
 the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
 then what the user gives up of the request (context, batch, sequence length).  The inference list shown
 is read as a practitioner's advice: one good option per route (serving engine, llama.cpp, transformers)
-before a third of the same route, and no more nodes where this machine already fits at the same quality.
+before a third of the same route, no more nodes where this machine already fits at the same quality, and an
+option too slow to read along after one much faster that gives up at most a small quality step more
+(speed_order: the cost's speed term stops growing at SLOWDOWN_CAP).
 """
 
 from __future__ import annotations
@@ -377,10 +379,10 @@ def _gives_up(plan: AnyPlan) -> tuple[int, int, int]:
 
 def _slowdown_cost(rate: Any, gives_up: tuple[int, int, int], others: list[tuple[tuple[int, int, int], Any]]) -> float:
     """COST_PER_SLOWDOWN per multiple of a decode step ``rate`` adds to the fastest of ``others``
-    (_gives_up, Rate) that gives up no more (quality, context, batch) (capped at 4, as offload's); 0 where
-    a speed is unknown.  Rates compare by their geometric middle (Rate.mid, the one used to rank) and the
-    cost is rounded to whole units: a few per cent (NF4's slightly smaller weights than AWQ's) is no
-    reason to reorder."""
+    (_gives_up, Rate) that gives up no more (quality, context, batch) (capped at SLOWDOWN_CAP, as offload's);
+    0 where a speed is unknown.  Rates compare by their geometric middle (Rate.mid, the one used to rank) and
+    the cost is rounded to whole units: a few per cent (NF4's slightly smaller weights than AWQ's) is no
+    reason to reorder.  Past the cap, speed_order puts a much slower option after a much faster one."""
     fastest = max((r.mid for g, r in others if r is not None and all(a >= b for a, b in zip(g, gives_up, strict=True))),
                   default=None)
     if rate is None or fastest is None:

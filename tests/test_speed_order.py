@@ -86,3 +86,11 @@ def test_speed_order_moves_only_what_a_much_faster_option_overtakes(items):
                 # out of cost order only when something much faster overtakes the one put later: so a
                 # comfortable option follows a tight one of equal cost only for a much faster one
                 assert any(much_faster(c[2], a[2]) for c in ranked)
+
+
+def test_a_modest_speed_gap_leaves_the_cost_order():
+    # Qwen-7B on an RTX 3060: LLM.int8 with transformers (~13–24 tok/s) before vLLM's AWQ (~34–61 tok/s):
+    # 2.6× is not MUCH_SLOWER, so the 8-bit weights' quality decides.
+    commands = [a["fitcheck_command"] for a in
+                json.loads(run("qwen-7b", "--profile", "rtx-3060", "--json").output)["alternatives"]]
+    assert "--precision int8" in commands[0], commands
