@@ -11,20 +11,23 @@ sharding the machine's device kind runs.  Cost (lower is better) ranks them: qua
 the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
 then what the user gives up of the request (context, batch, sequence length).  The inference list shown
 is read as a practitioner's advice: one good option per route (serving engine, llama.cpp, transformers)
-before a third of the same route, and no more nodes where this machine already fits at the same quality.
+before a third of the same route, no more nodes where this machine already fits at the same quality, and an
+option too slow to read along after one much faster that gives up at most a small quality step more
+(speed_order: the cost's speed term stops growing at SLOWDOWN_CAP).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from fitcheck import engines
 from fitcheck.estimate.context_limit import search_limit
 from fitcheck.estimate.formats import stored_only_problem, weight_format
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.search import largest_fitting
+from fitcheck.estimate.speed import CPU_ENOUGH_TOKENS_PER_S
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine
@@ -102,6 +105,7 @@ class Outcome:
     verdict: Verdict
 
 
+T = TypeVar("T")
 Evaluate = Callable[[Request], "Outcome | None"]   # None: the request is malformed (never offered)
 
 
@@ -159,12 +163,15 @@ class _Search:
     def ranked(self, n: int) -> tuple[Alternative, ...]:
         return tuple(sorted(self.found, key=_rank)[:n])
 
-    def ranked_for_serving(self, n: int, plan: AnyPlan) -> tuple[Alternative, ...]:
+    def ranked_for_serving(self, n: int, plan: AnyPlan, spec: ModelSpec, machine: Machine) -> tuple[Alternative, ...]:
         """The inference alternatives a practitioner would read: by cost, without the multi-node ones a
-        single machine's fitting alternative makes needless (_needless_nodes), one good option per route
-        before a third of the same route (_diverse)."""
+        single machine's fitting alternative makes needless (_needless_nodes), a much slower option after a
+        much faster one that gives up little more (speed_order), one good option per route before a third of
+        the same route (_diverse)."""
         found = sorted(self.found, key=_rank)
-        return _diverse([a for a in found if not _needless_nodes(a, found, plan)])[:n]
+        kept = [a for a in found if not _needless_nodes(a, found, plan)]
+        footings = {id(a): _footing(spec, machine, a) for a in kept}
+        return _diverse(speed_order(kept, lambda a: footings[id(a)]))[:n]
 
 
 def _rank(a: Alternative) -> tuple[float, bool]:
@@ -205,6 +212,77 @@ def _diverse(ranked: list[Alternative]) -> tuple[Alternative, ...]:
     return tuple(shown + later)
 
 
+# ---- speed in the order ---------------------------------------------------------------------------
+# The costs charge a slower decode only against the options that give up no more quality (_slowdown_cost),
+# and that charge stops growing at SLOWDOWN_CAP: an option at 5 tok/s that keeps a little more quality
+# ranked before one at 350 tok/s (Qwen3-30B-A3B on an RTX 5090: bitsandbytes LLM.int8 through transformers'
+# per-expert loop, cost 13, before llama.cpp's Q4_K_M build, cost 35).  A practitioner takes the 4-bit
+# build: 8-bit → 4-bit K-quant costs little quality, 70× the decode speed is a lot.  So, after the cost
+# order: an option whose decode is below READ_ALONG_TOKENS_PER_S per sequence ranks after every other
+# option that decodes at least MUCH_SLOWER times faster (low ends of the estimates: what each at least
+# does) and gives up at most a small quality step more (much_faster).
+SLOWDOWN_CAP = 4.0          # multiples of a decode (or training) step added: the most a speed cost counts
+MUCH_SLOWER = 1 + SLOWDOWN_CAP   # × decode tok/s: past what the speed cost tells apart (a 5× slower step)
+# A reader reads ~5–10 tokens/s: below this rate per sequence (estimate.speed, the rate it calls "fast enough
+# to read along") an option's speed is a loss the user feels; above it, quality decides.
+READ_ALONG_TOKENS_PER_S = CPU_ENOUGH_TOKENS_PER_S
+# The most quality loss (estimate.formats quality_loss) the faster option may have: Q4_K_M's rank, shared by
+# the 4-bit group formats (AWQ, GPTQ-int4, NF4).  llama.cpp's perplexity table (tools/quantize/quantize.cpp,
+# QUANT_OPTIONS, +ppl @ Llama-3-8B, github.com/ggml-org/llama.cpp/blob/42ea59bcf104ce81f167a66020a5eeafa428ecb2/
+# tools/quantize/quantize.cpp): Q8_0 +0.0026, Q6_K +0.0217, Q5_K_M +0.0569, Q4_K_M +0.1754, then Q4_0 +0.4685,
+# Q3_K_M +0.6569, Q2_K +3.5199: Q4_K_M is the last type before the loss grows several-fold.  (LLM.int8 is
+# ≈ lossless, Dettmers et al. 2022, as Q8_0 is: 8-bit → Q4_K_M is the one small step.)
+SMALL_QUALITY_LOSS = weight_format("q4_k_m").quality_loss
+
+
+@dataclass(frozen=True)
+class Footing:
+    """What the speed order reads of an alternative: what it gives up, whether it fits with headroom, how fast."""
+
+    quality_loss: int            # estimate.formats rank of its weights
+    kv_loss: float               # COST_KV of its KV cache type (0: 16-bit)
+    context: int
+    batch: int
+    nodes: int
+    fits: bool                   # with headroom (not tight)
+    decode_low: float | None     # tokens/s over the batch, the estimate's low end (None: unknown)
+
+
+def much_faster(fast: Footing, slow: Footing) -> bool:
+    """Whether ``slow`` ranks after ``fast``: ``slow`` decodes below READ_ALONG_TOKENS_PER_S per sequence and
+    ``fast`` at least MUCH_SLOWER times as fast, fits at least as well (a tight option never overtakes one that
+    fits with headroom), needs no more nodes, gives up no more context, batch or KV precision, and no more
+    quality than ``slow`` or than SMALL_QUALITY_LOSS."""
+    if fast.decode_low is None or slow.decode_low is None or slow.decode_low <= 0:
+        return False
+    return (slow.decode_low / max(slow.batch, 1) < READ_ALONG_TOKENS_PER_S
+            and fast.decode_low >= MUCH_SLOWER * slow.decode_low
+            and (fast.fits or not slow.fits) and fast.nodes <= slow.nodes
+            and fast.context >= slow.context and fast.batch >= slow.batch and fast.kv_loss <= slow.kv_loss
+            and fast.quality_loss <= max(slow.quality_loss, SMALL_QUALITY_LOSS))
+
+
+def speed_order(ranked: list[T], footing: Callable[[T], Footing]) -> list[T]:
+    """``ranked`` (cost order) with each option put after every option much_faster than it, the rest kept in
+    order: each time, the first not overtaken by a remaining one is taken.  much_faster needs the faster to be
+    strictly faster (MUCH_SLOWER > 1, a positive rate), so there is no cycle and one is always found."""
+    rest = list(ranked)
+    feet = [footing(a) for a in rest]
+    out: list[T] = []
+    while rest:
+        i = next(i for i, f in enumerate(feet) if not any(much_faster(g, f) for g in feet if g is not f))
+        out.append(rest.pop(i))
+        feet.pop(i)
+    return out
+
+
+def _footing(spec: ModelSpec, machine: Machine, a: Alternative) -> Footing:
+    rate = _decode(spec, machine, a.plan)
+    return Footing(_quality(a.plan.precision), COST_KV.get(getattr(a.plan, "kv_dtype", ""), 0),
+                   getattr(a.plan, "context", 0), getattr(a.plan, "batch", 0), a.plan.nodes,
+                   a.verdict.status == FITS, None if rate is None else rate.low)
+
+
 def _needless_nodes(a: Alternative, found: list[Alternative], plan: AnyPlan) -> bool:
     """More nodes than the request's add nothing when an alternative on the request's nodes already fits
     (with headroom) and gives up no more (quality, context, batch: _gives_up) than they do."""
@@ -235,7 +313,7 @@ def _pcie_cost(s: _Search, spec: ModelSpec, request: Request, machine: Machine) 
         return 0.0
     link = speed.link_wait[1] if speed.link_wait else 0.0
     fastest_compute = compute[1] - speed.offload_seconds - link  # the slow end is compute + transfer
-    return COST_PER_SLOWDOWN * min(speed.offload_seconds / max(fastest_compute, 1e-9), 4.0)
+    return COST_PER_SLOWDOWN * min(speed.offload_seconds / max(fastest_compute, 1e-9), SLOWDOWN_CAP)
 
 
 def _runs(out: Outcome | None) -> bool:
@@ -301,15 +379,15 @@ def _gives_up(plan: AnyPlan) -> tuple[int, int, int]:
 
 def _slowdown_cost(rate: Any, gives_up: tuple[int, int, int], others: list[tuple[tuple[int, int, int], Any]]) -> float:
     """COST_PER_SLOWDOWN per multiple of a decode step ``rate`` adds to the fastest of ``others``
-    (_gives_up, Rate) that gives up no more (quality, context, batch) (capped at 4, as offload's); 0 where
-    a speed is unknown.  Rates compare by their geometric middle (Rate.mid, the one used to rank) and the
-    cost is rounded to whole units: a few per cent (NF4's slightly smaller weights than AWQ's) is no
-    reason to reorder."""
+    (_gives_up, Rate) that gives up no more (quality, context, batch) (capped at SLOWDOWN_CAP, as offload's);
+    0 where a speed is unknown.  Rates compare by their geometric middle (Rate.mid, the one used to rank) and
+    the cost is rounded to whole units: a few per cent (NF4's slightly smaller weights than AWQ's) is no
+    reason to reorder.  Past the cap, speed_order puts a much slower option after a much faster one."""
     fastest = max((r.mid for g, r in others if r is not None and all(a >= b for a, b in zip(g, gives_up, strict=True))),
                   default=None)
     if rate is None or fastest is None:
         return 0.0
-    return float(round(COST_PER_SLOWDOWN * min(max(fastest / max(rate.mid, 1e-9) - 1, 0.0), 4.0)))
+    return float(round(COST_PER_SLOWDOWN * min(max(fastest / max(rate.mid, 1e-9) - 1, 0.0), SLOWDOWN_CAP)))
 
 
 def _slowdown_costs(spec: ModelSpec, machine: Machine, outs: list[Outcome]) -> list[float]:
@@ -420,7 +498,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
             if out.verdict.status != FITS:
                 s.found += [replace(a, cost=a.cost + COST_RUNNABLE, changes=changed_fields(request, a.request))
                             for a in _inference(spec, fixed, out.plan, machine, evaluate)]
-            return s.ranked_for_serving(MAX_ALTERNATIVES, out.plan)
+            return s.ranked_for_serving(MAX_ALTERNATIVES, out.plan, spec, machine)
     # The request with the plan's precision and engine pinned: an alternative changes one thing.
     base = request.with_changes(precision=plan.precision, engine=plan.engine)
     s = _Search(base, evaluate)
@@ -604,7 +682,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     # 7. Last resort: vLLM streaming part of the weights from RAM every forward pass (--cpu-offload-gb).
     if on_gpu and not plan.problems and "streamed" in engines.ENGINES[plan.engine].offloads:
         _streamed_offload(s, spec, base, plan, machine, evaluate)
-    return s.ranked_for_serving(MAX_ALTERNATIVES, plan)
+    return s.ranked_for_serving(MAX_ALTERNATIVES, plan, spec, machine)
 
 
 def _ram_read_share(spec: ModelSpec, plan: AnyPlan) -> float:
@@ -659,10 +737,10 @@ def _streamed_offload(s: _Search, spec: ModelSpec, base: Request, plan: Plan, ma
     if out is None or not isinstance(out.plan, Plan):
         return
     speed = estimate_speed(spec, out.plan, machine)
-    slowdown = 4.0
+    slowdown = SLOWDOWN_CAP
     if speed.decode is not None:
         streamed = gib * 2**30 / _pcie(machine)
-        slowdown = min(streamed / max(1.0 / speed.decode.high - streamed, 1e-9), 4.0)
+        slowdown = min(streamed / max(1.0 / speed.decode.high - streamed, 1e-9), SLOWDOWN_CAP)
     s.consider(f"Stream {gib} GiB of weights per GPU from RAM every forward pass (vLLM --cpu-offload-gb {gib})",
                cand, COST_STREAMED + COST_PER_SLOWDOWN * slowdown)
 
