@@ -63,12 +63,12 @@ class Plan:
     # generate() with the legacy tuple cache: the previous step's cache is still referenced while
     # the new one is concatenated, so two caches are alive at the last decode step.
     legacy_cache: bool = False
-    # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS): its vocabulary-sized
-    # tensors per step.  No option sets it yet: 'top-p' (do_sample with temperature, top-k and top-p, what
-    # chat models' generation_config.json asks for) is the larger of the common cases.
+    # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS, --sampling): its
+    # vocabulary-sized tensors per step.  Default 'top-p' (do_sample with temperature, top-k and top-p, what
+    # chat models' generation_config.json asks for), the larger of the common cases.
     sampling: str = DEFAULT_SAMPLING
     # generate(min_new_tokens=N): MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor run each step
-    # (the measurement harness forces its token counts so); no option sets it.
+    # (the measurement harness forces its token counts so); no option sets it (the API may).
     min_new_tokens: bool = False
     problems: tuple[str, ...] = ()           # why this machine cannot run it (empty: it can)
     mode: str = "inference"
@@ -553,20 +553,26 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         gpu_total = g.memory_total_bytes if known(g.memory_total_bytes) else None
         unified = g.unified_memory
     logits = "last"
-    attention, legacy = "sdpa", False
+    attention, legacy, sampling = "sdpa", False, DEFAULT_SAMPLING
     if engine == "transformers":
         logits, why = logits_mode(spec.architecture, req.transformers_version)
         notes.append(Assumption("logits", logits, why, "--transformers-version"))
         attention, why = attention_mode(spec.architecture, req.transformers_version, req.attention)
         notes.append(Assumption("attention", attention, why, "--attention"))
-        notes.append(Assumption("sampling", DEFAULT_SAMPLING, "generate() with do_sample, temperature, top-k and "
-                                "top-p, as chat models' generation_config asks; greedy holds fewer logits copies"))
+        sampling = req.sampling or DEFAULT_SAMPLING
+        notes.append(Assumption("sampling", sampling, "from --sampling" if req.sampling else
+                                "generate() with do_sample, temperature, top-k and top-p, as chat models' "
+                                "generation_config asks; greedy holds fewer logits copies", "--sampling"))
         legacy = legacy_cache_mode(spec.architecture, req.transformers_version)
         kernel = engines.ATTENTION_RUNS[attention].problem(kind, cc)
         if kernel and not problems:
             problems.append(f"--attention {attention}: {kernel}; here: {engines.KIND_NAMES[kind]}")
     elif req.attention is not None and req.engine is not None:
         raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
+    if engine != "transformers" and req.sampling is not None:
+        # kept (an alternative that changes the engine keeps the request's other answers), not modelled
+        notes.append(Assumption("sampling", req.sampling, f"from --sampling; {engine}'s own sampler buffers are "
+                                "not counted (--sampling sets transformers generate()'s tensors)", "--sampling"))
     if req.nodes > 1:
         notes.append(Assumption("nodes", str(req.nodes), "from --nodes", "--nodes"))
         if device == "cpu" and not problems:
@@ -608,7 +614,7 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         gpu_memory_utilization=req.gpu_memory_utilization, gpu_total_bytes=gpu_total,
         compute_capability=cc if device != "cpu" else None, unified_memory=unified, assumptions=tuple(notes),
         logits=logits, transformers_version=req.transformers_version if engine == "transformers" else None,
-        attention=attention, legacy_cache=legacy, problems=tuple(problems), nodes=req.nodes,
+        attention=attention, legacy_cache=legacy, sampling=sampling, problems=tuple(problems), nodes=req.nodes,
         cpu_moe=cpu_moe, cpu_moe_all=bool(cpu_moe) and cpu_moe >= spec.num_layers, cpu_offload_gb=req.cpu_offload_gb,
         expert_parallel=req.expert_parallel, mem_fraction_static=mem_fraction,
         stored_format=_is_stored_format(spec, precision),

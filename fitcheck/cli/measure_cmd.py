@@ -17,9 +17,10 @@ from fitcheck.options import click_options
 # The request options measure takes (the vocabulary's; the others it has no use for: one device, transformers).
 _REQUEST_OPTIONS = ("mode", "precision", "context", "seq_len", "batch", "kv_dtype", "engine", "gpus", "device",
                     "grad_accum", "optimizer", "master_weights", "grad_checkpointing", "attention", "lora_rank",
-                    "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload", "headroom")
+                    "lora_targets", "lora_train_embeddings", "zero", "fsdp", "offload", "headroom", "sampling")
 _TRAINING_ONLY = tuple(n for n in _REQUEST_OPTIONS if n not in ("mode", "precision", "batch", "gpus", "device",
-                                                                 "headroom", "context", "kv_dtype", "engine"))
+                                                                 "headroom", "context", "kv_dtype", "engine",
+                                                                 "sampling"))
 
 
 def _size(ctx, param, value):
