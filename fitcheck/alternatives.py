@@ -80,6 +80,15 @@ COST_PER_SLOWDOWN = 10      # offload: per step time its PCIe transfers may add,
 COST_RUNNABLE = 8           # what the request named does not run here: swapped for what does
 COST_PER_NODE = 10          # each machine more (rented or owned) beside this one: one quantization step, so a
 #                             single machine's cheap steps (checkpointing, 8-bit AdamW) come before renting more
+# Going from one machine to several: a cluster to rent (or own) with a fast network between its nodes, a launcher
+# on every node (Ray for vLLM, torchrun or DeepSpeed's hostfile over ssh, llama.cpp's rpc-server), a run that
+# fails when one node does.  A practitioner takes one machine unless the quality it gives up matters: the cluster
+# costs what 16-bit → 4-bit costs (SMALL_QUALITY_LOSS quality steps: AWQ, GPTQ-int4, NF4, Q4_K_M), so one machine
+# at 4-bit ranks before a cluster at 16-bit (Qwen2-72B on an H100: vLLM AWQ on one node before bf16 over two),
+# and a cluster before one machine that gives up more (Q3_K_M, or the layers in RAM); in training LoRA (25)
+# and QLoRA (35) come before full fine-tuning over more nodes.  Paid once: a plan already over several nodes
+# pays COST_PER_NODE only for each node more (cluster_cost).
+COST_CLUSTER = COST_PER_QUALITY_STEP * weight_format("q4_k_m").quality_loss
 MAX_NODES_SEARCHED = 64     # the most nodes an alternative proposes
 COST_EXPERT_PARALLEL = 2    # another layout of the same GPUs (all-to-alls instead of all-reduces): no quality lost
 
@@ -445,8 +454,14 @@ def _more_nodes(s: _Search, cand: Request, plan: AnyPlan, title: str, extra: flo
     """Offer the fewest nodes (more than the plan's) on which ``cand`` runs; False when none up to the limit."""
     n = fewest_nodes(lambda k: _runs(s.evaluate(cand.with_changes(nodes=k))), plan.nodes + 1)
     if n is not None:
-        s.consider(f"{title} over {n} nodes", cand.with_changes(nodes=n), extra + COST_PER_NODE * (n - plan.nodes))
+        s.consider(f"{title} over {n} nodes", cand.with_changes(nodes=n), extra + cluster_cost(plan.nodes, n))
     return n is not None
+
+
+def cluster_cost(nodes: int, more: int) -> float:
+    """What going from ``nodes`` machines to ``more`` costs: COST_PER_NODE each, and COST_CLUSTER when this
+    is the step from one machine to a cluster."""
+    return COST_PER_NODE * (more - nodes) + (COST_CLUSTER if nodes <= 1 < more else 0)
 
 
 def hybrid_advice(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
