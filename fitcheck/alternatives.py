@@ -1051,10 +1051,11 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
     """For a request whose precision was left to the machine and does not run at its default: the
     weights format the inference alternatives above would try (the engine's lower precisions, then
     GGUF builds with llama.cpp where no engine was given), nothing else of the request changed (same
-    device, context, batch and KV cache, no partial offload), the cheapest that runs (quality first,
-    the same costs as the alternatives).  Candidates are checked cheapest first, and only until one runs;
-    where fitcheck chose the engine, the serving engines' are checked too (vLLM's AWQ before transformers'),
-    all of them, each paying for the decode speed it gives up."""
+    device, context, batch and KV cache, no partial offload), the first in check's order: the same costs as the
+    alternatives (quality first), then speed_order (an option too slow to read along after a much faster one).
+    Candidates are checked cheapest first, and only until one runs that nothing costlier can rank before; where
+    fitcheck chose the engine, the serving engines' and the GGUF builds are checked too (vLLM's AWQ before
+    transformers'), all of them, each paying for the decode speed it gives up."""
     base = request.with_changes(precision=plan.precision, engine=plan.engine)
     kind, cc = engines.machine_kind(machine, plan.device)
 
@@ -1065,8 +1066,6 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
         (step(p) + (0 if e == plan.engine else COST_ENGINE_SWITCH), f"{weight_format(p).description} with {e}",
          _with_engine(base, e, plan).with_changes(precision=p))
         for p, names in _lower_precision_engines(spec, request, plan, kind, cc).items() for e in names]
-    if _engine_chosen(request, plan):
-        candidates = _with_speed_costs(spec, plan, machine, evaluate, candidates)
     if request.engine in (None, "llama.cpp"):
         start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
         gguf_base = base.with_changes(engine="llama.cpp", transformers_version=None, attention=None,
@@ -1074,17 +1073,34 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
         candidates += [(step(g) + COST_GGUF, f"GGUF {g} with llama.cpp", gguf_base.with_changes(precision=g))
                        for g in _GGUF_LADDER
                        if weight_format(g).linear_bits <= weight_format(start).linear_bits and g != plan.precision]
+    if _engine_chosen(request, plan):
+        # every engine's candidates, the GGUF builds too, pay for the decode speed they give up, as check's
+        # (_consider_fastest against llama.cpp's build on the same GPUs, and each GGUF build's own)
+        candidates = _with_speed_costs(spec, plan, machine, evaluate, candidates)
     s = _Search(base, evaluate)
-    best: Alternative | None = None
+    kept: list[Alternative] = []
+    lead: tuple[Alternative, Footing] | None = None   # the cheapest kept, and what the speed order reads of it
+    # Cheapest first, until one runs that nothing costlier can rank before; a lead too slow to read along may be
+    # put after a much faster one (speed_order), so then every candidate is checked.
     for cost, title, cand in sorted(candidates, key=lambda c: c[0]):
-        if best is not None and cost >= best.cost:
-            break
+        if lead is not None and cost >= lead[0].cost and not _may_be_overtaken(lead[1]):
+            break  # nothing costlier ranks before it
         if _cannot_hold(spec, cand.precision or "", machine, plan.device):
             continue
         found = len(s.found)
         s.consider(title, cand, cost)
         for a in s.found[found:]:
             if isinstance(a.plan, Plan) and a.plan.device == plan.device and a.plan.gpu_layers is None \
-                    and a.plan.nodes == plan.nodes and not a.plan.problems and (best is None or a.cost < best.cost):
-                best = a
-    return best
+                    and a.plan.nodes == plan.nodes and not a.plan.problems:
+                kept.append(a)
+                if lead is None or _rank(a) < _rank(lead[0]):
+                    lead = a, _footing(spec, machine, a)
+    if not kept:
+        return None
+    # check's own order: by cost, then an option too slow to read along after one much faster (speed_order)
+    return speed_order(sorted(kept, key=_rank), lambda a: _footing(spec, machine, a))[0]
+
+
+def _may_be_overtaken(lead: Footing) -> bool:
+    """Whether speed_order can put ``lead`` after another option: only one too slow to read along can be."""
+    return lead.decode_low is not None and lead.decode_low / max(lead.batch, 1) < READ_ALONG_TOKENS_PER_S

@@ -97,13 +97,14 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
         chosen = listed.get(name)
         if chosen is not None and getattr(chosen, "default_precision", None):
             # precision left to the machine, its default does not fit: where lists the best precision that
-            # does (a mixture of experts: with llama.cpp's --n-cpu-moe where check advises it), and check with
-            # that precision, engine and --cpu-moe agrees
+            # does (with llama.cpp's -ngl, or --n-cpu-moe for a mixture of experts, where check advises it), and
+            # check with that precision, engine and --gpu-layers / --cpu-moe agrees
             assert request_.precision is None and result.exit_code != 0, (model, name)
             assert result.plan.precision == chosen.default_precision, (model, name)
             cpu_moe = ("all" if chosen.plan.cpu_moe_all else chosen.plan.cpu_moe) or None
+            layers = chosen.plan.gpu_layers if chosen.plan.device == "offload" and not cpu_moe else None
             again = check(model, request_.with_changes(precision=chosen.plan.precision, engine=chosen.plan.engine,
-                                                       cpu_moe=cpu_moe), chosen.machine)
+                                                       cpu_moe=cpu_moe, gpu_layers=layers), chosen.machine)
             assert again.exit_code == 0 and again.verdict.status == chosen.verdict.status, (model, name)
             assert again.plan.with_changes(assumptions=()) == chosen.plan.with_changes(assumptions=())
             continue

@@ -347,12 +347,14 @@ def test_no_more_nodes_when_one_machine_already_fits_at_the_same_quality():
     assert all(a.plan.nodes == 1 for a in result.alternatives), _kinds(result.alternatives)
 
 
-def test_more_nodes_stay_first_when_they_keep_the_quality_one_machine_gives_up():
-    # DeepSeek-R1 at its own FP8 does not fit 8×H100: two nodes keep FP8; one node needs a 4-bit build
+def test_more_nodes_after_one_machine_that_gives_up_a_small_quality_step():
+    # DeepSeek-R1 at its own FP8 does not fit 8×H100: two nodes keep FP8; one node needs a 4-bit build.  The
+    # cluster costs what 16-bit → 4-bit costs (COST_CLUSTER), so the one node's 4-bit builds come first and the
+    # two nodes at FP8 are still offered.
     result = check("deepseek-r1", Request(), load_profile("8x-h100"))
     first = result.alternatives[0]
-    assert first.plan.nodes == 2 and first.plan.precision == "fp8"
-    assert any(a.plan.nodes == 1 and a.plan.engine == "llama.cpp" for a in result.alternatives)
+    assert first.plan.nodes == 1 and first.plan.precision in ("q4_k_m", "awq")
+    assert any(a.plan.nodes == 2 and a.plan.precision == "fp8" for a in result.alternatives)
 
 
 def test_llama_cpp_pays_for_the_decode_speed_it_gives_up_as_vllm_does():

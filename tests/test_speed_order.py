@@ -94,3 +94,25 @@ def test_a_modest_speed_gap_leaves_the_cost_order():
     commands = [a["fitcheck_command"] for a in
                 json.loads(run("qwen-7b", "--profile", "rtx-3060", "--json").output)["alternatives"]]
     assert "--precision int8" in commands[0], commands
+
+
+def test_where_picks_a_machines_precision_in_checks_order_speed_included():
+    # The precision `where` falls back to (fitcheck.alternatives.best_precision) for Qwen3-30B-A3B on an RTX 5090:
+    # by cost alone bitsandbytes LLM.int8 through transformers (one quality step, tight, ~5 tok/s); in check's
+    # order llama.cpp's Q4_K_M build (hundreds of tok/s), check's own first alternative there.
+    from fitcheck.alternatives import COST_PER_QUALITY_STEP, COST_TIGHT, best_precision
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.pipeline import Evaluator, check
+    from fitcheck.profiles import load_profile
+    from fitcheck.request import Request
+
+    model, machine = resolve_model("qwen3-30b-a3b"), load_profile("rtx-5090")
+    evaluate = Evaluator(model.spec, machine)
+    result = check(model, Request(), machine, search=False)
+    best = best_precision(model.spec, Request(), result.plan, machine, evaluate)
+    first = result.alternatives[0]
+    assert best is not None and (best.plan.precision, best.plan.engine) == ("q4_k_m", "llama.cpp")
+    assert (first.plan.precision, first.plan.engine) == (best.plan.precision, best.plan.engine)
+    int8 = evaluate(Request(precision="int8", engine="transformers"))
+    assert int8 is not None and int8.verdict.status == "tight"
+    assert best.cost > COST_PER_QUALITY_STEP + COST_TIGHT   # the cheaper int8 ranks after it by speed

@@ -11,7 +11,8 @@ JSON document (schema "fitcheck.where/1"; tests lock its key set):
   "model": {query, id, params_total, params_active},
   "request": {precision, context, prompt_tokens, batch, kv_dtype, engine, gpus, headroom_pct, kind,
               max_price_usd_per_hour},
-  "machines": [{name, kind, description, precision, engine, device, gpus, nodes, layout, cpu_moe, status, need_bytes,
+  "machines": [{name, kind, description, precision, engine, device, gpus, nodes, layout, cpu_moe, gpu_layers, status,
+                need_bytes,
                 free_bytes,
                 decode_tokens_per_s: {low, high} | null, per_sequence_tokens_per_s, prefill_tokens_per_s,
                 usd_per_hour, usd_per_million_tokens: {low, high} | null, price_read_on, price_source,
@@ -30,9 +31,10 @@ Machines that fit with the headroom are listed cheapest first (price per hour), 
 without a price, fastest first.  With no --precision, a machine whose default does not fit is listed
 as check advises there (precision_choice "best_fitting", its default in default_precision): check's best
 alternative on that machine that changes only the weights — their format, the engine serving them (with no
---engine), or for a mixture of experts llama.cpp's --n-cpu-moe (device "offload", cpu_moe N) — else the
-best precision that runs fully on the device (fitcheck.alternatives.best_precision: the lower precisions and
-GGUF builds check's alternatives try), nothing else of the request changed.
+--engine), or llama.cpp with part of them in RAM (device "offload": -ngl N layers on the GPU, or for a mixture
+of experts --n-cpu-moe N, cpu_moe N) — else the best precision that runs fully on the device
+(fitcheck.alternatives.best_precision: the lower precisions and GGUF builds check's alternatives try, in check's
+order), nothing else of the request changed.
 """
 
 from __future__ import annotations
@@ -181,19 +183,20 @@ def evaluate_on(spec, request, machine: Machine, headroom: float) -> WhereRow:
 
 
 # What an alternative may change and still be "this request at another precision" in `where`: the weights
-# format, the engine that serves it (and the engine-specific options a switch resets), and for a mixture of
-# experts with llama.cpp which layers keep their routed experts in RAM (--n-cpu-moe).
-WEIGHTS_ONLY = frozenset({"precision", "engine", "cpu_moe", "transformers_version", "attention",
+# format, the engine that serves it (and the engine-specific options a switch resets), and with llama.cpp which
+# part of the weights stays in RAM: a mixture of experts' routed experts (--n-cpu-moe), or whole layers (-ngl).
+WEIGHTS_ONLY = frozenset({"precision", "engine", "cpu_moe", "gpu_layers", "transformers_version", "attention",
                           "gpu_memory_utilization", "device"})
 
 
 def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -> WhereRow:
     """``row`` (the machine at its default precision) when it runs or the precision was given; else the
     machine as `fitcheck MODEL --profile NAME` itself advises: its best alternative there that changes only the
-    weights (WEIGHTS_ONLY; the engine too unless --engine was given) on the same device, or llama.cpp's
-    --n-cpu-moe for a mixture of experts, checked again as its printed command checks it.  Where check
-    offers none such (it moves layers to the CPU or rents nodes instead), the best precision that runs fully
-    on the device (fitcheck.alternatives.best_precision); ``row`` when nothing runs."""
+    weights (WEIGHTS_ONLY; the engine too unless --engine was given) on the same device, or with llama.cpp part
+    of them in RAM (-ngl N, or --n-cpu-moe N for a mixture of experts), checked again as its printed command
+    checks it.  Where check offers none such (it shortens the context or rents nodes instead), the best
+    precision that runs fully on the device, ranked as check ranks (fitcheck.alternatives.best_precision);
+    ``row`` when nothing runs."""
     from fitcheck.alternatives import best_precision
     from fitcheck.model.resolve import ResolvedModel
     from fitcheck.pipeline import Evaluator, check
@@ -207,7 +210,7 @@ def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -
     except FitcheckError:
         advised = ()
     chosen_request = next((a.request for a in advised if {k for k, _ in a.changes} <= allowed
-                           and (a.plan.device == row.plan.device or getattr(a.plan, "cpu_moe", 0))), None)
+                           and a.plan.device in (row.plan.device, "offload")), None)
     if chosen_request is None:
         best = best_precision(spec, asked, row.plan, row.machine, Evaluator(spec, row.machine))
         if best is None:
@@ -420,7 +423,9 @@ def render_where_table(result: WhereResult) -> str:
     if any(r.default_precision for r in fitting):
         lines.append("* the machine's default precision does not fit there: the best precision that does "
                      "(check it with `fitcheck MODEL -p PRECISION --engine ENGINE --profile NAME`"
-                     + (", and --cpu-moe N for --n-cpu-moe N" if any(r.plan.cpu_moe for r in fitting) else "") + ")")
+                     + (", and --cpu-moe N for --n-cpu-moe N" if any(r.plan.cpu_moe for r in fitting) else "")
+                     + (", and --gpu-layers N for -ngl N" if any(r.plan.device == "offload" and not r.plan.cpu_moe
+                                                                 for r in fitting) else "") + ")")
     lines += tight_note(fitting, result.headroom)
     skipped = len(result.not_fitting)
     if skipped:
@@ -471,6 +476,7 @@ def where_document(result: WhereResult) -> dict:
             "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
             "nodes": r.nodes, "layout": r.layout,
             "cpu_moe": ("all" if r.plan.cpu_moe_all else r.plan.cpu_moe) if r.plan.cpu_moe else None,
+            "gpu_layers": r.plan.gpu_layers if r.plan.device == "offload" and not r.plan.cpu_moe else None,
             "precision_choice": ("given" if req.precision else "best_fitting" if r.default_precision else "default"),
             "default_precision": r.default_precision,
             "status": r.verdict.status,

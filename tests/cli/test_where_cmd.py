@@ -10,7 +10,7 @@ from fitcheck.cli import cli
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines", "not_fitting", "cannot_run", "assumptions",
             "cost"}
 COST_KEYS = {"kwh_price_usd", "kwh_price_source", "amortize_years", "hours_per_day", "break_even_against"}
-MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "nodes", "layout", "cpu_moe", "status",
+MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", "gpus", "nodes", "layout", "cpu_moe", "gpu_layers", "status",
                 "need_bytes",
                 "free_bytes", "decode_tokens_per_s", "per_sequence_tokens_per_s", "prefill_tokens_per_s",
                 "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source",
@@ -189,3 +189,27 @@ def test_where_training_without_tokens_and_wrong_mode_options():
     assert "--tokens N" in run("qwen-7b", "--mode", "lora").output
     assert run("qwen-7b", "--mode", "lora", "--context", "100").exit_code == 2
     assert run("qwen-7b", "--tokens", "100M").exit_code == 2          # --tokens is for training
+
+
+def test_where_lists_llama_cpp_partial_offload_as_check_advises_it():
+    """Qwen2-72B on an RTX 4090 (24 GiB VRAM, 64 GiB RAM): check's first advice is llama.cpp's Q4_K_M with 38 of 80
+    layers on the GPU (-ngl 38); `where` left the machine out (nothing fits fully in VRAM but Q2_K, and that not with
+    headroom).  It is listed as check advises it, at check's speed, and its command reproduces it."""
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.pipeline import check
+    from fitcheck.profiles import load_profile
+    from fitcheck.request import Request
+
+    code, doc = doc_of("qwen2-72b", "--kind", "desktop")
+    assert code == 0
+    row = next(m for m in doc["machines"] if m["name"] == "rtx-4090")
+    advised = check(resolve_model("qwen2-72b"), Request(), load_profile("rtx-4090")).alternatives[0]
+    assert (row["precision"], row["engine"], row["device"]) == ("q4_k_m", "llama.cpp", "offload")
+    assert row["gpu_layers"] == advised.plan.gpu_layers and row["precision_choice"] == "best_fitting"
+    r = CliRunner().invoke(cli, ["qwen2-72b", "-p", "q4_k_m", "--engine", "llama.cpp", "--gpu-layers",
+                                 str(row["gpu_layers"]), "--profile", "rtx-4090", "--json"])
+    again = json.loads(r.output)
+    assert r.exit_code == 0 and again["verdict"]["status"] == row["status"]
+    assert again["speed"]["decode_tokens_per_s"] == row["decode_tokens_per_s"]
+    table = run("qwen2-72b", "--kind", "desktop").output
+    assert f"q4_k_m llama.cpp -ngl {row['gpu_layers']}*" in table and "--gpu-layers N for -ngl N" in table
