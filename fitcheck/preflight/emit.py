@@ -206,15 +206,17 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
 
 def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements, fmt: str,
                   output: str | None, overrides: dict | None = None) -> int:
-    """`fitcheck check --plan PATH`: read, run every case (machines loaded once each), show, exit code.
+    """`fitcheck check --plan PATH`: read, check every case for bad input, run every case (machines loaded
+    once each), show, exit code.  A plan with malformed cases runs none: each is a line on stderr (and an
+    annotation with --format github), exit 2.
 
     ``overrides`` (--gpu/--vram/--ram) apply to every case's machine."""
     from fitcheck.cli.options import load_machine
-    from fitcheck.preflight.plan_file import read_plan
+    from fitcheck.preflight.plan_file import read_plan_errors
     from fitcheck.preflight.requirements import evaluate
-    from fitcheck.preflight.run import run_plan
+    from fitcheck.preflight.run import run_plan, validate_plan
 
-    plan = read_plan(path)
+    plan, errors = read_plan_errors(path)
     machines: dict = {}
 
     def machine_for(name: str | None):
@@ -222,6 +224,37 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
             machines[name] = load_machine(name, **(overrides or {}))
         return machines[name]
 
-    case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile)
+    prepared, invalid = validate_plan(plan, machine_for, default_profile=profile)
+    errors = sorted(errors + invalid, key=_case_order)
+    if errors:
+        return emit_plan_errors(path, errors, fmt=fmt)
+    case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile, prepared=prepared)
     outcomes = evaluate(requirements, machine_for(profile)) if requirements else ()
     return emit_plan(path, case_results, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
+
+
+def _case_order(line: str) -> tuple[int, int]:
+    """[defaults] first, then by case number (a line names its case as 'case N')."""
+    import re
+
+    m = re.search(r": case (\d+)\b", line)
+    return (1, int(m.group(1))) if m else (0, 0)
+
+
+def emit_plan_errors(path: str, errors: list[str], *, fmt: str) -> int:
+    """Every malformed case of a plan, one line each on stderr (and an ::error annotation each with --format
+    github), then, for more than one, the count; nothing ran (exit 2)."""
+    from fitcheck.errors import EXIT_BAD_INPUT, redact_credentials
+    from fitcheck.preflight.plan_file import PlanInvalid
+
+    summary = PlanInvalid(path, errors).summary
+    for line in errors:
+        click.echo(f"fitcheck: {redact_credentials(line)}", err=True)
+    if len(errors) > 1:  # one error is one line, as any bad input
+        click.echo(f"fitcheck: {summary}", err=True)
+    if fmt == "github":
+        from fitcheck.preflight import github
+
+        for line in errors:
+            click.echo(github.annotation("error", "fitcheck: bad plan", redact_credentials(line)))
+    return EXIT_BAD_INPUT

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, WORDS
 from fitcheck.preflight.requirements import FAILED, OK
 
-ERROR = "error"   # a plan case that is malformed (exit 2); the other cases still run
+ERROR = "error"   # a plan case that failed as bad input while running (exit 2); plans are validated first
 _COLOURS = {FITS: "green", TIGHT: "yellow", DOES_NOT_FIT: "red", CANNOT_RUN: "red", UNKNOWN: "yellow", OK: "green",
             FAILED: "red", ERROR: "red", DOES_NOT_FIT_ON_DISK: "red"}
 # requirements.UNKNOWN is the same word as the verdict's UNKNOWN ("unknown"): yellow for both

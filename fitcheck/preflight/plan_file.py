@@ -21,7 +21,9 @@ context), seq_len, batch, kv_dtype, engine, gpus,
 device, gpu_layers, gpu_memory_utilization, transformers_version (a string: "4.38"), attention, headroom
 (percent), and the training options: grad_accum, optimizer, grad_checkpointing, lora_rank, zero,
 fsdp, offload, ...), each checked as the command line checks it.
-A malformed file is one FitcheckError (exit 2) naming the file, the case and the field.
+A file that is not a plan (not TOML, no cases, an unknown table) is one FitcheckError (exit 2); otherwise every
+malformed case and field is found before any case runs, and all of them are one PlanInvalid (exit 2): a line
+each, naming the file, the case and the field, with a suggestion where one exists.
 """
 
 from __future__ import annotations
@@ -53,9 +55,24 @@ class PlanFile:
     cases: tuple[Case, ...]
 
 
+class PlanInvalid(FitcheckError):
+    """Every malformed case of a plan file, found before any case runs: one line each (``errors``)."""
+
+    def __init__(self, path: str, errors: list[str] | tuple[str, ...]):
+        self.path = path
+        self.errors = tuple(errors)
+        n = len(self.errors)
+        super().__init__("; ".join(self.errors))
+        self.summary = f"{path}: {n} error{'s' if n != 1 else ''}, no case was run"
+
+
 def _check_field(where: str, key: str, value) -> None:
     if key not in FIELDS:
-        raise FitcheckError(f"{where}: unknown field {key!r}", "fields: " + ", ".join(FIELDS))
+        import difflib
+
+        close = difflib.get_close_matches(key, FIELDS, n=1)
+        raise FitcheckError(f"{where}: unknown field {key!r}",
+                            f"did you mean {close[0]!r}?" if close else "fields: " + ", ".join(FIELDS))
     if key in _STR:
         if not (isinstance(value, str) and value.strip() != ""):
             raise FitcheckError(f"{where}: field {key!r} must be a non-empty string, got {value!r}")
@@ -97,7 +114,25 @@ def _defaults_for(defaults: dict, mode: str) -> dict:
 
 
 def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
-    """The cases of a plan file's text; FitcheckError naming ``path`` and the field when malformed."""
+    """The cases of a plan file's text; FitcheckError naming ``path`` when it is not a plan, PlanInvalid naming
+    every malformed case and field."""
+    plan, errors = parse_plan_errors(text, path)
+    if errors:
+        raise PlanInvalid(path, errors)
+    return plan
+
+
+def _errors_of(check, *args) -> list[str]:
+    try:
+        check(*args)
+    except FitcheckError as exc:
+        return [exc.one_line()]
+    return []
+
+
+def parse_plan_errors(text: str, path: str = "plan.toml") -> tuple[PlanFile, list[str]]:
+    """The well-formed cases of a plan file's text, and a line for each malformed case or field (all of them,
+    not only the first).  FitcheckError when the text is not a plan at all."""
     from fitcheck.bounded import loads_toml
 
     doc = loads_toml(text, path, "plan file")
@@ -107,32 +142,45 @@ def parse_plan(text: str, path: str = "plan.toml") -> PlanFile:
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise FitcheckError(f"{path}: 'defaults' must be a table ([defaults])")
-    for key, value in defaults.items():
-        if key in ("model", "name"):
-            raise FitcheckError(f"{path}: [defaults]: field {key!r} belongs in each [[case]]")
-        _check_field(f"{path}: [defaults]", key, value)
     cases_doc = doc.get("case")
     if not isinstance(cases_doc, list) or not cases_doc:
         raise FitcheckError(f"{path}: no cases", "add one or more [[case]] tables, each with model = \"...\"")
+    errors: list[str] = []
+    for key, value in defaults.items():
+        if key in ("model", "name"):
+            errors.append(f"{path}: [defaults]: field {key!r} belongs in each [[case]]")
+        else:
+            errors += _errors_of(_check_field, f"{path}: [defaults]", key, value)
     cases = []
     for i, raw in enumerate(cases_doc, 1):
         if not isinstance(raw, dict):
-            raise FitcheckError(f"{path}: case {i}: must be a table ([[case]])")
+            errors.append(f"{path}: case {i}: must be a table ([[case]])")
+            continue
         where = f"{path}: case {i}" + (f" ({raw['name']})" if isinstance(raw.get("name"), str) else "")
-        if "model" not in raw:
-            raise FitcheckError(f"{where}: field 'model' is missing")
+        bad = [] if "model" in raw else [f"{where}: field 'model' is missing"]
         for key, value in raw.items():
-            _check_field(where, key, value)
+            bad += _errors_of(_check_field, where, key, value)
+        if bad:
+            errors += bad
+            continue
         mode = str(raw.get("mode", defaults.get("mode", "inference")))
         merged = {**_defaults_for(defaults, mode), **{k: v for k, v in raw.items() if k not in ("model", "name")}}
         own = tuple(k for k in raw if k not in ("model", "name"))
         cases.append(Case(i, raw.get("name") or raw["model"], raw["model"].strip(), merged, own))
-    return PlanFile(path, tuple(cases))
+    return PlanFile(path, tuple(cases)), errors
 
 
 def read_plan(path: str) -> PlanFile:
     """Read and parse ``path`` (the only I/O here)."""
+    plan, errors = read_plan_errors(path)
+    if errors:
+        raise PlanInvalid(path, errors)
+    return plan
+
+
+def read_plan_errors(path: str) -> tuple[PlanFile, list[str]]:
+    """Read ``path``: its well-formed cases and a line for each malformed one (parse_plan_errors)."""
     from fitcheck.bounded import read_text_file
 
     text = read_text_file(path, "plan file", "TOML")
-    return parse_plan(text, path)
+    return parse_plan_errors(text, path)

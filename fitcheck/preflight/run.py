@@ -1,9 +1,9 @@
 """Run a plan file's cases: one check per case, each against its own machine.  No printing.
 
-Every case runs, in every mode: a case the machine cannot run is a verdict like any other, and a
-case that is malformed (an unknown model, a bad field value) is reported as that case's error
-(exit 2) while the others still run.  Cases without a profile share one machine (probed once by
-the caller's ``machine_for``).
+Every case is checked for bad input first (validate_plan: its fields as the command line checks them, its
+profile, its model, options that contradict each other); a plan with any such case runs none of them, and every
+one is reported (exit 2).  Then every case runs, in every mode: a case the machine cannot run is a verdict like any
+other.  Cases without a profile share one machine (probed once by the caller's ``machine_for``).
 """
 
 from __future__ import annotations
@@ -34,22 +34,43 @@ def request_for(case: Case) -> Request:
     return Request(**{n: BY_NAME[n].parse(v) for n, v in values.items() if n in BY_NAME})
 
 
-def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str = "plan") -> CaseResult:
+@dataclass(frozen=True)
+class Prepared:
+    """A case found well-formed: its request and its model, resolved."""
+
+    request: Request
+    resolved: Any         # fitcheck.model.resolve.ResolvedModel
+
+
+def prepare_case(case: Case, machine: Machine) -> Prepared:
+    """The case's request and model, each checked as the command line checks it (FitcheckError when malformed):
+    its fields, the mode they apply to, the model, and the options against each other on its machine."""
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.plan import resolve
+
+    request = request_for(case)
+    # a field the case gives for the other mode is malformed even at its default value (`context = 4096`
+    # in a lora case), as `--context 4096 --mode lora` is on the command line
+    wrong = not_applying(request.mode, [PLAN_ALIASES.get(n, n) for n in case.own])
+    if wrong:
+        raise mode_error(request.mode, wrong)
+    params = case.get("params")
+    resolved = resolve_model(case.model, params=params) if params else resolve_model(case.model)
+    resolve(request, resolved.spec, machine)  # options that contradict each other (the plan's own checks)
+    return Prepared(request, resolved)
+
+
+def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str = "plan",
+             prepared: Prepared | None = None) -> CaseResult:
     from fitcheck.pipeline import check
 
     label = f"{where}: case {case.index} ({case.name})"
     try:
-        from fitcheck.model.resolve import resolve_model
         from fitcheck.probe.disk import storage_for
 
-        request = request_for(case)
-        # a field the case gives for the other mode is malformed even at its default value (`context = 4096`
-        # in a lora case), as `--context 4096 --mode lora` is on the command line
-        wrong = not_applying(request.mode, [PLAN_ALIASES.get(n, n) for n in case.own])
-        if wrong:
-            raise mode_error(request.mode, wrong)
+        ready = prepared or prepare_case(case, machine)
+        request, resolved = ready.request, ready.resolved
         params = case.get("params")
-        resolved = resolve_model(case.model, params=params) if params else resolve_model(case.model)
         typed = (case.model.strip(),) + (("--params", params) if params else ())
         result = check(resolved, request, machine, as_typed=typed,
                        storage=storage_for(resolved, case.model, request.download_dir, machine))
@@ -61,9 +82,31 @@ def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str =
     return CaseResult(case, result, code)
 
 
+def validate_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *,
+                  default_profile: str | None = None) -> tuple[dict[int, Prepared], list[str]]:
+    """Each case of ``plan`` checked for bad input before any runs (prepare_case on its machine): the prepared
+    cases by index, and a line for each malformed one (file, case, field, the error and its suggestion)."""
+    prepared: dict[int, Prepared] = {}
+    errors: list[str] = []
+    for case in plan.cases:
+        label = f"{plan.path}: case {case.index} ({case.name})"
+        try:
+            machine = machine_for(case.get("profile", default_profile))
+        except FitcheckError as exc:
+            errors.append(f"{label}: field 'profile': {exc.one_line()}")
+            continue
+        try:
+            prepared[case.index] = prepare_case(case, machine)
+        except FitcheckError as exc:
+            errors.append(f"{label}: {exc.one_line()}")
+    return prepared, errors
+
+
 def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, strict: bool = False,
-             default_profile: str | None = None) -> tuple[CaseResult, ...]:
-    """Every case of ``plan``; ``machine_for(profile_or_None)`` supplies (and caches) machines."""
+             default_profile: str | None = None,
+             prepared: dict[int, Prepared] | None = None) -> tuple[CaseResult, ...]:
+    """Every case of ``plan``; ``machine_for(profile_or_None)`` supplies (and caches) machines; ``prepared``:
+    the cases validate_plan found well-formed."""
     out = []
     for case in plan.cases:
         profile = case.get("profile", default_profile)
@@ -73,5 +116,6 @@ def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, st
             out.append(CaseResult(case, None, EXIT_BAD_INPUT,
                                   f"{plan.path}: case {case.index} ({case.name}): field 'profile': {exc.one_line()}"))
             continue
-        out.append(run_case(case, machine, strict=strict, where=plan.path))
+        out.append(run_case(case, machine, strict=strict, where=plan.path,
+                            prepared=(prepared or {}).get(case.index)))
     return tuple(out)

@@ -140,14 +140,36 @@ def test_malformed_plan_exit_2_one_line(tmp_path):
     ("[[case]]\nmodel = 'qwen-7bxyz'\n", "case 1 (qwen-7bxyz): unknown model"),
     ("[[case]]\nmodel = 'qwen-7b'\nprofile = 'no-such-box'\n", "case 1 (qwen-7b): field 'profile': unknown hardware profile"),
 ])
-def test_a_malformed_case_is_reported_and_the_others_still_run(tmp_path, text, needle):
+def test_a_malformed_case_stops_the_plan_before_any_case_runs(tmp_path, text, needle):
     plan = tmp_path / "bad.toml"
     plan.write_text(text + "[[case]]\nmodel = 'qwen-7b'\nprofile = 'h100-sxm'\n")
     r = run("check", "--plan", str(plan))
     assert r.exit_code == 2, r.output
-    error, fits, summary = r.output.splitlines()
-    assert error.startswith("ERROR") and str(plan) in error and needle in error
-    assert fits.startswith("FITS") and summary == f"1 of 2 cases pass ({plan})"
+    (error,) = r.output.splitlines()   # one line, and the valid case did not run
+    assert error.startswith(f"fitcheck: {plan}: ") and needle in error
+
+
+def test_every_malformed_case_is_reported_in_one_go(tmp_path):
+    plan = tmp_path / "bad.toml"
+    plan.write_text("[[case]]\nname = 'ok'\nmodel = 'qwen-7b'\nprofile = 'h100-sxm'\n"
+                    "[[case]]\nname = 'typo'\nmodel = 'qwen-7b'\ncontex = 8192\nbatch = 0\n"
+                    "[[case]]\nmodel = 'qwen-7bxyz'\n"
+                    "[[case]]\nname = 'box'\nmodel = 'qwen-7b'\nprofile = 'rtx-4909'\n"
+                    "[[case]]\nname = 'lora'\nmodel = 'qwen-7b'\nmode = 'lora'\ncontext = 4096\n"
+                    "[[case]]\nname = 'clash'\nmodel = 'qwen-7b'\nengine = 'vllm'\ngpu_layers = 10\n"
+                    "profile = 'rtx-4090'\n")
+    r = run("check", "--plan", str(plan), "--format", "github")
+    assert r.exit_code == 2, r.output
+    lines = [line for line in r.output.splitlines() if line.startswith("fitcheck: ")]
+    assert lines[0] == f"fitcheck: {plan}: case 2 (typo): unknown field 'contex' (did you mean 'context'?)"
+    assert lines[1].startswith(f"fitcheck: {plan}: case 2 (typo): field 'batch' must be a whole number >= 1")
+    assert f"{plan}: case 3 (qwen-7bxyz): unknown model" in lines[2]
+    assert f"{plan}: case 4 (box): field 'profile': unknown hardware profile" in lines[3] and "rtx-4090" in lines[3]
+    assert f"{plan}: case 5 (lora): " in lines[4] and "context" in lines[4]
+    assert f"{plan}: case 6 (clash): " in lines[5] and "gpu" in lines[5]
+    assert lines[6] == f"fitcheck: {plan}: 6 errors, no case was run" and len(lines) == 7
+    assert not any(line.startswith(("FITS", "DOES NOT FIT")) for line in r.output.splitlines())  # nothing ran
+    assert sum(line.startswith("::error ") for line in r.output.splitlines()) == 6
 
 
 def test_plans_run_training_and_cannot_run_cases_as_verdicts(tmp_path):

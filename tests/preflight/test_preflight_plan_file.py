@@ -56,3 +56,18 @@ def test_malformed_plans_name_file_and_field(text, needle):
 def test_read_plan_missing_file(tmp_path):
     with pytest.raises(FitcheckError, match="cannot read plan file"):
         read_plan(str(tmp_path / "nope.toml"))
+
+
+def test_every_malformed_case_and_field_is_collected():
+    from fitcheck.preflight.plan_file import PlanInvalid, parse_plan_errors
+
+    text = ("[defaults]\nbatch = 0\n[[case]]\nmodel = 'x'\n[[case]]\nname = 'a'\n[[case]]\nmodel = 'y'\n"
+            "bacth = 2\ncontext = 'big'\n")
+    with pytest.raises(PlanInvalid) as info:
+        parse_plan(text, "p.toml")
+    assert info.value.exit_code == 2 and "\n" not in info.value.one_line()
+    assert [e.split(": field")[0].split(": unknown")[0] for e in info.value.errors] == [
+        "p.toml: [defaults]", "p.toml: case 2 (a)", "p.toml: case 3", "p.toml: case 3"]
+    assert "did you mean 'batch'?" in info.value.errors[2]
+    plan, errors = parse_plan_errors(text, "p.toml")
+    assert [c.index for c in plan.cases] == [1] and len(errors) == 4   # the well-formed case is kept
