@@ -268,7 +268,7 @@ def test_a_plan_case_field_of_the_other_mode_is_refused_even_at_its_default(tmp_
     r = run("check", "--plan", str(plan))
     assert r.exit_code == 2, r.output
     assert "case 2 (train): --context applies to inference, not --mode lora (training uses --seq-len)" in r.output
-    assert "FITS" in r.output    # the other case still ran
+    assert "FITS" not in r.output    # plans are checked for bad input first: no case ran
     assert run("qwen-0.5b", "--mode", "lora", "--context", "4096", "--profile", "rtx-4090").exit_code == 2
 
 
