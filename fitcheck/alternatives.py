@@ -9,11 +9,13 @@ Candidates are drawn from the capability table: only precisions, KV types, optim
 sharding the machine's device kind runs.  Cost (lower is better) ranks them: quality first
 (precision ranks in estimate/formats.py), then speed (offload, CPU, checkpointing; where fitcheck chose
 the engine, the decode speed a quantized candidate gives up against the fastest engine that runs it),
-then what the user gives up of the request (context, batch, sequence length).  The inference list shown
+then what the user gives up of the request (context, batch, sequence length), and more machines (renting and
+setting up a cluster costs what 16-bit → 4-bit costs, COST_CLUSTER, then COST_PER_NODE each).  The inference list shown
 is read as a practitioner's advice: one good option per route (serving engine, llama.cpp, transformers)
 before a third of the same route, no more nodes where this machine already fits at the same quality, and an
 option too slow to read along after one much faster that gives up at most a small quality step more
-(speed_order: the cost's speed term stops growing at SLOWDOWN_CAP).
+(speed_order: the cost's speed term stops growing at SLOWDOWN_CAP).  The training list leaves out an option that
+makes another's changes and more without fitting better (_gives_up_more_for_nothing).
 """
 
 from __future__ import annotations
