@@ -275,7 +275,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("sampling", ("--sampling",), "choice", None, modes=ONLY_INFERENCE, choices=SAMPLINGS, nullable=True,
            help="transformers generate(): how each token is picked, which sets the vocabulary-sized tensors of a "
                 "decoding step -- greedy (do_sample=False), sample (do_sample, top-k 50) or top-p (temperature, "
-                "top-k and top-p, as chat models' generation_config.json sets). Default: top-p."),
+                "top-k and top-p). Default: auto, what the model's generation_config.json makes generate() run "
+                "(read from its folder, the Hub cache or the catalog's record), else top-p."),
     Option("lora_rank", ("--lora-rank",), "int", 16, modes=LORA, low=1, high=MAX_LORA_RANK, help="LoRA/QLoRA rank r."),
     Option("lora_targets", ("--lora-targets",), "str", "all-linear", modes=LORA,
            metavar="all-linear|attention|q_proj,v_proj,...", check=_check_lora_targets,

@@ -208,7 +208,20 @@ def _spec_for(hf_id: str) -> ModelSpec:
     spec = spec_from_config(_raw()["configs"][entry.config_key], entry.hf_id,
                             source=f"catalog ({entry.hf_id} config.json)")
     family = entry.family
-    return _with_family(spec, family)
+    return replace(_with_family(spec, family), generation=_generation(hf_id))
+
+
+def _generation(hf_id: str):
+    """The sampling values recorded from the model's published generation_config.json (its 'generation'
+    entry, with the citation in 'source'); None where none was recorded."""
+    from fitcheck.model.generation_config import from_dict
+
+    item = next(m for m in _raw()["models"] if m["hf_id"] == hf_id)
+    recorded = item.get("generation")
+    if not isinstance(recorded, dict):
+        return None
+    values = {k: v for k, v in recorded.items() if k != "source"}
+    return from_dict(values, "the published file, recorded in the catalog")
 
 
 def _with_family(spec: ModelSpec, family: str) -> ModelSpec:
