@@ -86,9 +86,11 @@ def logits_bytes(spec: ModelSpec, positions: int) -> int:
     return positions * spec.vocab_size * 4
 
 
-def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) -> int:
+def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int, *, sampler: str = "vllm") -> int:
     """vLLM's profiled activation peak on one GPU: fused gate_up (2I), act output (I), qkv and
-    residual streams for the profile batch, plus sampler logits for max_num_seqs.
+    residual streams for the profile batch, plus the sampler's tensors for max_num_seqs
+    (:func:`vllm_sampler_bytes_per_entry`; ``sampler="logits"``: two fp32 logits-sized tensors, what
+    SGLang's estimate keeps).
 
     The peak does not shrink with tensor parallelism: vLLM's own startup logs for
     meta-llama/Meta-Llama-3-8B on an 80 GB H100 read "PyTorch activation peak memory 1.26GiB" at
@@ -96,17 +98,42 @@ def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) ->
     2024-12-14), although the sharded gate_up/qkv outputs halve: the profiled peak sits in the
     unsharded parts (the all-reduced hidden states, the gathered logits, the sampler), so the
     per-GPU figure is the unsharded one.  `tensor_parallel` is kept for the call sites.
+
+    The forward's peak and the sampler's are added, although profile_run runs them one after the other
+    (the forward's transients are freed before the sampler runs): the sum is the larger figure, and the
+    one measurement (the V0 engine's log above) lies between the two phases' maximum and their sum.
     """
     del tensor_parallel
     h = spec.hidden_size
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
     q, kv = _attn_dims(spec)
     per_token = max(3 * ffn + 3 * h, (q + 2 * kv) + 3 * h) * act_bytes
-    # The profiling run's sampler: fp32 logits and probabilities.  It skips top-k/top-p ("the sampler may
-    # skip top_k, top_p, and logprobs", vllm/v1/worker/gpu/model_runner.py _dummy_sampler_run), whose sort
-    # (fp32 values, int64 indices) a served batch then makes outside the profiled peak: not counted here.
-    sampler = 2 * VLLM_MAX_NUM_SEQS * spec.vocab_size * 4
-    return int(VLLM_PROFILE_TOKENS * per_token + sampler)
+    per_entry = vllm_sampler_bytes_per_entry(act_bytes) if sampler == "vllm" else 2 * 4
+    return int(VLLM_PROFILE_TOKENS * per_token + VLLM_MAX_NUM_SEQS * spec.vocab_size * per_entry)
+
+
+def vllm_sampler_bytes_per_entry(act_bytes: int) -> int:
+    """Bytes per vocabulary entry per sequence at the peak of the sampler vLLM's profiling run exercises.
+
+    profile_run runs ``_dummy_sampler_run`` on max_num_seqs rows with temperature 0.5, top_p 0.9 and
+    top_k vocab − 1, neither all-greedy nor all-random
+    (https://github.com/vllm-project/vllm/blob/4e1790651fc758c06c7a903dd4cd82364ac91b27/vllm/v1/worker/gpu_model_runner.py,
+    ``_dummy_sampler_run`` and ``profile_run``), so top-k/top-p's sort is inside the measured peak vLLM
+    reserves, not beyond it.  Sampler.forward
+    (https://github.com/vllm-project/vllm/blob/3e342658b2e9c85a30a54d19e64e5ad77b8a26a6/vllm/v1/sample/sampler.py)
+    keeps the model's logits (compute dtype, `act_bytes`) and makes `logits.to(torch.float32)` (4);
+    temperature divides in place; on CUDA TopKTopPSampler runs forward_native (FlashInfer's sampler only
+    with VLLM_USE_FLASHINFER_SAMPLER=1), whose apply_top_k_top_p
+    (https://github.com/vllm-project/vllm/blob/3babc05a035b42bb9d0ae51b83e102c85e3e5626/vllm/v1/sample/ops/topk_topp_sampler.py)
+    sorts (fp32 values 4 + int64 indices 8), keeps top-k's bool mask (1), makes `softmax` (4, the cumsum in
+    place in it), top-p's bool mask (1) and the scattered result (4): its peak, act_bytes + 26.  The
+    probabilities and the exponential draw that follow (random_sample) come after the sort's tensors are
+    freed (act_bytes + 16).  ATen's sort workspace is not counted.  The opt-in V2 model runner
+    (VLLM_USE_V2_MODEL_RUNNER=1, vllm/v1/worker/gpu/model_runner.py) skips top-k/top-p in profiling: not
+    modelled."""
+    sort_peak = act_bytes + 4 + (4 + 8) + 1 + 4 + 1 + 4
+    draw = act_bytes + 4 + 4 + 4 + 4
+    return max(sort_peak, draw)
 
 
 def llama_cpp_compute_bytes(spec: ModelSpec, *, context_cells: int, flash_attention: bool = True) -> int:
