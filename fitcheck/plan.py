@@ -18,7 +18,7 @@ from fitcheck import engines
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
-from fitcheck.estimate.generate_step import DEFAULT_SAMPLING, sampling_for
+from fitcheck.estimate.generate_step import AUTO_SAMPLING, DEFAULT_SAMPLING, sampling_for
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -568,9 +568,9 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
             problems.append(f"--attention {attention}: {kernel}; here: {engines.KIND_NAMES[kind]}")
     elif req.attention is not None and req.engine is not None:
         raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
-    if engine != "transformers" and req.sampling is not None:
+    if engine != "transformers" and req.sampling not in (None, AUTO_SAMPLING):
         # kept (an alternative that changes the engine keeps the request's other answers), not modelled
-        notes.append(Assumption("sampling", req.sampling, f"from --sampling; {engine}'s own sampler buffers are "
+        notes.append(Assumption("sampling", str(req.sampling), f"from --sampling; {engine}'s own sampler buffers are "
                                 "not counted (--sampling sets transformers generate()'s tensors)", "--sampling"))
     if req.nodes > 1:
         notes.append(Assumption("nodes", str(req.nodes), "from --nodes", "--nodes"))
@@ -625,7 +625,7 @@ def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
     """How transformers' generate() picks each token, and why: --sampling when given; else what the
     checkpoint's generation_config.json makes generate() run (fitcheck.model.generation_config); else
     the default (do_sample with temperature, top-k and top-p, the larger of the common cases)."""
-    if requested:
+    if requested and requested != AUTO_SAMPLING:
         return requested, "from --sampling"
     g = spec.generation
     default = "generate() with do_sample, temperature, top-k and top-p, the larger of the common cases"

@@ -49,6 +49,9 @@ from dataclasses import dataclass
 # Qwen2.5 Instruct: 0.7, 0.8, top_k 20).
 SAMPLINGS = ("greedy", "sample", "top-p")
 DEFAULT_SAMPLING = "top-p"
+# --sampling's default: what the checkpoint's generation_config.json makes generate() run, else
+# DEFAULT_SAMPLING (fitcheck.plan.sampling_mode).
+AUTO_SAMPLING = "auto"
 # generate() keyword arguments that run each (what `fitcheck measure` and benchmarks/measure pass).
 GENERATE_KWARGS: dict[str, dict[str, object]] = {
     "greedy": {"do_sample": False},

@@ -148,3 +148,15 @@ def test_the_hub_path_reads_it_beside_config_json(monkeypatch):
             return None
 
     assert hub.spec_from_hub("unsloth/Llama-3.2-1B-Instruct", client=Missing()).generation is None
+
+
+def test_auto_is_the_default_and_can_be_typed():
+    from fitcheck.options import DEFAULTS, command_args
+    from fitcheck.preflight.plan_file import parse_plan
+
+    assert DEFAULTS["sampling"] == "auto"
+    assert _sampling(["google/gemma-2-9b-it", "--sampling", "auto"]) == _sampling(["google/gemma-2-9b-it"])
+    assert parse_plan("[[case]]\nmodel = 'qwen-7b'\nsampling = 'auto'\n", "p.toml").cases[0].options["sampling"] \
+        == "auto"
+    assert "--sampling" not in command_args({"sampling": "auto"}, "inference")
+    assert command_args({"sampling": "greedy"}, "inference") == ["--sampling", "greedy"]
