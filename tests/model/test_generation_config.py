@@ -160,3 +160,23 @@ def test_auto_is_the_default_and_can_be_typed():
         == "auto"
     assert "--sampling" not in command_args({"sampling": "auto"}, "inference")
     assert command_args({"sampling": "greedy"}, "inference") == ["--sampling", "greedy"]
+
+
+def test_a_hub_cache_snapshot_is_read_and_the_catalog_fills_a_missing_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    commit = "a" * 40
+    for repo, generation in (("someone/own-llama", "gemma-2-9b-it.json"), ("google/gemma-2-9b-it", None)):
+        folder = tmp_path / ("models--" + repo.replace("/", "--"))
+        snapshot = folder / "snapshots" / commit
+        snapshot.mkdir(parents=True)
+        (folder / "refs").mkdir()
+        (folder / "refs" / "main").write_text(commit)
+        shutil.copy(CONFIG, snapshot / "config.json")
+        if generation:
+            shutil.copy(GENERATION / generation, snapshot / "generation_config.json")
+    note, _ = _sampling(["someone/own-llama"])
+    assert note["value"] == "greedy" and note["why"].startswith("from generation_config.json")
+    assert "snapshots" in note["why"]  # the file it read
+    # a cached catalog model whose snapshot lacks the file: the catalog's record of the published one
+    note, _ = _sampling(["google/gemma-2-9b-it", "--revision", "main"])
+    assert note["value"] == "greedy" and "recorded in the catalog" in note["why"]
