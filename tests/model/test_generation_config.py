@@ -180,3 +180,19 @@ def test_a_hub_cache_snapshot_is_read_and_the_catalog_fills_a_missing_file(tmp_p
     # a cached catalog model whose snapshot lacks the file: the catalog's record of the published one
     note, _ = _sampling(["google/gemma-2-9b-it", "--revision", "main"])
     assert note["value"] == "greedy" and "recorded in the catalog" in note["why"]
+
+
+def test_every_catalog_record_cites_its_source_and_parses():
+    from fitcheck.model.catalog import _raw, load_catalog
+
+    recorded = {m["hf_id"]: m["generation"] for m in _raw()["models"] if "generation" in m}
+    assert len(recorded) >= 15
+    modes = {}
+    for hf_id, values in recorded.items():
+        assert values.get("source"), hf_id
+        g = load_catalog().get(hf_id).spec.generation
+        assert g is not None and not g.problem, hf_id
+        modes[hf_id] = sampling_for(g.sampled, g.warpers())
+    assert modes["openai/gpt-oss-20b"] == "sample"                       # do_sample alone: top-k 50
+    assert modes["HuggingFaceTB/SmolLM2-1.7B-Instruct"] == "greedy"
+    assert modes["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] == "top-p"
