@@ -87,10 +87,14 @@ def logits_bytes(spec: ModelSpec, positions: int) -> int:
 
 
 def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int, *, sampler: str = "vllm") -> int:
-    """vLLM's profiled activation peak on one GPU: fused gate_up (2I), act output (I), qkv and
-    residual streams for the profile batch, plus the sampler's tensors for max_num_seqs
-    (:func:`vllm_sampler_bytes_per_entry`; ``sampler="logits"``: two fp32 logits-sized tensors, what
-    SGLang's estimate keeps).
+    """vLLM's profiled activation peak on one GPU: the larger of its profiling run's two phases.
+
+    The forward of the profile batch: fused gate_up (2I), act output (I), qkv and residual streams per
+    token.  Then the sampler, run after the forward's transients are freed with the batch's hidden
+    states still held (``profile_run``: ``hidden_states, last_hidden_states = self._dummy_run(...)``, then
+    ``self._dummy_sampler_run(last_hidden_states)``), for max_num_seqs rows
+    (:func:`vllm_sampler_bytes_per_entry`).  ``sampler="logits"``: the forward plus two fp32
+    logits-sized tensors, what SGLang's estimate keeps.
 
     The peak does not shrink with tensor parallelism: vLLM's own startup logs for
     meta-llama/Meta-Llama-3-8B on an 80 GB H100 read "PyTorch activation peak memory 1.26GiB" at
@@ -98,18 +102,17 @@ def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int, *,
     2024-12-14), although the sharded gate_up/qkv outputs halve: the profiled peak sits in the
     unsharded parts (the all-reduced hidden states, the gathered logits, the sampler), so the
     per-GPU figure is the unsharded one.  `tensor_parallel` is kept for the call sites.
-
-    The forward's peak and the sampler's are added, although profile_run runs them one after the other
-    (the forward's transients are freed before the sampler runs): the sum is the larger figure, and the
-    one measurement (the V0 engine's log above) lies between the two phases' maximum and their sum.
     """
     del tensor_parallel
     h = spec.hidden_size
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
     q, kv = _attn_dims(spec)
     per_token = max(3 * ffn + 3 * h, (q + 2 * kv) + 3 * h) * act_bytes
-    per_entry = vllm_sampler_bytes_per_entry(act_bytes) if sampler == "vllm" else 2 * 4
-    return int(VLLM_PROFILE_TOKENS * per_token + VLLM_MAX_NUM_SEQS * spec.vocab_size * per_entry)
+    forward = VLLM_PROFILE_TOKENS * per_token
+    if sampler != "vllm":
+        return int(forward + VLLM_MAX_NUM_SEQS * spec.vocab_size * 2 * 4)
+    held = VLLM_PROFILE_TOKENS * h * act_bytes
+    return int(max(forward, held + VLLM_MAX_NUM_SEQS * spec.vocab_size * vllm_sampler_bytes_per_entry(act_bytes)))
 
 
 def vllm_sampler_bytes_per_entry(act_bytes: int) -> int:
@@ -125,15 +128,21 @@ def vllm_sampler_bytes_per_entry(act_bytes: int) -> int:
     temperature divides in place; on CUDA TopKTopPSampler runs forward_native (FlashInfer's sampler only
     with VLLM_USE_FLASHINFER_SAMPLER=1), whose apply_top_k_top_p
     (https://github.com/vllm-project/vllm/blob/3babc05a035b42bb9d0ae51b83e102c85e3e5626/vllm/v1/sample/ops/topk_topp_sampler.py)
-    sorts (fp32 values 4 + int64 indices 8), keeps top-k's bool mask (1), makes `softmax` (4, the cumsum in
-    place in it), top-p's bool mask (1) and the scattered result (4): its peak, act_bytes + 26.  The
-    probabilities and the exponential draw that follow (random_sample) come after the sort's tensors are
-    freed (act_bytes + 16).  ATen's sort workspace is not counted.  The opt-in V2 model runner
-    (VLLM_USE_V2_MODEL_RUNNER=1, vllm/v1/worker/gpu/model_runner.py) skips top-k/top-p in profiling: not
-    modelled."""
-    sort_peak = act_bytes + 4 + (4 + 8) + 1 + 4 + 1 + 4
-    draw = act_bytes + 4 + 4 + 4 + 4
-    return max(sort_peak, draw)
+    sorts: fp32 values (4) and int64 indices (8), and while the sort runs, for 128 or more rows shorter
+    than 10^6, ATen's segmented_sort_pairs holds int64 reverse indices (8)
+    (https://github.com/pytorch/pytorch/blob/420d374dfeb7a2826c9101260e74d730304d1a73/aten/src/ATen/native/cuda/SortStable.cu)
+    and cub's segmented radix sort, whose input may not be overwritten, its third keys and values
+    buffers (4 + 8) as temporary storage
+    (https://github.com/NVIDIA/cub/blob/36c7b552ecd785b1ef25061752d466957fce9e7c/cub/device/dispatch/dispatch_radix_sort.cuh):
+    act_bytes + 36.  After the sort: top-k's and top-p's bool masks, the softmax (the cumsum in place)
+    and the scattered result (act_bytes + 26), then the probabilities and random_sample's exponential
+    draw (act_bytes + 16).  The opt-in V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1,
+    vllm/v1/worker/gpu/model_runner.py) skips top-k/top-p in profiling: not modelled."""
+    logits = act_bytes + 4                     # the model's logits and the sampler's fp32 copy
+    sort = logits + (4 + 8) + 8 + (4 + 8)      # values, indices; reverse indices; cub's third buffers
+    masked = logits + (4 + 8) + 1 + 4 + 1 + 4  # values, indices, top-k mask, softmax, top-p mask, scatter
+    draw = logits + 4 + 4 + 4                  # scattered logits, probabilities, exponential draw
+    return max(sort, masked, draw)
 
 
 def llama_cpp_compute_bytes(spec: ModelSpec, *, context_cells: int, flash_attention: bool = True) -> int:

@@ -361,9 +361,9 @@ def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sg
     # request's KV cache is under the headroom of the engine's reservation; the line now says so, with the figures.
     from fitcheck.units import format_gib
 
-    for engine, context, shorter, pool_fact, reserved_fact, what in (
-            ("vllm", 5120, 3072, "vllm_kv_pool_bytes", "vllm_reserved_bytes", "reservation"),
-            ("sglang", 9216, 4096, "sglang_kv_pool_bytes", "sglang_static_bytes", "mem_fraction_static share")):
+    for engine, context, pool_fact, reserved_fact, what in (
+            ("vllm", 5120, "vllm_kv_pool_bytes", "vllm_reserved_bytes", "reservation"),
+            ("sglang", 9216, "sglang_kv_pool_bytes", "sglang_static_bytes", "mem_fraction_static share")):
         args = ("llama-3.1-8b", "--engine", engine, "--context", str(context), "--batch", "4", "--profile", "rtx-4090")
         doc = json.loads(run(*args, "--json").output)
         assert doc["verdict"]["status"] == "tight", doc["verdict"]
@@ -376,7 +376,7 @@ def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sg
                         f"({format_gib(kv)}) with {format_gib(pool - kv)} to spare, less than the 10% headroom "
                         f"({format_gib(reserved * 0.1)}) of its {format_gib(reserved)} {what}"), line
         # a shorter context leaves more than the headroom: FITS
-        assert json.loads(run(*args[:3], "--context", str(shorter), *args[5:], "--json").output)["verdict"]["status"] \
+        assert json.loads(run(*args[:3], "--context", "4096", *args[5:], "--json").output)["verdict"]["status"] \
             == "fits"
 
 
