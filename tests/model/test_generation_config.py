@@ -196,3 +196,18 @@ def test_every_catalog_record_cites_its_source_and_parses():
     assert modes["openai/gpt-oss-20b"] == "sample"                       # do_sample alone: top-k 50
     assert modes["HuggingFaceTB/SmolLM2-1.7B-Instruct"] == "greedy"
     assert modes["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] == "top-p"
+
+
+def test_a_user_catalog_model_reads_its_own_file_else_keeps_the_catalog_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    for repo in ("my-org/my-llama", "google/gemma-2-9b-it"):
+        folder = tmp_path / "fitcheck" / "models" / repo
+        folder.mkdir(parents=True)
+        shutil.copy(CONFIG, folder / "config.json")
+    shutil.copy(GENERATION / "gemma-2-9b-it.json", tmp_path / "fitcheck" / "models" / "my-org" / "my-llama"
+                / "generation_config.json")
+    note, _ = _sampling(["my-org/my-llama"])
+    assert note["value"] == "greedy" and "my-llama" in note["why"]
+    # a user config for a shipped id, without a file of its own: the catalog's record of the published one
+    note, _ = _sampling(["google/gemma-2-9b-it"])
+    assert note["value"] == "greedy" and "recorded in the catalog" in note["why"]
