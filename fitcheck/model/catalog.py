@@ -229,7 +229,7 @@ def _generation(hf_id: str) -> GenerationDefaults | None:
     if not isinstance(recorded, dict):
         return None
     values = {k: v for k, v in recorded.items() if k != "source"}
-    return from_dict(values, "the published file, recorded in the catalog")
+    return from_dict(values, "the published file, recorded in the catalog", str(recorded.get("source") or ""))
 
 
 def _with_family(spec: ModelSpec, family: str) -> ModelSpec:

@@ -47,6 +47,7 @@ class GenerationDefaults:
     num_beams: int | None = None
     unmodelled: tuple[str, ...] = ()  # active warpers fitcheck does not count (min_p, typical_p ...)
     problem: str = ""                # why the file's values were not used ('' when they were)
+    citation: str = ""               # the catalog's record: where the published file's values were read
 
     @property
     def sampled(self) -> bool:
@@ -92,10 +93,10 @@ def _number(doc: Mapping, key: str, low: float, high: float, integer: bool = Fal
     return value
 
 
-def from_dict(doc: object, source: str) -> GenerationDefaults:
+def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefaults:
     """The sampling values of a parsed generation_config.json; a bad value leaves the defaults, said why."""
     if not isinstance(doc, Mapping):
-        return GenerationDefaults(source, problem="not a JSON object")
+        return GenerationDefaults(source, problem="not a JSON object", citation=citation)
     try:
         do_sample = doc.get("do_sample")
         if do_sample is not None and not isinstance(do_sample, bool):
@@ -112,10 +113,11 @@ def from_dict(doc: object, source: str) -> GenerationDefaults:
             if key == "min_p" or (key == "typical_p" and value < 1.0) or (key != "typical_p" and 0.0 < value < 1.0):
                 unmodelled.append(key)
     except ValueError as exc:
-        return GenerationDefaults(source, problem=str(exc))
+        return GenerationDefaults(source, problem=str(exc), citation=citation)
     return GenerationDefaults(source, do_sample, None if temperature is None else float(temperature),
                               None if top_k is None else int(top_k), None if top_p is None else float(top_p),
-                              None if num_beams is None else int(num_beams), tuple(unmodelled) if do_sample else ())
+                              None if num_beams is None else int(num_beams), tuple(unmodelled) if do_sample else (),
+                              citation=citation)
 
 
 def read_beside(folder: Path) -> GenerationDefaults | None:

@@ -211,3 +211,15 @@ def test_a_user_catalog_model_reads_its_own_file_else_keeps_the_catalog_record(t
     # a user config for a shipped id, without a file of its own: the catalog's record of the published one
     note, _ = _sampling(["google/gemma-2-9b-it"])
     assert note["value"] == "greedy" and "recorded in the catalog" in note["why"]
+
+
+def test_models_show_says_what_generate_samples_with():
+    r = CliRunner().invoke(cli, ["models", "--show", "openai/gpt-oss-20b", "--json"])
+    assert r.exit_code == 0, r.output
+    g = json.loads(r.output)["generation"]
+    assert g["sampling"] == "sample" and g["do_sample"] is True and g["citation"]
+    assert "generation" not in json.loads(r.output)["spec"]
+    text = CliRunner().invoke(cli, ["models", "--show", "google/gemma-2-9b-it"]).output
+    assert "generation_config.json: transformers' generate() samples greedy" in text
+    assert json.loads(CliRunner().invoke(cli, ["models", "--show", "mistralai/Mistral-7B-Instruct-v0.3",
+                                               "--json"]).output)["generation"] is None
