@@ -22,7 +22,7 @@ from typing import Any
 from fitcheck.bounded import short_number
 from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.generate_step import SAMPLINGS
+from fitcheck.estimate.generate_step import AUTO_SAMPLING, SAMPLINGS
 
 INFERENCE = "inference"
 TRAINING_MODES = ("full", "lora", "qlora")
@@ -272,10 +272,12 @@ OPTIONS: tuple[Option, ...] = (
            help="Attention kernel (eager holds prompt² scores and an fp32 softmax per layer; flash: "
                 "flash-attention 2 on CUDA >= 8.0 or ROCm). Default: sdpa for training; for inference with "
                 "transformers the release's default (eager before 4.36, see --transformers-version)."),
-    Option("sampling", ("--sampling",), "choice", None, modes=ONLY_INFERENCE, choices=SAMPLINGS, nullable=True,
+    Option("sampling", ("--sampling",), "choice", AUTO_SAMPLING, modes=ONLY_INFERENCE,
+           choices=(AUTO_SAMPLING, *SAMPLINGS),
            help="transformers generate(): how each token is picked, which sets the vocabulary-sized tensors of a "
                 "decoding step -- greedy (do_sample=False), sample (do_sample, top-k 50) or top-p (temperature, "
-                "top-k and top-p, as chat models' generation_config.json sets). Default: top-p."),
+                "top-k and top-p). Default: auto, what the model's generation_config.json makes generate() run "
+                "(read from its folder, the Hub cache or the catalog's record), else top-p."),
     Option("lora_rank", ("--lora-rank",), "int", 16, modes=LORA, low=1, high=MAX_LORA_RANK, help="LoRA/QLoRA rank r."),
     Option("lora_targets", ("--lora-targets",), "str", "all-linear", modes=LORA,
            metavar="all-linear|attention|q_proj,v_proj,...", check=_check_lora_targets,

@@ -18,7 +18,7 @@ from fitcheck import engines
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
-from fitcheck.estimate.generate_step import DEFAULT_SAMPLING
+from fitcheck.estimate.generate_step import AUTO_SAMPLING, DEFAULT_SAMPLING, sampling_for
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -63,9 +63,10 @@ class Plan:
     # generate() with the legacy tuple cache: the previous step's cache is still referenced while
     # the new one is concatenated, so two caches are alive at the last decode step.
     legacy_cache: bool = False
-    # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS, --sampling): its
-    # vocabulary-sized tensors per step.  Default 'top-p' (do_sample with temperature, top-k and top-p, what
-    # chat models' generation_config.json asks for), the larger of the common cases.
+    # how generate() picks each token (fitcheck.estimate.generate_step.SAMPLINGS, --sampling, or a
+    # 'sample:...' one a generation_config.json asks for; resolve_inference: sampling_mode): its
+    # vocabulary-sized tensors per step.  Default 'top-p' (do_sample with temperature, top-k and top-p), the
+    # larger of the common cases.
     sampling: str = DEFAULT_SAMPLING
     # generate(min_new_tokens=N): MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor run each step
     # (the measurement harness forces its token counts so); no option sets it (the API may).
@@ -559,19 +560,17 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         notes.append(Assumption("logits", logits, why, "--transformers-version"))
         attention, why = attention_mode(spec.architecture, req.transformers_version, req.attention)
         notes.append(Assumption("attention", attention, why, "--attention"))
-        sampling = req.sampling or DEFAULT_SAMPLING
-        notes.append(Assumption("sampling", sampling, "from --sampling" if req.sampling else
-                                "generate() with do_sample, temperature, top-k and top-p, as chat models' "
-                                "generation_config asks; greedy holds fewer logits copies", "--sampling"))
+        sampling, why = sampling_mode(req.sampling, spec)
+        notes.append(Assumption("sampling", sampling, why, "--sampling"))
         legacy = legacy_cache_mode(spec.architecture, req.transformers_version)
         kernel = engines.ATTENTION_RUNS[attention].problem(kind, cc)
         if kernel and not problems:
             problems.append(f"--attention {attention}: {kernel}; here: {engines.KIND_NAMES[kind]}")
     elif req.attention is not None and req.engine is not None:
         raise FitcheckError(f"--attention applies to engine transformers, not {engine}")
-    if engine != "transformers" and req.sampling is not None:
+    if engine != "transformers" and req.sampling not in (None, AUTO_SAMPLING):
         # kept (an alternative that changes the engine keeps the request's other answers), not modelled
-        notes.append(Assumption("sampling", req.sampling, f"from --sampling; {engine}'s own sampler buffers are "
+        notes.append(Assumption("sampling", str(req.sampling), f"from --sampling; {engine}'s own sampler buffers are "
                                 "not counted (--sampling sets transformers generate()'s tensors)", "--sampling"))
     if req.nodes > 1:
         notes.append(Assumption("nodes", str(req.nodes), "from --nodes", "--nodes"))
@@ -620,6 +619,26 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         stored_format=_is_stored_format(spec, precision),
         dequantize=_dequantize(spec, precision) if engine == "transformers" else "",
     )
+
+
+def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
+    """How transformers' generate() picks each token, and why: --sampling when given; else what the
+    checkpoint's generation_config.json makes generate() run (fitcheck.model.generation_config); else
+    the default (do_sample with temperature, top-k and top-p, the larger of the common cases)."""
+    if requested and requested != AUTO_SAMPLING:
+        return requested, "from --sampling"
+    g = spec.generation
+    default = "generate() with do_sample, temperature, top-k and top-p, the larger of the common cases"
+    if g is None:
+        return DEFAULT_SAMPLING, f"default (no generation_config.json read): {default}"
+    if g.problem:
+        return DEFAULT_SAMPLING, f"default ({g.source}: {g.problem}): {default}"
+    if g.num_beams and g.num_beams > 1:
+        return DEFAULT_SAMPLING, f"default (generation_config.json asks for beam search, not modelled): {default}"
+    why = f"from generation_config.json: {g.describe()} ({g.source})"
+    if g.unmodelled:
+        why += f"; its {', '.join(g.unmodelled)} warper{'s' if len(g.unmodelled) > 1 else ''} not counted"
+    return sampling_for(g.sampled, g.warpers()), why
 
 
 def _cpu_moe_layers(req: Request, spec: ModelSpec) -> int:

@@ -58,7 +58,7 @@ class Request:
     master_weights: str | None = DEFAULTS["master_weights"]
     grad_checkpointing: bool | None = DEFAULTS["grad_checkpointing"]  # None: the mode's recipe (plan.py)
     attention: str | None = DEFAULTS["attention"]     # None: sdpa for training, the release's default for inference
-    sampling: str | None = DEFAULTS["sampling"]       # None: top-p (fitcheck.estimate.generate_step)
+    sampling: str | None = DEFAULTS["sampling"]       # 'auto': from generation_config.json (plan.sampling_mode)
     lora_rank: int = DEFAULTS["lora_rank"]
     lora_targets: str = DEFAULTS["lora_targets"]
     lora_train_embeddings: bool = DEFAULTS["lora_train_embeddings"]

@@ -199,7 +199,7 @@ def show_document(resolved) -> dict:
     from fitcheck.model.catalog import published_active_params
 
     spec = resolved.spec
-    spec_fields = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "sources"}
+    spec_fields = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name not in ("sources", "generation")}
     entry = resolved.entry
     from fitcheck import __version__
 
@@ -225,7 +225,21 @@ def show_document(resolved) -> dict:
         "released": entry.released if entry else None,
         "aliases": list(entry.aliases) if entry else [],
         "quantized_repos": dict(entry.quantized_repos) if entry else {},
+        "generation": _generation_document(spec.generation),
     }
+
+
+def _generation_document(g) -> dict | None:
+    """The generation_config.json values transformers' generate() samples with (None: none read)."""
+    if g is None:
+        return None
+    from fitcheck.estimate.generate_step import DEFAULT_SAMPLING, sampling_for
+
+    usable = not g.problem and not (g.num_beams and g.num_beams > 1)
+    return {"sampling": sampling_for(g.sampled, g.warpers()) if usable else DEFAULT_SAMPLING,
+            "do_sample": g.do_sample, "temperature": g.temperature, "top_k": g.top_k, "top_p": g.top_p,
+            "num_beams": g.num_beams, "unmodelled": list(g.unmodelled), "problem": g.problem or None,
+            "source": g.source, "citation": g.citation or None}
 
 
 def render_show(doc: dict) -> str:
@@ -259,6 +273,11 @@ def render_show(doc: dict) -> str:
                       f"computed differs by {diff:+.2f} %"]
     elif doc["official_params_source"]:
         lines += ["", f"official: {doc['official_params_source']}"]
+    g = doc["generation"]
+    if g:
+        said = f"{g['source']}: {g['problem']}" if g["problem"] else g["source"] + (f" ({g['citation']})"
+                                                                                    if g["citation"] else "")
+        lines += ["", f"generation_config.json: transformers' generate() samples {g['sampling']} ({said})"]
     if doc["quantized_repos"]:
         lines += ["", "official pre-quantized repositories:"]
         lines += [f"  {fmt}: {repo}" for fmt, repo in doc["quantized_repos"].items()]

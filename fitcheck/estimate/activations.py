@@ -86,9 +86,15 @@ def logits_bytes(spec: ModelSpec, positions: int) -> int:
     return positions * spec.vocab_size * 4
 
 
-def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) -> int:
-    """vLLM's profiled activation peak on one GPU: fused gate_up (2I), act output (I), qkv and
-    residual streams for the profile batch, plus sampler logits for max_num_seqs.
+def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int, *, sampler: str = "vllm") -> int:
+    """vLLM's profiled activation peak on one GPU: the larger of its profiling run's two phases.
+
+    The forward of the profile batch: fused gate_up (2I), act output (I), qkv and residual streams per
+    token.  Then the sampler, run after the forward's transients are freed with the batch's hidden
+    states still held (``profile_run``: ``hidden_states, last_hidden_states = self._dummy_run(...)``, then
+    ``self._dummy_sampler_run(last_hidden_states)``), for max_num_seqs rows
+    (:func:`vllm_sampler_bytes_per_entry`).  ``sampler="logits"``: the forward plus two fp32
+    logits-sized tensors, what SGLang's estimate keeps.
 
     The peak does not shrink with tensor parallelism: vLLM's own startup logs for
     meta-llama/Meta-Llama-3-8B on an 80 GB H100 read "PyTorch activation peak memory 1.26GiB" at
@@ -102,11 +108,41 @@ def vllm_profile_bytes(spec: ModelSpec, tensor_parallel: int, act_bytes: int) ->
     ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
     q, kv = _attn_dims(spec)
     per_token = max(3 * ffn + 3 * h, (q + 2 * kv) + 3 * h) * act_bytes
-    # The profiling run's sampler: fp32 logits and probabilities.  It skips top-k/top-p ("the sampler may
-    # skip top_k, top_p, and logprobs", vllm/v1/worker/gpu/model_runner.py _dummy_sampler_run), whose sort
-    # (fp32 values, int64 indices) a served batch then makes outside the profiled peak: not counted here.
-    sampler = 2 * VLLM_MAX_NUM_SEQS * spec.vocab_size * 4
-    return int(VLLM_PROFILE_TOKENS * per_token + sampler)
+    forward = VLLM_PROFILE_TOKENS * per_token
+    if sampler != "vllm":
+        return int(forward + VLLM_MAX_NUM_SEQS * spec.vocab_size * 2 * 4)
+    held = VLLM_PROFILE_TOKENS * h * act_bytes
+    return int(max(forward, held + VLLM_MAX_NUM_SEQS * spec.vocab_size * vllm_sampler_bytes_per_entry(act_bytes)))
+
+
+def vllm_sampler_bytes_per_entry(act_bytes: int) -> int:
+    """Bytes per vocabulary entry per sequence at the peak of the sampler vLLM's profiling run exercises.
+
+    profile_run runs ``_dummy_sampler_run`` on max_num_seqs rows with temperature 0.5, top_p 0.9 and
+    top_k vocab − 1, neither all-greedy nor all-random
+    (https://github.com/vllm-project/vllm/blob/4e1790651fc758c06c7a903dd4cd82364ac91b27/vllm/v1/worker/gpu_model_runner.py,
+    ``_dummy_sampler_run`` and ``profile_run``), so top-k/top-p's sort is inside the measured peak vLLM
+    reserves, not beyond it.  Sampler.forward
+    (https://github.com/vllm-project/vllm/blob/3e342658b2e9c85a30a54d19e64e5ad77b8a26a6/vllm/v1/sample/sampler.py)
+    keeps the model's logits (compute dtype, `act_bytes`) and makes `logits.to(torch.float32)` (4);
+    temperature divides in place; on CUDA TopKTopPSampler runs forward_native (FlashInfer's sampler only
+    with VLLM_USE_FLASHINFER_SAMPLER=1), whose apply_top_k_top_p
+    (https://github.com/vllm-project/vllm/blob/3babc05a035b42bb9d0ae51b83e102c85e3e5626/vllm/v1/sample/ops/topk_topp_sampler.py)
+    sorts: fp32 values (4) and int64 indices (8), and while the sort runs, for 128 or more rows shorter
+    than 10^6, ATen's segmented_sort_pairs holds int64 reverse indices (8)
+    (https://github.com/pytorch/pytorch/blob/420d374dfeb7a2826c9101260e74d730304d1a73/aten/src/ATen/native/cuda/SortStable.cu)
+    and cub's segmented radix sort, whose input may not be overwritten, its third keys and values
+    buffers (4 + 8) as temporary storage
+    (https://github.com/NVIDIA/cub/blob/36c7b552ecd785b1ef25061752d466957fce9e7c/cub/device/dispatch/dispatch_radix_sort.cuh):
+    act_bytes + 36.  After the sort: top-k's and top-p's bool masks, the softmax (the cumsum in place)
+    and the scattered result (act_bytes + 26), then the probabilities and random_sample's exponential
+    draw (act_bytes + 16).  The opt-in V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1,
+    vllm/v1/worker/gpu/model_runner.py) skips top-k/top-p in profiling: not modelled."""
+    logits = act_bytes + 4                     # the model's logits and the sampler's fp32 copy
+    sort = logits + (4 + 8) + 8 + (4 + 8)      # values, indices; reverse indices; cub's third buffers
+    masked = logits + (4 + 8) + 1 + 4 + 1 + 4  # values, indices, top-k mask, softmax, top-p mask, scatter
+    draw = logits + 4 + 4 + 4                  # scattered logits, probabilities, exponential draw
+    return max(sort, masked, draw)
 
 
 def llama_cpp_compute_bytes(spec: ModelSpec, *, context_cells: int, flash_attention: bool = True) -> int:

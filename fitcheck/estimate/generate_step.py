@@ -49,6 +49,9 @@ from dataclasses import dataclass
 # Qwen2.5 Instruct: 0.7, 0.8, top_k 20).
 SAMPLINGS = ("greedy", "sample", "top-p")
 DEFAULT_SAMPLING = "top-p"
+# --sampling's default: what the checkpoint's generation_config.json makes generate() run, else
+# DEFAULT_SAMPLING (fitcheck.plan.sampling_mode).
+AUTO_SAMPLING = "auto"
 # generate() keyword arguments that run each (what `fitcheck measure` and benchmarks/measure pass).
 GENERATE_KWARGS: dict[str, dict[str, object]] = {
     "greedy": {"do_sample": False},
@@ -80,9 +83,41 @@ COPY_WITHOUT_CLONE_SINCE = (4, 51)  # .to(copy=True, dtype=torch.float32)
 CURRENT = (99, 0)  # no --transformers-version: a current release
 
 
+WARPERS = {"temperature": TEMPERATURE, "top-k": TOP_K, "top-p": TOP_P}
+_NAMED = {"greedy": (), "sample": ("top-k",), "top-p": ("temperature", "top-k", "top-p")}
+# A sampled step whose warpers are none of the named ones (from a checkpoint's generation_config.json):
+# 'sample:' and the warpers, e.g. 'sample:temperature+top-p'; 'sample:none' for do_sample with none.
+CUSTOM_PREFIX = "sample:"
+
+
+def sampling_for(sampled: bool, warpers: tuple[str, ...]) -> str:
+    """The sampling (SAMPLINGS or a 'sample:...' one) that runs these warpers (names of WARPERS, in
+    generate()'s order), for fitcheck.model.generation_config.GenerationDefaults.warpers()."""
+    if not sampled:
+        return "greedy"
+    named = next((name for name, chain in _NAMED.items() if name != "greedy" and chain == warpers), None)
+    return named or CUSTOM_PREFIX + ("+".join(warpers) or "none")
+
+
+def _warper_names(sampling: str) -> tuple[str, ...]:
+    if sampling.startswith(CUSTOM_PREFIX):
+        names = sampling[len(CUSTOM_PREFIX):]
+        return () if names == "none" else tuple(names.split("+"))
+    return _NAMED[sampling]
+
+
 def sampling_processors(sampling: str) -> tuple[Processor, ...]:
     """The warpers `generate()` adds for `sampling`, in its order (temperature, top-k, top-p)."""
-    return {"greedy": (), "sample": (TOP_K,), "top-p": (TEMPERATURE, TOP_K, TOP_P)}[sampling]
+    return tuple(WARPERS[name] for name in _warper_names(sampling))
+
+
+def generate_kwargs(sampling: str) -> dict[str, object]:
+    """generate() keyword arguments that run `sampling`'s warpers (what `fitcheck measure` passes)."""
+    if sampling in GENERATE_KWARGS:
+        return dict(GENERATE_KWARGS[sampling])
+    names = _warper_names(sampling)
+    return {"do_sample": True, "temperature": 0.7 if "temperature" in names else 1.0,
+            "top_k": 50 if "top-k" in names else 0, "top_p": 0.9 if "top-p" in names else 1.0}
 
 
 def min_length_processor(release: tuple[int, int]) -> Processor:

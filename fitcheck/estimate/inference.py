@@ -534,8 +534,10 @@ def _vllm(spec: ModelSpec, plan: Plan):
     over_c = Component(OVERHEAD, VLLM_NON_TORCH + nccl, "CUDA context and CUDA graphs"
                        + (f", NCCL communicators and all-reduce buffers ({nccl / GiB:.2f} GiB with tp {tp})" if nccl else ""),
                        counted_in="runtime")
+    sampler = A.VLLM_MAX_NUM_SEQS * spec.vocab_size * A.vllm_sampler_bytes_per_entry(act_b)
     act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
-                                         f"{A.VLLM_MAX_NUM_SEQS} sampled sequences")
+                                         f"{A.VLLM_MAX_NUM_SEQS} sampled sequences (the sampler's top-k/top-p sort "
+                                         f"included: {sampler / GiB:.2f} GiB)")
     stages = pp_layers(spec.num_layers, pp) if pp > 1 else [spec.num_layers]
     total_w, _ = _stored_weight_total(spec, plan.precision, wb.total)
     scale = total_w / wb.total if wb.total else 1.0
@@ -605,7 +607,10 @@ def _vllm(spec: ModelSpec, plan: Plan):
             Component(WEIGHTS, ram_bytes, f"weights offloaded by --cpu-offload-gb {plan.cpu_offload_gb:g} "
                       "(per GPU), pinned in RAM"),)))
         facts.append(("cpu_offload_bytes", ram_bytes))
-    notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start"]
+    notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start",
+             f"vLLM's profiling run samples its {A.VLLM_MAX_NUM_SEQS} dummy sequences with top-k and top-p, so the "
+             f"sampler's sort ({A.vllm_sampler_bytes_per_entry(act_b)} B per vocabulary entry per sequence, "
+             f"{sampler / GiB:.2f} GiB) is inside the activation peak it reserves: any request's sampling fits there"]
     if tp > 1:
         notes.append(f"tensor parallel over {tp} GPUs" + (" within each node" if pp > 1 else ""))
     if plan.cpu_offload_gb:
@@ -670,7 +675,7 @@ def _sglang(spec: ModelSpec, plan: Plan):
     kv_share = 1.0 if spec.is_mla else max(1.0, tp / max(spec.num_kv_heads, 1)) / tp
     weights_c = _tp_weights(spec, plan, wb, tp)
     kv_c = Component(KV_CACHE, int(kv_total * kv_share), _kv_detail(spec, plan, "sglang", kv_share))
-    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, tp, 2),
+    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, tp, 2, sampler="logits"),
                       f"a chunked-prefill step of {A.VLLM_PROFILE_TOKENS:,} tokens (SGLang's chunked_prefill_size "
                       "on GPUs of 25 GB and more) and the sampler")
     nccl = VLLM_NCCL_TP if tp > 1 else 0
@@ -724,7 +729,8 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
     kv = kv_cache_bytes(spec, tokens=plan.context, sequences=per_rank, kv_dtype=plan.kv_dtype, engine=plan.engine)
     kv_c = Component(KV_CACHE, kv, _kv_detail(spec, plan, plan.engine, 1.0)
                      + f"; each data-parallel rank caches only its own sequences ({per_rank} here)")
-    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2),
+    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, sampler="vllm" if plan.engine == "vllm"
+                                                         else "logits"),
                       f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")
     over_c = Component(OVERHEAD, VLLM_NON_TORCH + VLLM_NCCL_TP, "CUDA context and CUDA graphs, NCCL and all-to-all "
                        "buffers", counted_in="runtime")

@@ -42,7 +42,7 @@ class Job:
     batch: int = 1
     prompt_tokens: int = 0          # inference: the prefill
     new_tokens: int = 0             # inference: generated after the prompt
-    sampling: str = "greedy"        # inference: how generate() picks tokens (generate_step.GENERATE_KWARGS)
+    sampling: str = "greedy"        # inference: how generate() picks tokens (generate_step.generate_kwargs)
     seq_len: int = 0                # training: tokens per sequence
     steps: int = 0                  # training: optimizer steps
     grad_accum: int = 1

@@ -245,15 +245,15 @@ def prefill(model, ids: torch.Tensor, logits_to_keep: int = 1):
 
 def generate(model, ids: torch.Tensor, new_tokens: int, sampling: str = "greedy"):
     """Exactly ``new_tokens`` tokens after the prompt (its own prefill first), picked as the estimate assumes
-    (``sampling``: fitcheck.estimate.generate_step.GENERATE_KWARGS).  No end-of-sequence token stops it, so
+    (``sampling``: fitcheck.estimate.generate_step.generate_kwargs).  No end-of-sequence token stops it, so
     no min_new_tokens processor is needed: the decoding step holds the tensors the estimate counts."""
-    from fitcheck.estimate.generate_step import GENERATE_KWARGS
+    from fitcheck.estimate.generate_step import generate_kwargs
 
     model.generation_config.eos_token_id = None
     with torch.inference_mode():
         sequences = model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-            eos_token_id=None, pad_token_id=0, **GENERATE_KWARGS[sampling],
+            eos_token_id=None, pad_token_id=0, **generate_kwargs(sampling),
         )
     return sequences, {"generated_tokens": int(sequences.shape[1] - ids.shape[1])}
 

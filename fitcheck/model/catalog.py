@@ -18,8 +18,12 @@ from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from fitcheck.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from fitcheck.model.generation_config import GenerationDefaults
 from fitcheck.model.user_models import USER_KEY_PREFIX
 
 CATALOG_PATH = Path(__file__).with_name("catalog.json")
@@ -68,7 +72,9 @@ class CatalogEntry:
     @property
     def spec(self) -> ModelSpec:
         if self.config_key.startswith(USER_KEY_PREFIX):
-            return _user_spec(self.hf_id, self.family, self.user_path)
+            # the user's numbers; its own generation_config.json, else the catalog's record of the published one
+            spec = _user_spec(self.hf_id, self.family, self.user_path)
+            return spec if spec.generation is not None else replace(spec, generation=_generation(self.hf_id))
         return _spec_for(self.hf_id)
 
     @property
@@ -171,10 +177,12 @@ def _user_config(config_key: str, path: str) -> dict:
 
 
 def _user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
+    from fitcheck.model.generation_config import read_beside
     from fitcheck.model.hf_config import spec_from_config
 
     config = _user_config("", path)
-    return _with_family(spec_from_config(config, hf_id, source=f"user catalog ({path})"), family)
+    spec = _with_family(spec_from_config(config, hf_id, source=f"user catalog ({path})"), family)
+    return replace(spec, generation=read_beside(Path(path).parent))
 
 
 @lru_cache(maxsize=1)
@@ -208,7 +216,20 @@ def _spec_for(hf_id: str) -> ModelSpec:
     spec = spec_from_config(_raw()["configs"][entry.config_key], entry.hf_id,
                             source=f"catalog ({entry.hf_id} config.json)")
     family = entry.family
-    return _with_family(spec, family)
+    return replace(_with_family(spec, family), generation=_generation(hf_id))
+
+
+def _generation(hf_id: str) -> GenerationDefaults | None:
+    """The sampling values recorded from the model's published generation_config.json (its 'generation'
+    entry, with the citation in 'source'); None where none was recorded."""
+    from fitcheck.model.generation_config import from_dict
+
+    item = next((m for m in _raw()["models"] if m["hf_id"] == hf_id), None)
+    recorded = item.get("generation") if item else None
+    if not isinstance(recorded, dict):
+        return None
+    values = {k: v for k, v in recorded.items() if k != "source"}
+    return from_dict(values, "the published file, recorded in the catalog", str(recorded.get("source") or ""))
 
 
 def _with_family(spec: ModelSpec, family: str) -> ModelSpec:

@@ -91,6 +91,21 @@ class HuggingFaceHubClient:
         path = hub.hf_hub_download(repo_id, "config.json", revision=revision, etag_timeout=self.timeout_s)
         return read_json_file(Path(path), "config.json")
 
+    def generation_config(self, repo_id: str, revision: str | None) -> object | None:
+        """The parsed generation_config.json beside config.json (None: the repository has none), fetched
+        as config.json is (the cache when offline); bounded like every JSON file fitcheck reads."""
+        from fitcheck.bounded import json_loads_bounded, read_regular_file
+        from fitcheck.model.generation_config import FILENAME, MAX_BYTES
+
+        hub = self._hub()
+        try:
+            path = hub.hf_hub_download(repo_id, FILENAME, revision=revision, etag_timeout=self.timeout_s)
+        except Exception as exc:
+            if {cls.__name__ for cls in type(exc).__mro__} & {"EntryNotFoundError", "RemoteEntryNotFoundError"}:
+                return None
+            raise
+        return json_loads_bounded(read_regular_file(Path(path), FILENAME, MAX_BYTES).decode("utf-8-sig"))
+
     def safetensors_headers(self, repo_id: str, revision: str | None) -> dict[str, dict]:
         meta = self._hub().get_safetensors_metadata(repo_id, revision=revision, timeout=self.timeout_s)
         out: dict[str, dict] = {}
@@ -241,7 +256,7 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     except Exception as exc:  # every failure of the transport becomes one line
         raise explain_hub_error(exc, repo_id, revision=revision, offline=offline) from None
     where = f"{repo_id}/config.json (Hugging Face Hub)"
-    spec = spec_from_config(config, repo_id, source=where)
+    spec = _with_generation(spec_from_config(config, repo_id, source=where), client, repo_id, revision, deadline)
 
     if offline:
         return _note(spec, "HF_HUB_OFFLINE is set: safetensors metadata not fetched")
@@ -259,6 +274,26 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     headers = {f: safetensors_header.header_from_json(doc, source=f"{repo_id}/{f}")
                for f, doc in raw.items()}
     return with_stored(spec, stored_weights(headers), "Hugging Face Hub safetensors metadata")
+
+
+def _with_generation(spec: ModelSpec, client: HubClient, repo_id: str, revision: str | None,
+                     deadline: float) -> ModelSpec:
+    """``spec`` with the repository's generation_config.json (generate()'s default sampling), read the way
+    config.json was, within the same deadline; without it (none, a client that does not read it, a
+    failure) the estimate keeps its default sampling."""
+    from fitcheck.model.generation_config import FILENAME, GenerationDefaults, from_dict
+
+    reader = getattr(client, "generation_config", None)
+    if reader is None:
+        return spec
+    where = f"{repo_id}/{FILENAME} (Hugging Face Hub)"
+    try:
+        doc = _within(deadline, reader, repo_id, revision)
+    except _DeadlineExceeded:
+        return replace(spec, generation=GenerationDefaults(where, problem="no answer within the deadline"))
+    except Exception as exc:  # noqa: BLE001 - the sampling falls back to the default, said why
+        return replace(spec, generation=GenerationDefaults(where, problem=f"not read ({type(exc).__name__})"))
+    return spec if doc is None else replace(spec, generation=from_dict(doc, where))
 
 
 def _note(spec: ModelSpec, why: str) -> ModelSpec:

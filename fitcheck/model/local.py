@@ -379,12 +379,22 @@ def _spec_from_dir(folder: Path) -> ModelSpec:
 def spec_from_path(path: str | os.PathLike) -> ModelSpec:
     """ModelSpec for the model at ``path`` (a folder or a config/index/safetensors/gguf file)."""
     try:
-        return _spec_from_path(Path(path).expanduser())
+        return _with_generation(_spec_from_path(Path(path).expanduser()), Path(path).expanduser())
     except OSError as exc:  # an unreadable folder: Path.is_file/is_dir/glob raise PermissionError
         where = exc.filename or path
         raise FitcheckError(f"cannot read {where}: {exc.strerror or exc}", "check the permissions") from None
     except RecursionError:
         raise FitcheckError(f"{path}: symlinks or folders nested too deeply") from None
+
+
+def _with_generation(spec: ModelSpec, p: Path) -> ModelSpec:
+    """``spec`` with the generation_config.json of its folder (generate()'s default sampling), if any."""
+    if p.name.lower().endswith(".gguf"):
+        return spec  # llama.cpp's own sampler; transformers never loads it from here
+    from fitcheck.model.generation_config import read_beside
+
+    found = read_beside(p if p.is_dir() else p.parent)
+    return replace(spec, generation=found) if found is not None else spec
 
 
 def has_model_files(folder: str | os.PathLike) -> bool:

@@ -190,7 +190,8 @@ def _cached(cached) -> ResolvedModel:
     spec = hf_cache.spec_from_cached(cached)
     entry = load_catalog().get(cached.repo_id)
     if entry is not None:
-        spec = replace(spec, family=entry.family)
+        # a snapshot without generation_config.json: the catalog's record of the published one
+        spec = replace(spec, family=entry.family, generation=spec.generation or entry.spec.generation)
     return ResolvedModel(spec, cached.repo_id, "hf-cache", hf_cache.describe(cached), entry)
 
 

@@ -11,6 +11,10 @@ biases and routers in 16 bits while packing the linear layers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fitcheck.model.generation_config import GenerationDefaults
 
 # Kinds of tensor groups.  Linear kinds are what weight quantization packs.
 EMBED = "embed"            # token embedding (vocab x hidden)
@@ -102,6 +106,9 @@ class ModelSpec:
     load_buffer_note: str = ""
     generic: bool = False              # True for a --params estimate without real architecture
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (field, where from)
+    # The checkpoint's generation_config.json (fitcheck.model.generation_config): how transformers'
+    # generate() samples by default.  None: not read (no file, a GGUF or generic model, not recorded).
+    generation: GenerationDefaults | None = field(default=None, compare=False)
 
     # ---- stored formats -------------------------------------------------------------------
     def stored_groups(self) -> dict[str, str]:

@@ -19,7 +19,9 @@ ROWS = list(csv.DictReader(DATA.open()))
 def test_activation_peak_and_the_growth_of_non_torch_memory(row):
     tp = int(row["tensor_parallel"])
     act = A.vllm_profile_bytes(LLAMA3_8B, tp, 2) / 2**30
-    assert act == pytest.approx(float(row["activation_peak_gib"]), rel=0.15)  # 1.09 vs 1.26 GiB
+    # the larger of the profiling run's two phases: the forward, or the batch's hidden states and the sampler's
+    # top-k/top-p sort for 256 sequences (vllm_sampler_bytes_per_entry): 1.22 vs 1.26 GiB
+    assert act == pytest.approx(float(row["activation_peak_gib"]), rel=0.05)
     base = next(float(r["non_torch_gib"]) for r in ROWS if r["tensor_parallel"] == "1")
     growth = float(row["non_torch_gib"]) - base
     counted = (VLLM_NCCL_TP if tp > 1 else 0) / 2**30

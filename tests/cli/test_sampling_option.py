@@ -39,7 +39,7 @@ def test_greedy_holds_fewer_logits_copies_than_the_default_top_p():
 
 def test_an_unknown_sampling_is_malformed_input():
     r = CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", "beam"])
-    assert r.exit_code == 2 and "'beam' is not one of 'greedy', 'sample', 'top-p'" in r.output
+    assert r.exit_code == 2 and "'beam' is not one of 'auto', 'greedy', 'sample', 'top-p'" in r.output
 
 
 def test_other_engines_keep_it_and_say_it_is_not_modelled_there():

@@ -124,3 +124,20 @@ def test_transformers_pays_host_time_per_routed_expert_and_other_engines_do_not(
     assert host_layers(MIXTRAL, "transformers", 64) == 32 + 32 * 8 * HOST_PER_EXPERT_OF_LAYER  # all 8 hit
     assert host_layers(MIXTRAL, "vllm", 1) == host_layers(MIXTRAL, "llama.cpp", 1) == 32
     assert host_layers(LLAMA3_8B, "transformers", 1) == 32
+
+
+def test_vllm_profiles_its_sampler_with_top_k_and_top_p_so_the_sort_is_inside_the_reserved_peak():
+    # _dummy_sampler_run: temperature 0.5, top_p 0.9, top_k vocab - 1 for max_num_seqs rows; apply_top_k_top_p's
+    # sort beside the model's 16-bit and the sampler's fp32 logits: values, int64 indices, ATen's reverse
+    # indices and cub's third key and value buffers, 38 B per vocabulary entry with 16-bit logits
+    assert A.vllm_sampler_bytes_per_entry(2) == 38
+    sort = A.VLLM_MAX_NUM_SEQS * LLAMA3_8B.vocab_size * 38
+    held = A.VLLM_PROFILE_TOKENS * LLAMA3_8B.hidden_size * 2       # the profile batch's hidden states
+    forward = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="logits") - A.VLLM_MAX_NUM_SEQS * LLAMA3_8B.vocab_size * 8
+    # the two phases run one after the other: the peak is the larger (here the sampler's)
+    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2) == max(forward, held + sort) == held + sort
+    plan = resolve_inference(Request(engine="vllm", gpus=1), LLAMA3_8B, H100x2)
+    est = estimate_inference(LLAMA3_8B, plan)
+    assert est.devices[0].component("activations") == A.vllm_profile_bytes(LLAMA3_8B, 1, 2)
+    assert any("sampler's sort (38 B per vocabulary entry" in n and "inside the activation peak" in n
+               for n in est.notes)
