@@ -103,6 +103,17 @@ def _swift_counter(source: str = SWIFT_LATER) -> list[float]:
             for k, x in stored().items() if k in keys]
 
 
+def _swift_shared_order(source: str = SWIFT_LATER) -> list[float]:
+    """The same rows on the sample order that the other rows of their length and table pick
+    (`benchmarks.varying_reserve.shared_order`: every run at one max_length trained on one order;
+    leave-one-out, the row's own figure unread)."""
+    from benchmarks.varying_reserve import row_key, shared_order
+
+    with (DATA / "training_reference.csv").open(newline="") as f:
+        keys = {row_key(r) for r in csv.DictReader(f) if source in r.get("source", "")}
+    return [x["error"] * 100 for x in shared_order() if x["key"] in keys]
+
+
 def _capacity() -> list[float]:
     from benchmarks.capacity import capacities
 
@@ -208,6 +219,9 @@ def sources() -> list[Source]:
         ("training", "ms-swift benchmark: Qwen 1.8B–14B, `max_memory_reserved`, varying lengths (published; "
          "shaped no formula): the counter, the allocator replayed over the recipe's lengths",
          _swift_counter, None),
+        ("training*", "ms-swift benchmark, the same counter on the sample order the other rows of each length "
+         "pick (all of a length trained on one order; leave-one-out; not pooled)",
+         _swift_shared_order, None),
         ("training*", "ms-swift benchmark, the same rows against what a fixed-length step at `max_length` "
          "needs (the estimate; not pooled)",
          lambda: _accuracy_rows(DATA / "training_reference.csv", "training", SWIFT_LATER), None),

@@ -1,6 +1,6 @@
 """ms-swift's benchmark against the caching allocator replayed over steps of varying length.
 
-    python -m benchmarks.varying_reserve [--orders 4]
+    python -m benchmarks.varying_reserve [--orders 16] [--jobs 2] [--write]
 
 The ms-swift table reads `torch.cuda.max_memory_reserved` at the end of a run on an 80 GB A100
 (swift/trainers/trainers.py @4312aeb, Seq2SeqTrainer.train) whose samples vary in length: ms-swift
@@ -26,6 +26,7 @@ import argparse
 import csv
 import hashlib
 import json
+import math
 import re
 import statistics
 import sys
@@ -86,7 +87,7 @@ def recipe_tensors(spec, plan) -> StepTensors:
 # The replayed counter per row, as `--write` stores it (the report reads it: a replay takes minutes).
 STORED = RESULTS / "ms-swift-counter-replay-2026-12-01.csv"
 FIELDS = ("key", "row", "measured", "needed", "orders", "roomy_min", "roomy_median", "roomy_max",
-          "orders_at_or_below")
+          "orders_at_or_below", "roomy_by_order")
 
 
 def row_key(r: dict) -> str:
@@ -102,66 +103,129 @@ def stored() -> dict[str, dict]:
         return {x["key"]: x for x in csv.DictReader(f)}
 
 
-def rows(orders: int = 4, select=None) -> list[dict]:
-    """Every varying-length `max_memory_reserved` row (or those `select(row)` keeps), replayed."""
+# Sample orders replayed per row.  The measured figure is one run's order, the report scores it against
+# the replayed orders' median, and the median of n orders has a sampling error of about 1.25 σ / √n: over
+# 60 orders (`--orders 60`) the widest row, Qwen-1.8B full fine-tuning at 2,048 tokens (about 2,200
+# samples), spreads 21.9–49.2 GiB (quartiles 26.4 and 33.1, σ ≈ 5 GiB about a median of 30.8), so 4
+# orders left ±3.1 GiB (10 %) of noise in the figure scored and 16 leave ±1.5 GiB (5 %).  Unit: orders; a
+# Monte Carlo precision, not a fit.
+ORDERS = 16
+
+
+def rows(orders: int = ORDERS, select=None, jobs: int = 1) -> list[dict]:
+    """Every varying-length `max_memory_reserved` row (or those `select(row)` keeps), replayed over
+    `orders` sample orders (seeds 0 … orders − 1), `jobs` rows at a time in worker processes."""
     configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
-    out = []
+    todo = []
     seen = set()
     with (DATA / "training_reference.csv").open(newline="") as f:
         for r in csv.DictReader(f):
-            mix = _mix(r.get("notes", ""))
-            if mix is None or "reserved" not in r.get("metric", ""):
+            if _mix(r.get("notes", "")) is None or "reserved" not in r.get("metric", ""):
                 continue
             key = tuple(r[k] for k in ("model", "mode", "precision", "batch", "input_len", "grad_checkpointing",
                                        "flash_attn", "notes"))
             if key in seen or (select is not None and not select(r)):
                 continue
             seen.add(key)
-            try:
-                row = training_row(r, configs)
-                spec = row_spec(r, configs)
-                plan = generic_training_plan(r, spec)
-                dev = estimate_training(spec, plan).gpu_devices[0]
-            except (Skip, FitcheckError):
-                continue
-            delete = _delete_longer(r["notes"])
-            n = _samples(r["notes"], plan.seq_len)
-            # the static tensors' share of the GPU: what the allocated peak holds besides the step's
-            acts = step_activations(spec, plan)
-            static = dev.peak_allocated_bytes - (acts.saved + max(acts.recompute, acts.logits))
-            if trained_params(spec, plan) is not None:
-                # the replay makes the gradients, the optimizer states and the step's temporaries itself
-                static = sum(c.bytes for c in dev.components if c.counted_in == "allocated"
-                             and c.name in (WEIGHTS, MASTER_WEIGHTS))
-            room = _gpu_bytes(r.get("gpu", "")) - TORCH_CUDA_CONTEXT - static
-            # the live peak of steps at max_length once every static tensor is there (full fine-tuning: the
-            # gradients from the second micro-batch on, AdamW's states after the first optimizer step: two
-            # accumulation windows and two micro-batches), which the estimate's allocated peak holds; a
-            # replayed run whose own live peak is higher (tensors only some lengths make: the padded
-            # attention mask) adds the difference
-            steady = (plan.seq_len,) * plan.batch * (2 * max(plan.grad_accum, 1) + 2)
-            fixed = replay_steps(recipe_tensors(spec, plan), steady, plan.batch).peak_allocated
-            roomy = []
-            for seed in range(orders):
-                lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
-                try:
-                    rep = replay_steps(recipe_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
-                                       plan.batch, capacity=room)
-                except OutOfMemory:
-                    roomy.append(float("inf"))
-                    continue
-                live_extra = max(rep.peak_allocated - fixed, 0)
-                roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + live_extra + rep.excess) / GiB)
-            first = r["notes"].split(";")[0]
-            variant = first if first.startswith("lora rank") and first != "lora rank 8" else ""
-            variant += " all-linear" if "all-linear" in r["notes"] else ""
-            label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
-                     f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"
-                     f"{(' ' + variant.strip()) if variant.strip() else ''}"
-                     f"{'' if delete else f' truncated, {n} samples'}")
-            out.append({"key": row_key(r), "row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
-                        "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy),
-                        "orders_at_or_below": sum(x <= row.measured_gib for x in roomy), "orders": len(roomy)})
+            todo.append(r)
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs) as pool:
+            done = list(pool.map(_row, todo, [configs] * len(todo), [orders] * len(todo)))
+    else:
+        done = [_row(r, configs, orders) for r in todo]
+    return [x for x in done if x is not None]
+
+
+def _row(r: dict, configs: dict, orders: int) -> dict | None:
+    """One row replayed (None where the row does not map onto a request)."""
+    mix = _mix(r["notes"])
+    assert mix is not None
+    try:
+        row = training_row(r, configs)
+        spec = row_spec(r, configs)
+        plan = generic_training_plan(r, spec)
+        dev = estimate_training(spec, plan).gpu_devices[0]
+    except (Skip, FitcheckError):
+        return None
+    delete = _delete_longer(r["notes"])
+    n = _samples(r["notes"], plan.seq_len)
+    # the static tensors' share of the GPU: what the allocated peak holds besides the step's
+    acts = step_activations(spec, plan)
+    static = dev.peak_allocated_bytes - (acts.saved + max(acts.recompute, acts.logits))
+    if trained_params(spec, plan) is not None:
+        # the replay makes the gradients, the optimizer states and the step's temporaries itself
+        static = sum(c.bytes for c in dev.components if c.counted_in == "allocated"
+                     and c.name in (WEIGHTS, MASTER_WEIGHTS))
+    room = _gpu_bytes(r.get("gpu", "")) - TORCH_CUDA_CONTEXT - static
+    # the live peak of steps at max_length once every static tensor is there (full fine-tuning: the
+    # gradients from the second micro-batch on, AdamW's states after the first optimizer step: two
+    # accumulation windows and two micro-batches), which the estimate's allocated peak holds; a
+    # replayed run whose own live peak is higher (tensors only some lengths make: the padded
+    # attention mask) adds the difference
+    steady = (plan.seq_len,) * plan.batch * (2 * max(plan.grad_accum, 1) + 2)
+    fixed = replay_steps(recipe_tensors(spec, plan), steady, plan.batch).peak_allocated
+    roomy = []
+    for seed in range(orders):
+        lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
+        try:
+            rep = replay_steps(recipe_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
+                               plan.batch, capacity=room)
+        except OutOfMemory:
+            roomy.append(float("inf"))
+            continue
+        live_extra = max(rep.peak_allocated - fixed, 0)
+        roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + live_extra + rep.excess) / GiB)
+    first = r["notes"].split(";")[0]
+    variant = first if first.startswith("lora rank") and first != "lora rank 8" else ""
+    variant += " all-linear" if "all-linear" in r["notes"] else ""
+    label = (f"{r['model']} {r['mode']} {r['precision']} len={plan.seq_len} b={plan.batch}"
+             f"{'' if plan.grad_checkpointing else ' no-ckpt'}{'' if plan.attention == 'flash' else ' no-flash'}"
+             f"{(' ' + variant.strip()) if variant.strip() else ''}"
+             f"{'' if delete else f' truncated, {n} samples'}")
+    return {"key": row_key(r), "row": label, "measured": row.measured_gib, "needed": row.predicted_gib,
+            "roomy_min": min(roomy), "roomy_median": statistics.median(roomy), "roomy_max": max(roomy),
+            "orders_at_or_below": sum(x <= row.measured_gib for x in roomy), "orders": len(roomy),
+            "roomy_by_order": " ".join(f"{x:.2f}" for x in roomy)}
+
+
+def shared_order(saved: dict[str, dict] | None = None, best: int = 1) -> list[dict]:
+    """Each stored row read on the orders its siblings pick: every run at one `max_length` of one table
+    trains on the same sample order (`run_single.py` builds RandomState(42) in every process and the
+    sample count is the same), and seed k draws the same lengths for every row of a length, so the
+    orders that reproduce the *other* rows of that length and table (leave-one-out: the row's own figure
+    is never read) are the best guess at the run's order.  Per row: the `best` seeds with the smallest
+    mean |log(replayed / measured)| over its siblings whose replay varies with the order, the siblings'
+    mean error on them, and the row's replayed figure there (median over those seeds).  A diagnostic,
+    not scored: with 16 orders the closest seed still misses the siblings by several per cent."""
+    saved = stored() if saved is None else saved
+    got = list(saved.values())
+
+    def group(x: dict) -> tuple[str, str]:
+        m = re.search(r"len=(\d+) ", x["row"])
+        return (m.group(1) if m else "", "truncated" if "truncated" in x["row"] else "deleted")
+
+    def orders(x: dict) -> list[float]:
+        return [float(v) for v in x["roomy_by_order"].split()]
+
+    out = []
+    for x in got:
+        sibs = [y for y in got if y is not x and group(y) == group(x) and max(orders(y)) > min(orders(y)) + 0.01]
+        if not sibs:
+            continue
+        n = min(len(orders(y)) for y in [x, *sibs])
+        scores = []
+        for k in range(n):
+            errs = [math.log(orders(y)[k] / float(y["measured"])) for y in sibs]
+            scores.append((statistics.fmean(abs(e) for e in errs), statistics.fmean(errs), k))
+        picked = sorted(scores)[:best]
+        value = statistics.median(orders(x)[k] for _, _, k in picked)
+        out.append({"key": x["key"], "row": x["row"], "measured": float(x["measured"]), "siblings": len(sibs),
+                    "seeds": [k for _, _, k in picked],
+                    "siblings_error": statistics.fmean(m for _, m, _ in picked),
+                    "replayed": value, "error": value / float(x["measured"]) - 1,
+                    "median_error": float(x["roomy_median"]) / float(x["measured"]) - 1})
     return out
 
 
@@ -194,10 +258,21 @@ def oom_rows() -> list[tuple[str, float, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, default=4, help="sample orders replayed per row")
+    ap.add_argument("--orders", type=int, default=ORDERS, help="sample orders replayed per row")
+    ap.add_argument("--jobs", type=int, default=1, help="rows replayed at a time (worker processes)")
     ap.add_argument("--write", action="store_true", help=f"store the rows in {STORED.relative_to(RESULTS.parent.parent)}")
+    ap.add_argument("--shared-order", action="store_true",
+                    help="read the stored rows on the orders their siblings pick (no replay; see shared_order)")
     args = ap.parse_args(argv)
-    res = rows(args.orders)
+    if args.shared_order:
+        print("| row | measured GiB | siblings | seed | siblings' error there | replayed there | error | "
+              "error at the median of the orders |")
+        print("|---|---|---|---|---|---|---|---|")
+        for y in shared_order():
+            print(f"| {y['row']} | {y['measured']:.2f} | {y['siblings']} | {' '.join(map(str, y['seeds']))} | "
+                  f"{y['siblings_error']:+.1%} | {y['replayed']:.2f} | {y['error']:+.1%} | {y['median_error']:+.1%} |")
+        return 0
+    res = rows(args.orders, jobs=args.jobs)
     if args.write:
         with STORED.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
