@@ -106,7 +106,7 @@ def stored() -> dict[str, dict]:
 # Sample orders replayed per row.  The measured figure is one run's order, the report scores it against
 # the replayed orders' median, and the median of n orders has a sampling error of about 1.25 σ / √n: over
 # 60 orders (`--orders 60`) the widest row, Qwen-1.8B full fine-tuning at 2,048 tokens (about 2,200
-# samples), spreads 21.9–49.2 GiB (quartiles 26.4 and 33.1, σ ≈ 5 GiB about a median of 30.8), so 4
+# samples), spreads 21.9–49.2 GiB (quartiles 26.4 and 32.7, σ ≈ 5 GiB about a median of 30.6), so 4
 # orders left ±3.1 GiB (10 %) of noise in the figure scored and 16 leave ±1.5 GiB (5 %).  Unit: orders; a
 # Monte Carlo precision, not a fit.
 ORDERS = 16
