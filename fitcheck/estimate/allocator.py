@@ -184,15 +184,17 @@ def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
     one decoder layer's tensors × layers) without replaying every repeat.
 
     Nothing is freed while weights load, so what the allocator does next depends only on its free
-    blocks' sizes, and only on those some later request could still take (best fit never picks a block
-    smaller than the request).  When that state recurs at a layer boundary, the layers since then form
-    a cycle whose waste repeats exactly; the remaining whole cycles are added, not replayed.  Cost then
-    follows the number of distinct layer shapes and the cycle's length, not the layer count.
+    blocks' sizes (best fit takes the smallest block large enough; which of equal blocks it takes
+    changes no size, and with no frees nothing merges), and only on those some later request could
+    still take (best fit never picks a block smaller than the request).  So each pool is a sorted
+    list of free block sizes, as in :func:`load_waste`.  When that state recurs at a layer boundary,
+    the layers since then form a cycle whose waste repeats exactly; the remaining whole cycles are
+    added, not replayed.  Cost then follows the number of distinct layer shapes and the cycle's
+    length, not the layer count.
     """
-    alloc = CachingAllocator()
-    requested = 0
-    skipped = 0
-    ident = 0
+    small_pool: list[int] = []     # free block sizes, sorted, of the small and the large pool
+    large_pool: list[int] = []
+    reserved = requested = skipped = 0
     # the smallest rounded request of each pool from run k on: free blocks below it are dead
     floors: list[dict[bool, int]] = []
     floor = {True: 1 << 62, False: 1 << 62}
@@ -204,13 +206,16 @@ def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
         floors.append(floor)
     floors.reverse()
     for k, (sizes, count) in enumerate(runs):
-        live_floor = floors[k]
+        small_floor, large_floor = floors[k][True], floors[k][False]
+        del small_pool[:bisect.bisect_left(small_pool, small_floor)]   # dead from this run on
+        del large_pool[:bisect.bisect_left(large_pool, large_floor)]
+        rounded = [(r, r <= SMALL_SIZE, segment_size(r)) for r in map(round_size, sizes)]
+        layer_bytes = sum(sizes)
         seen: dict[tuple, tuple[int, int]] = {}
         done = 0
         while done < count:
-            state = tuple(tuple(size for size, _ in alloc._pools[small] if size >= live_floor[small])
-                          for small in (True, False))
-            waste = alloc.reserved - requested
+            state = (tuple(small_pool), tuple(large_pool))
+            waste = reserved - requested
             if state in seen:
                 then_done, then_waste = seen[state]
                 cycles = (count - done) // (done - then_done)
@@ -220,12 +225,22 @@ def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
                 if done >= count:
                     break
             seen[state] = (done, waste)
-            for size in sizes:
-                alloc.malloc(ident, size)
-                ident += 1
-                requested += size
+            for size, small, segment in rounded:
+                pool = small_pool if small else large_pool
+                at = bisect.bisect_left(pool, size)
+                if at < len(pool):
+                    block = pool.pop(at)
+                else:
+                    block = segment
+                    reserved += segment
+                remaining = block - size
+                # a remainder below every later request of its pool is dead: never taken, never in the state
+                if (remaining >= MIN_BLOCK if small else remaining > SMALL_SIZE) \
+                        and remaining >= (small_floor if small else large_floor):
+                    bisect.insort(pool, remaining)
+            requested += layer_bytes
             done += 1
-    return alloc.reserved - requested + skipped
+    return reserved - requested + skipped
 
 
 def load_waste(sizes: Iterable[int]) -> int:
