@@ -15,6 +15,9 @@ result; the commands that reproduce each alternative come with it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,6 +134,37 @@ class Evaluator:
         return self._by_plan[key]
 
 
+# While a shared_evaluations() block runs: (spec, machine) -> its Evaluator, for every check() inside it.
+_SHARED: ContextVar[dict[tuple[ModelSpec, Machine], Evaluator] | None] = ContextVar("fitcheck_shared", default=None)
+
+
+@contextmanager
+def shared_evaluations() -> Iterator[None]:
+    """Within the block, every check() (and evaluator()) of the same model on the same machine shares one
+    Evaluator: `where` asks check several times per machine (its default, then check's advice there, expert
+    parallel, more nodes), and the same requests recur.  Outcomes depend only on (spec, machine, request), so
+    sharing changes no answer; the cache lives as long as the block (nested blocks share the outer one)."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
+    """The Evaluator for ``spec`` on ``machine``: the shared one inside shared_evaluations(), else a new one."""
+    shared = _SHARED.get()
+    if shared is None:
+        return Evaluator(spec, machine)
+    key = (spec, machine)
+    if key not in shared:
+        shared[key] = Evaluator(spec, machine)
+    return shared[key]
+
+
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
     if isinstance(plan, TrainingPlan):
         from fitcheck.estimate.training import estimate_training
@@ -186,13 +220,15 @@ def resolve_model_arg(model: Any, params: str | None = None,
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
           profile: str | None = None, as_typed: tuple[str, ...] | None = None,
-          storage: Storage | None = None) -> CheckResult:
+          storage: Storage | None = None, device_advice: bool = True) -> CheckResult:
     """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
 
     Malformed input raises FitcheckError (exit 2); anything else is a verdict: fits, tight, does
     not fit, cannot run here (kernels, compute capability, GPUs missing), does not fit on disk
     (``storage``: the free space where downloads land and the copies already here, read at the
     edge by fitcheck.probe.disk.read_storage; None: the disk is not checked) or unknown.
+    ``alternatives``, ``search`` and ``device_advice`` (CPU or GPU) False skip what a caller
+    does not show (`where`, `models --fits`); nothing else of the result changes.
     """
     from fitcheck.estimate.download import plan_download, with_disk
 
@@ -203,7 +239,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     elif as_typed is not None:
         model_args = model_args[:1] + as_typed[1:]  # the canonical id, with the flags typed (--revision)
     spec = resolved.spec
-    evaluate = Evaluator(spec, machine)
+    evaluate = evaluator(spec, machine)
     outcome = evaluate.outcome(request)
     plan, estimate, verdict = outcome.plan, outcome.estimate, outcome.verdict
     downloads: dict[Any, Download] = {}
@@ -267,7 +303,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     else:
         speed = estimate_speed(spec, plan, machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
-        if verdict.status != UNKNOWN and not plan.problems:
+        if device_advice and verdict.status != UNKNOWN and not plan.problems:
             options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
             advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs,
                                    options)

@@ -16,7 +16,9 @@ import difflib
 import os
 from collections.abc import Iterable
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from fitcheck.bounded import loads_toml, read_text_file
 from fitcheck.errors import FitcheckError
@@ -31,11 +33,16 @@ _REPO_FOLDER = Path(__file__).resolve().parents[2] / "hardware_profiles"
 
 def shipped_profile_files() -> dict[str, object]:
     """Stem (lower case) -> the shipped profile file (a Traversable or a Path), sorted by stem."""
+    return dict(_shipped_files())
+
+
+@lru_cache(maxsize=1)  # the installed package's files: listed once per process (`where` asks per machine)
+def _shipped_files() -> tuple[tuple[str, object], ...]:
     folder = _shipped_folder()
     if folder is None:
-        return {}
+        return ()
     files = [entry for entry in folder.iterdir() if entry.name.endswith(".toml") and entry.is_file()]
-    return {entry.name[: -len(".toml")].lower(): entry for entry in sorted(files, key=lambda e: e.name.lower())}
+    return tuple((entry.name[: -len(".toml")].lower(), entry) for entry in sorted(files, key=lambda e: e.name.lower()))
 
 
 def _shipped_folder():
@@ -63,7 +70,7 @@ def list_profiles() -> list[Machine]:
 
     user = user_profile_files()
     machines = {stem: _load_user(path) for stem, path in user.items()}
-    machines.update({stem: _load_shipped(stem, entry) for stem, entry in shipped_profile_files().items()
+    machines.update({stem: _load_shipped(stem) for stem in shipped_profile_files()
                      if stem not in user})
     return [machines[stem] for stem in sorted(machines)]
 
@@ -92,8 +99,8 @@ def load_profile(name_or_path: str) -> Machine:
     if wanted in user:
         return _load_user(user[wanted])
     if wanted in files:
-        return _load_shipped(wanted, files[wanted])
-    for machine in (_load_shipped(stem, entry) for stem, entry in files.items()):
+        return _load_shipped(wanted)
+    for machine in (_load_shipped(stem) for stem in files):
         if machine.price and machine.price.instance_type.lower() == wanted:
             return machine
     close = difflib.get_close_matches(wanted, sorted({*files, *user}), n=3, cutoff=0.0)
@@ -166,7 +173,9 @@ def _load_user(path: Path) -> Machine:
     return replace(load_profile_file(path), source=str(path))
 
 
-def _load_shipped(stem: str, entry) -> Machine:
+@lru_cache(maxsize=256)  # a shipped file does not change while fitcheck runs, and a Machine is frozen
+def _load_shipped(stem: str) -> Machine:
+    entry: Any = dict(_shipped_files())[stem]   # a Traversable or a Path
     where = f"{SHIPPED_LABEL}/{entry.name}"
     return read_profile_text(entry.read_text(encoding="utf-8"), where, default_name=stem)
 
