@@ -4,7 +4,7 @@ Searches build thousands of requests and plans that differ from another in a fie
 alternative, every probe of a largest-that-fits search); :func:`dataclasses.replace` re-runs
 ``__init__`` over all of their ~40 fields each time.  For dataclasses with no ``__post_init__``
 and no ``init=False`` field (what replace would run or refuse), copying the instance's field
-dictionary gives the same object.  tests/test_frozen.py holds each user to those conditions.
+dictionary gives the same object.  tests/test_caches.py holds each user to those conditions.
 """
 
 from __future__ import annotations

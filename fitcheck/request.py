@@ -96,7 +96,7 @@ class Request:
         type, so 4096.0 is not taken for a valid 4096): searches re-resolve the same requests on every
         machine.  A malformed one raises each time."""
         try:
-            _validated(self, tuple(type(v) for v in self.__dict__.values()))
+            _validated(self, tuple(map(type, self.__dict__.values())))
         except TypeError:  # an unhashable value (from the Python API): checked without the memo
             self._validate()
 
