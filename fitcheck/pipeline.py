@@ -102,11 +102,14 @@ class CheckResult:
 class Evaluator:
     """request → Outcome (plan, estimate, verdict), cached by plan: searches ask the same many times."""
 
-    def __init__(self, spec: ModelSpec, machine: Machine):
+    def __init__(self, spec: ModelSpec, machine: Machine, estimates: dict[Any, Estimate] | None = None):
         self.spec = spec
         self.machine = machine
         self._by_plan: dict[Any, tuple[Estimate, Verdict]] = {}
         self._by_request: dict[Request, Outcome] = {}
+        # plan -> estimate: pure over (spec, plan) (the estimate carries the plan's assumptions), so shareable by
+        # the Evaluators of one spec on other machines (shared_evaluations), where a plan recurs (the same GPUs)
+        self._estimates: dict[Any, Estimate] = {} if estimates is None else estimates
 
     def outcome(self, request: Request) -> Outcome:
         """Raises FitcheckError for a malformed request."""
@@ -126,7 +129,9 @@ class Evaluator:
     def judge(self, plan: AnyPlan, headroom: float) -> tuple[Estimate, Verdict]:
         key = (plan.with_changes(assumptions=()), headroom)
         if key not in self._by_plan:
-            est = _estimate(self.spec, plan)
+            est = self._estimates.get(plan)
+            if est is None:
+                est = self._estimates[plan] = _estimate(self.spec, plan)
             verdict = judge(est, nodes_of(self.machine, plan.nodes), headroom)
             if plan.problems:
                 verdict = Verdict(CANNOT_RUN, verdict.devices, headroom, plan.problems)
@@ -134,20 +139,24 @@ class Evaluator:
         return self._by_plan[key]
 
 
-# While a shared_evaluations() block runs: (spec, machine) -> its Evaluator, for every check() inside it.
-_SHARED: ContextVar[dict[tuple[ModelSpec, Machine], Evaluator] | None] = ContextVar("fitcheck_shared", default=None)
+# While a shared_evaluations() block runs: (id(spec), id(machine)) -> its Evaluator (which holds both, so the ids
+# stay theirs), for every check() inside it, and id(spec) -> the estimates its Evaluators share.  By identity: the
+# same objects recur (where's profiles, the one resolved model), and a big frozen spec is slow to hash.
+_SHARED: ContextVar[tuple[dict[tuple[int, int], Evaluator], dict[int, dict[Any, Estimate]]] | None] \
+    = ContextVar("fitcheck_shared", default=None)
 
 
 @contextmanager
 def shared_evaluations() -> Iterator[None]:
     """Within the block, every check() (and evaluator()) of the same model on the same machine shares one
     Evaluator: `where` asks check several times per machine (its default, then check's advice there, expert
-    parallel, more nodes), and the same requests recur.  Outcomes depend only on (spec, machine, request), so
+    parallel, more nodes), and the same requests recur; and the Evaluators of one model share its estimates
+    across machines.  Outcomes depend only on (spec, machine, request) and estimates only on (spec, plan), so
     sharing changes no answer; the cache lives as long as the block (nested blocks share the outer one)."""
     if _SHARED.get() is not None:
         yield
         return
-    token = _SHARED.set({})
+    token = _SHARED.set(({}, {}))
     try:
         yield
     finally:
@@ -159,10 +168,11 @@ def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
     shared = _SHARED.get()
     if shared is None:
         return Evaluator(spec, machine)
-    key = (spec, machine)
-    if key not in shared:
-        shared[key] = Evaluator(spec, machine)
-    return shared[key]
+    evaluators, estimates = shared
+    key = (id(spec), id(machine))
+    if key not in evaluators:
+        evaluators[key] = Evaluator(spec, machine, estimates.setdefault(id(spec), {}))
+    return evaluators[key]
 
 
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
@@ -242,6 +252,9 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     evaluate = evaluator(spec, machine)
     outcome = evaluate.outcome(request)
     plan, estimate, verdict = outcome.plan, outcome.estimate, outcome.verdict
+    if estimate.assumptions != plan.assumptions:
+        # an equal plan reached by another request first (evaluations shared across checks): this one's reasons
+        estimate = replace(estimate, assumptions=plan.assumptions)
     downloads: dict[Any, Download] = {}
 
     def download_of(p: AnyPlan) -> Download:

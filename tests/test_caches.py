@@ -60,25 +60,35 @@ def test_evaluators_are_shared_only_inside_the_block_and_per_model_and_machine()
         shared = evaluator(spec, a)
         assert evaluator(spec, a) is shared
         assert evaluator(spec, b) is not shared and evaluator(other, a) is not shared
+        # by identity: an equal copy of the machine gets its own (never another object's answers)
+        assert evaluator(spec, dataclasses.replace(a)) is not shared
         with shared_evaluations():  # nested: the outer block's
             assert evaluator(spec, a) is shared
     assert evaluator(spec, a) is not shared
     assert isinstance(shared, Evaluator)
 
 
-def test_shared_checks_answer_each_request_as_a_fresh_check_does():
-    machine = load_profile("rtx-4090")
+@pytest.mark.parametrize("model", ["qwen-7b", "qwen3-30b-a3b"])
+def test_shared_checks_answer_each_request_as_a_fresh_check_does(model):
+    # the same requests on machines whose plans coincide (a 4090 and a 4090 laptop's GPU differ; the CPU
+    # fallback and llama.cpp plans may not): the shared estimates never carry one machine's answer to another
+    from fitcheck.model.resolve import resolve_model
+
+    resolved = resolve_model(model)
+    machines = [load_profile(n) for n in ("rtx-4090", "rtx-4090-laptop", "laptop-16gb", "h100-sxm", "8x-h100")]
     requests = [Request(), Request(context=32768), Request(batch=8), Request(precision="q4_k_m"),
                 Request(mode="lora"), Request(context=32768)]
-    alone = [check("qwen-7b", r, machine) for r in requests]
+    asked = [(r, m) for m in machines for r in requests]
+    alone = [check(resolved, r, m) for r, m in asked]
     with shared_evaluations():
-        shared = [check("qwen-7b", r, machine) for r in requests]
-    assert len({(r.estimate.total_bytes, r.plan.precision, r.max_context, r.max_batch) for r in alone}) == 5
+        shared = [check(resolved, r, m) for r, m in asked]
+    assert len({(r.estimate.total_bytes, r.plan.precision, r.max_context, r.max_batch) for r in alone}) > 15
     for x, y in zip(alone, shared, strict=True):
         assert x.request == y.request and x.plan == y.plan and x.estimate == y.estimate and x.verdict == y.verdict
         assert (x.max_context, x.max_batch, x.speed, x.device_advice) == (y.max_context, y.max_batch, y.speed,
                                                                           y.device_advice)
-        assert [a.fitcheck_command for a in x.alternatives] == [a.fitcheck_command for a in y.alternatives]
+        assert [(a.fitcheck_command, a.plan, a.verdict, a.cost) for a in x.alternatives] \
+            == [(a.fitcheck_command, a.plan, a.verdict, a.cost) for a in y.alternatives]
 
 
 def test_check_without_device_advice_changes_nothing_else():
