@@ -75,14 +75,14 @@ def test_shared_checks_answer_each_request_as_a_fresh_check_does(model):
     from fitcheck.model.resolve import resolve_model
 
     resolved = resolve_model(model)
-    machines = [load_profile(n) for n in ("rtx-4090", "rtx-4090-laptop", "laptop-16gb", "h100-sxm", "8x-h100")]
+    machines = [load_profile(n) for n in ("rtx-4090", "rtx-4090-laptop", "laptop-16gb", "8x-h100")]
     requests = [Request(), Request(context=32768), Request(batch=8), Request(precision="q4_k_m"),
                 Request(mode="lora"), Request(context=32768)]
     asked = [(r, m) for m in machines for r in requests]
     alone = [check(resolved, r, m) for r, m in asked]
     with shared_evaluations():
         shared = [check(resolved, r, m) for r, m in asked]
-    assert len({(r.estimate.total_bytes, r.plan.precision, r.max_context, r.max_batch) for r in alone}) > 15
+    assert len({(r.estimate.total_bytes, r.plan.precision, r.max_context, r.max_batch) for r in alone}) > 12
     for x, y in zip(alone, shared, strict=True):
         assert x.request == y.request and x.plan == y.plan and x.estimate == y.estimate and x.verdict == y.verdict
         assert (x.max_context, x.max_batch, x.speed, x.device_advice) == (y.max_context, y.max_batch, y.speed,
