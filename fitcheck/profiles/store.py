@@ -2,8 +2,8 @@
 
 Shipped profiles are the ``*.toml`` files of the ``fitcheck.hardware_profiles`` package (the
 repository's top-level ``hardware_profiles/`` folder, mapped into the wheel by pyproject), found
-with :func:`importlib.resources.files`; a source checkout that is not installed falls back to the
-folder itself.  A profile is named by its file stem, case-insensitively.
+where the package's folder lies (else with :func:`importlib.resources.files`, for a zipped install);
+a source checkout that is not installed falls back to the folder itself.  A profile is named by its file stem, case-insensitively.
 
 The user's own profiles (``<config>/profiles/*.toml``, :mod:`fitcheck.user_config`; what
 ``fitcheck probe --save NAME`` writes) are found the same way and come first: a saved profile of
@@ -46,6 +46,17 @@ def _shipped_files() -> tuple[tuple[str, object], ...]:
 
 
 def _shipped_folder():
+    # A package installed as a folder (wheel, editable or source checkout) is read where it lies, without
+    # importing importlib.resources (which costs more than a check's estimate); a zipped one goes through it.
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(SHIPPED_PACKAGE)
+    except (ModuleNotFoundError, ValueError):
+        found = None
+    for location in (found.submodule_search_locations or []) if found is not None else []:
+        if Path(location).is_dir():
+            return Path(location)
     from importlib import resources
 
     try:
