@@ -167,7 +167,9 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
     resolved = ResolvedModel(model.spec, model.id, model.source, None, None)
     training = request.training
     try:
-        result = check(resolved, request.with_changes(headroom=headroom * 100), machine, profile=profile)
+        # the row needs the verdict and check's alternatives: not the largest context and batch, nor CPU-or-GPU
+        result = check(resolved, request.with_changes(headroom=headroom * 100), machine, profile=profile,
+                       search=False, device_advice=False)
     except FitcheckError as exc:
         return FitRow(entry, REFUSED, None, None, None, None, None, None, None, None, exc.one_line())
     if result.verdict.status in (FITS, TIGHT):

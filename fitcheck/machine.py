@@ -11,6 +11,7 @@ writes the same structure as TOML (``probe --save`` writes exactly what ``--prof
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TypeGuard, TypeVar, Union
 
 T = TypeVar("T")
@@ -198,6 +199,7 @@ class Machine:
         return bool(self.gpus)
 
 
+@lru_cache(maxsize=256)  # pure; the verdict and speed of every multi-node candidate ask it
 def nodes_of(machine: Machine, nodes: int) -> Machine:
     """``nodes`` copies of ``machine`` seen as one pool: its GPUs repeated (node-major), RAM and CPU per node.
     What the verdict compares a multi-node estimate with."""

@@ -15,6 +15,9 @@ result; the commands that reproduce each alternative come with it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,11 +102,14 @@ class CheckResult:
 class Evaluator:
     """request → Outcome (plan, estimate, verdict), cached by plan: searches ask the same many times."""
 
-    def __init__(self, spec: ModelSpec, machine: Machine):
+    def __init__(self, spec: ModelSpec, machine: Machine, estimates: dict[Any, Estimate] | None = None):
         self.spec = spec
         self.machine = machine
         self._by_plan: dict[Any, tuple[Estimate, Verdict]] = {}
         self._by_request: dict[Request, Outcome] = {}
+        # plan -> estimate: pure over (spec, plan) (the estimate carries the plan's assumptions), so shareable by
+        # the Evaluators of one spec on other machines (shared_evaluations), where a plan recurs (the same GPUs)
+        self._estimates: dict[Any, Estimate] = {} if estimates is None else estimates
 
     def outcome(self, request: Request) -> Outcome:
         """Raises FitcheckError for a malformed request."""
@@ -123,12 +129,50 @@ class Evaluator:
     def judge(self, plan: AnyPlan, headroom: float) -> tuple[Estimate, Verdict]:
         key = (plan.with_changes(assumptions=()), headroom)
         if key not in self._by_plan:
-            est = _estimate(self.spec, plan)
+            est = self._estimates.get(plan)
+            if est is None:
+                est = self._estimates[plan] = _estimate(self.spec, plan)
             verdict = judge(est, nodes_of(self.machine, plan.nodes), headroom)
             if plan.problems:
                 verdict = Verdict(CANNOT_RUN, verdict.devices, headroom, plan.problems)
             self._by_plan[key] = (est, verdict)
         return self._by_plan[key]
+
+
+# While a shared_evaluations() block runs: (id(spec), id(machine)) -> its Evaluator (which holds both, so the ids
+# stay theirs), for every check() inside it, and id(spec) -> the estimates its Evaluators share.  By identity: the
+# same objects recur (where's profiles, the one resolved model), and a big frozen spec is slow to hash.
+_SHARED: ContextVar[tuple[dict[tuple[int, int], Evaluator], dict[int, dict[Any, Estimate]]] | None] \
+    = ContextVar("fitcheck_shared", default=None)
+
+
+@contextmanager
+def shared_evaluations() -> Iterator[None]:
+    """Within the block, every check() (and evaluator()) of the same model on the same machine shares one
+    Evaluator: `where` asks check several times per machine (its default, then check's advice there, expert
+    parallel, more nodes), and the same requests recur; and the Evaluators of one model share its estimates
+    across machines.  Outcomes depend only on (spec, machine, request) and estimates only on (spec, plan), so
+    sharing changes no answer; the cache lives as long as the block (nested blocks share the outer one)."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set(({}, {}))
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
+    """The Evaluator for ``spec`` on ``machine``: the shared one inside shared_evaluations(), else a new one."""
+    shared = _SHARED.get()
+    if shared is None:
+        return Evaluator(spec, machine)
+    evaluators, estimates = shared
+    key = (id(spec), id(machine))
+    if key not in evaluators:
+        evaluators[key] = Evaluator(spec, machine, estimates.setdefault(id(spec), {}))
+    return evaluators[key]
 
 
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
@@ -186,13 +230,15 @@ def resolve_model_arg(model: Any, params: str | None = None,
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
           profile: str | None = None, as_typed: tuple[str, ...] | None = None,
-          storage: Storage | None = None) -> CheckResult:
+          storage: Storage | None = None, device_advice: bool = True) -> CheckResult:
     """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
 
     Malformed input raises FitcheckError (exit 2); anything else is a verdict: fits, tight, does
     not fit, cannot run here (kernels, compute capability, GPUs missing), does not fit on disk
     (``storage``: the free space where downloads land and the copies already here, read at the
     edge by fitcheck.probe.disk.read_storage; None: the disk is not checked) or unknown.
+    ``alternatives``, ``search`` and ``device_advice`` (CPU or GPU) False skip what a caller
+    does not show (`where`, `models --fits`); nothing else of the result changes.
     """
     from fitcheck.estimate.download import plan_download, with_disk
 
@@ -203,9 +249,12 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     elif as_typed is not None:
         model_args = model_args[:1] + as_typed[1:]  # the canonical id, with the flags typed (--revision)
     spec = resolved.spec
-    evaluate = Evaluator(spec, machine)
+    evaluate = evaluator(spec, machine)
     outcome = evaluate.outcome(request)
     plan, estimate, verdict = outcome.plan, outcome.estimate, outcome.verdict
+    if estimate.assumptions != plan.assumptions:
+        # an equal plan reached by another request first (evaluations shared across checks): this one's reasons
+        estimate = replace(estimate, assumptions=plan.assumptions)
     downloads: dict[Any, Download] = {}
 
     def download_of(p: AnyPlan) -> Download:
@@ -267,7 +316,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     else:
         speed = estimate_speed(spec, plan, machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
-        if verdict.status != UNKNOWN and not plan.problems:
+        if device_advice and verdict.status != UNKNOWN and not plan.problems:
             options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
             advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs,
                                    options)

@@ -12,7 +12,7 @@ with the alternatives that do run.  Only a malformed request raises (FitcheckErr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from fitcheck import engines
 from fitcheck.bounded import short_number
@@ -21,6 +21,7 @@ from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_
 from fitcheck.estimate.generate_step import AUTO_SAMPLING, DEFAULT_SAMPLING, sampling_for
 from fitcheck.estimate.lora import parse_targets
 from fitcheck.estimate.result import Assumption
+from fitcheck.frozen import replaced
 from fitcheck.machine import Machine, known
 from fitcheck.model.spec import ModelSpec
 from fitcheck.options import DEFAULTS
@@ -105,7 +106,7 @@ class Plan:
     dequantize: str = ""        # the stored format transformers is told to dequantize at load ('mxfp4'), else ''
 
     def with_changes(self, **changes) -> Plan:
-        return replace(self, **changes)
+        return replaced(self, changes)
 
     @property
     def training(self) -> bool:
@@ -156,7 +157,7 @@ class TrainingPlan:
         return self.gpus * self.nodes
 
     def with_changes(self, **changes) -> TrainingPlan:
-        return replace(self, **changes)
+        return replaced(self, changes)
 
     @property
     def training(self) -> bool:

@@ -11,11 +11,13 @@ machine* can run it is the capability table's question (fitcheck.engines): a ver
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any
 
 from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
+from fitcheck.frozen import replaced
 from fitcheck.options import BY_NAME, DEFAULTS, INFERENCE, mode_error, not_applying, validate_values
 
 # Precisions each training mode takes as its base weights.
@@ -77,7 +79,7 @@ class Request:
         return self.mode != INFERENCE
 
     def with_changes(self, **changes: Any) -> Request:
-        return replace(self, **changes)
+        return replaced(self, changes)
 
     def option_values(self) -> dict[str, Any]:
         """The fields that are options, by name."""
@@ -88,7 +90,17 @@ class Request:
         return [n for n, v in self.option_values().items() if v != DEFAULTS[n]]
 
     def validate(self) -> None:
-        """Malformed-request checks (FitcheckError, exit 2); nothing here depends on the machine."""
+        """Malformed-request checks (FitcheckError, exit 2); nothing here depends on the machine.
+
+        Pure over the request's values, so a request found valid is remembered (bounded; by value and
+        type, so 4096.0 is not taken for a valid 4096): searches re-resolve the same requests on every
+        machine.  A malformed one raises each time."""
+        try:
+            _validated(self, tuple(map(type, self.__dict__.values())))
+        except TypeError:  # an unhashable value (from the Python API): checked without the memo
+            self._validate()
+
+    def _validate(self) -> None:
         validate_values(self.option_values())
         wrong = not_applying(self.mode, self.given())
         if wrong:
@@ -166,3 +178,9 @@ class Request:
                                 f"{self.mode} takes: " + ", ".join(PRECISIONS_BY_MODE[self.mode]))
         if not 0 <= self.lora_dropout < 1:
             raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")
+
+
+@lru_cache(maxsize=4096)
+def _validated(request: Request, types: tuple[type, ...]) -> None:
+    """Request.validate's checks, once per distinct valid request (lru_cache keeps no exception)."""
+    request._validate()

@@ -184,15 +184,17 @@ def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
     one decoder layer's tensors × layers) without replaying every repeat.
 
     Nothing is freed while weights load, so what the allocator does next depends only on its free
-    blocks' sizes, and only on those some later request could still take (best fit never picks a block
-    smaller than the request).  When that state recurs at a layer boundary, the layers since then form
-    a cycle whose waste repeats exactly; the remaining whole cycles are added, not replayed.  Cost then
-    follows the number of distinct layer shapes and the cycle's length, not the layer count.
+    blocks' sizes (best fit takes the smallest block large enough; which of equal blocks it takes
+    changes no size, and with no frees nothing merges), and only on those some later request could
+    still take (best fit never picks a block smaller than the request).  So each pool is a sorted
+    list of free block sizes, as in :func:`load_waste`.  When that state recurs at a layer boundary,
+    the layers since then form a cycle whose waste repeats exactly; the remaining whole cycles are
+    added, not replayed.  Cost then follows the number of distinct layer shapes and the cycle's
+    length, not the layer count.
     """
-    alloc = CachingAllocator()
-    requested = 0
-    skipped = 0
-    ident = 0
+    small_pool: list[int] = []     # free block sizes, sorted, of the small and the large pool
+    large_pool: list[int] = []
+    reserved = requested = skipped = 0
     # the smallest rounded request of each pool from run k on: free blocks below it are dead
     floors: list[dict[bool, int]] = []
     floor = {True: 1 << 62, False: 1 << 62}
@@ -204,13 +206,22 @@ def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
         floors.append(floor)
     floors.reverse()
     for k, (sizes, count) in enumerate(runs):
-        live_floor = floors[k]
+        small_floor, large_floor = floors[k][True], floors[k][False]
+        del small_pool[:bisect.bisect_left(small_pool, small_floor)]   # dead from this run on
+        del large_pool[:bisect.bisect_left(large_pool, large_floor)]
+        # the layer's requests as runs of equal rounded sizes (a MoE layer's experts): (size, small, segment, n)
+        rounded: list[tuple[int, bool, int, int]] = []
+        for r in map(round_size, sizes):
+            if rounded and rounded[-1][0] == r:
+                rounded[-1] = (*rounded[-1][:3], rounded[-1][3] + 1)
+            else:
+                rounded.append((r, r <= SMALL_SIZE, segment_size(r), 1))
+        layer_bytes = sum(sizes)
         seen: dict[tuple, tuple[int, int]] = {}
         done = 0
         while done < count:
-            state = tuple(tuple(size for size, _ in alloc._pools[small] if size >= live_floor[small])
-                          for small in (True, False))
-            waste = alloc.reserved - requested
+            state = (tuple(small_pool), tuple(large_pool))
+            waste = reserved - requested
             if state in seen:
                 then_done, then_waste = seen[state]
                 cycles = (count - done) // (done - then_done)
@@ -220,12 +231,53 @@ def load_waste_runs(runs: Sequence[tuple[Sequence[int], int]]) -> int:
                 if done >= count:
                     break
             seen[state] = (done, waste)
-            for size in sizes:
-                alloc.malloc(ident, size)
-                ident += 1
-                requested += size
+            for size, small, segment, n in rounded:
+                reserved += _allocate(small_pool if small else large_pool, size, small, segment, n,
+                                      small_floor if small else large_floor)
+            requested += layer_bytes
             done += 1
-    return alloc.reserved - requested + skipped
+    return reserved - requested + skipped
+
+
+def _allocate(pool: list[int], size: int, small: bool, segment: int, n: int, floor: int) -> int:
+    """``n`` requests of ``size`` bytes (rounded) from ``pool`` (the sorted free block sizes of its pool, those
+    below ``floor`` dropped: no later request takes them), as the allocator serves them; the bytes of the new
+    segments.  Within the run the blocks at least as large as ``size`` repeat after a few requests: whole
+    periods are then added at once (as in :func:`load_waste`), each the same new segments and the same smaller
+    remainders, inert for this run."""
+    reserved = 0
+    seen: dict[tuple[int, ...], tuple[int, int, int]] = {}
+    inert: list[int] = []     # remainders smaller than `size` kept during this run
+    k = 0
+    while k < n:
+        if n - k > 1:
+            state = tuple(pool[bisect.bisect_left(pool, size):])
+            if state in seen:
+                k0, reserved0, inert0 = seen[state]
+                cycles = (n - k) // (k - k0)
+                reserved += cycles * (reserved - reserved0)
+                pool.extend(inert[inert0:] * cycles)
+                pool.sort()
+                k += cycles * (k - k0)
+                seen.clear()
+                if k >= n:
+                    break
+            else:
+                seen[state] = (k, reserved, len(inert))
+        at = bisect.bisect_left(pool, size)
+        if at < len(pool):
+            block = pool.pop(at)
+        else:
+            block = segment
+            reserved += segment
+        remaining = block - size
+        # a remainder below every later request of its pool is dead: never taken, never in the state
+        if (remaining >= MIN_BLOCK if small else remaining > SMALL_SIZE) and remaining >= floor:
+            bisect.insort(pool, remaining)
+            if remaining < size:
+                inert.append(remaining)
+        k += 1
+    return reserved
 
 
 def load_waste(sizes: Iterable[int]) -> int:

@@ -144,12 +144,17 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
 PRECISIONS = tuple(WEIGHT_FORMATS)
 
 
+_FORMAT_ALIASES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "gptq": "gptq-int4",
+                   "gptq-4bit": "gptq-int4", "gptq-8bit": "gptq-int8", "q4_k": "q4_k_m", "q5_k": "q5_k_m",
+                   "q3_k": "q3_k_m", "mxfp4-moe": "mxfp4_moe"}
+
+
 def weight_format(name: str) -> WeightFormat:
+    fmt = WEIGHT_FORMATS.get(name)  # a canonical name (what plans carry) is its own key
+    if fmt is not None:
+        return fmt
     key = name.lower().replace("_", "-") if not name.lower().startswith("q") else name.lower()
-    key = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "gptq": "gptq-int4",
-           "gptq-4bit": "gptq-int4", "gptq-8bit": "gptq-int8", "q4_k": "q4_k_m", "q5_k": "q5_k_m",
-           "q3_k": "q3_k_m",
-           "mxfp4-moe": "mxfp4_moe"}.get(key, key)
+    key = _FORMAT_ALIASES.get(key, key)
     if key not in WEIGHT_FORMATS:
         raise FitcheckError(f"unknown precision '{name}'", "choose one of: " + ", ".join(PRECISIONS))
     return WEIGHT_FORMATS[key]

@@ -88,7 +88,7 @@ LLAMA_CPP_CPU_RUNTIME = 100 * MiB
 EXLLAMA_MAX_INPUT = 2048
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=2048)  # every catalog model × the precisions tried stays (`models --fits`)
 def weight_load_waste(spec: ModelSpec, precision: str) -> int:
     """Bytes the caching allocator's segments hold beyond a model's weights once loaded."""
     return load_waste_runs(weight_tensor_runs(spec, weight_format(precision)))

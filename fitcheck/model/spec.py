@@ -11,6 +11,7 @@ biases and routers in 16 bits while packing the linear layers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -217,6 +218,10 @@ class ModelSpec:
 
     def tensor_groups(self) -> tuple[TensorGroup, ...]:
         """The model's parameters grouped by kind, summed over layers."""
+        return self._tensor_groups
+
+    @cached_property  # pure over the (frozen) fields; the estimates ask per device and per candidate
+    def _tensor_groups(self) -> tuple[TensorGroup, ...]:
         h, L = self.hidden_size, self.num_layers
         groups: list[TensorGroup] = [TensorGroup(EMBED, self.vocab_size * h)]
         if not self.tie_word_embeddings:

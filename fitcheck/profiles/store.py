@@ -2,8 +2,8 @@
 
 Shipped profiles are the ``*.toml`` files of the ``fitcheck.hardware_profiles`` package (the
 repository's top-level ``hardware_profiles/`` folder, mapped into the wheel by pyproject), found
-with :func:`importlib.resources.files`; a source checkout that is not installed falls back to the
-folder itself.  A profile is named by its file stem, case-insensitively.
+where the package's folder lies (else with :func:`importlib.resources.files`, for a zipped install);
+a source checkout that is not installed falls back to the folder itself.  A profile is named by its file stem, case-insensitively.
 
 The user's own profiles (``<config>/profiles/*.toml``, :mod:`fitcheck.user_config`; what
 ``fitcheck probe --save NAME`` writes) are found the same way and come first: a saved profile of
@@ -16,7 +16,9 @@ import difflib
 import os
 from collections.abc import Iterable
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from fitcheck.bounded import loads_toml, read_text_file
 from fitcheck.errors import FitcheckError
@@ -31,14 +33,30 @@ _REPO_FOLDER = Path(__file__).resolve().parents[2] / "hardware_profiles"
 
 def shipped_profile_files() -> dict[str, object]:
     """Stem (lower case) -> the shipped profile file (a Traversable or a Path), sorted by stem."""
+    return dict(_shipped_files())
+
+
+@lru_cache(maxsize=1)  # the installed package's files: listed once per process (`where` asks per machine)
+def _shipped_files() -> tuple[tuple[str, object], ...]:
     folder = _shipped_folder()
     if folder is None:
-        return {}
+        return ()
     files = [entry for entry in folder.iterdir() if entry.name.endswith(".toml") and entry.is_file()]
-    return {entry.name[: -len(".toml")].lower(): entry for entry in sorted(files, key=lambda e: e.name.lower())}
+    return tuple((entry.name[: -len(".toml")].lower(), entry) for entry in sorted(files, key=lambda e: e.name.lower()))
 
 
 def _shipped_folder():
+    # A package installed as a folder (wheel, editable or source checkout) is read where it lies, without
+    # importing importlib.resources (which costs more than a check's estimate); a zipped one goes through it.
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(SHIPPED_PACKAGE)
+    except (ModuleNotFoundError, ValueError):
+        found = None
+    for location in (found.submodule_search_locations or []) if found is not None else []:
+        if Path(location).is_dir():
+            return Path(location)
     from importlib import resources
 
     try:
@@ -63,7 +81,7 @@ def list_profiles() -> list[Machine]:
 
     user = user_profile_files()
     machines = {stem: _load_user(path) for stem, path in user.items()}
-    machines.update({stem: _load_shipped(stem, entry) for stem, entry in shipped_profile_files().items()
+    machines.update({stem: _load_shipped(stem) for stem in shipped_profile_files()
                      if stem not in user})
     return [machines[stem] for stem in sorted(machines)]
 
@@ -92,8 +110,8 @@ def load_profile(name_or_path: str) -> Machine:
     if wanted in user:
         return _load_user(user[wanted])
     if wanted in files:
-        return _load_shipped(wanted, files[wanted])
-    for machine in (_load_shipped(stem, entry) for stem, entry in files.items()):
+        return _load_shipped(wanted)
+    for machine in (_load_shipped(stem) for stem in files):
         if machine.price and machine.price.instance_type.lower() == wanted:
             return machine
     close = difflib.get_close_matches(wanted, sorted({*files, *user}), n=3, cutoff=0.0)
@@ -166,7 +184,9 @@ def _load_user(path: Path) -> Machine:
     return replace(load_profile_file(path), source=str(path))
 
 
-def _load_shipped(stem: str, entry) -> Machine:
+@lru_cache(maxsize=256)  # a shipped file does not change while fitcheck runs, and a Machine is frozen
+def _load_shipped(stem: str) -> Machine:
+    entry: Any = dict(_shipped_files())[stem]   # a Traversable or a Path
     where = f"{SHIPPED_LABEL}/{entry.name}"
     return read_profile_text(entry.read_text(encoding="utf-8"), where, default_name=stem)
 

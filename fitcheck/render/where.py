@@ -174,7 +174,7 @@ def evaluate_on(spec, request, machine: Machine, headroom: float) -> WhereRow:
 
     try:
         result = check(ResolvedModel(spec, spec.name, "where"), request.with_changes(headroom=headroom * 100), machine,
-                       alternatives=False, search=False)
+                       alternatives=False, search=False, device_advice=False)
     except FitcheckError as exc:
         return WhereRow(machine, None, None, None, None, exc.one_line())
     verdict = result.verdict
@@ -199,20 +199,21 @@ def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -
     ``row`` when nothing runs."""
     from fitcheck.alternatives import best_precision
     from fitcheck.model.resolve import ResolvedModel
-    from fitcheck.pipeline import Evaluator, check
+    from fitcheck.pipeline import check, evaluator
 
     if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
         return row
     asked = request.with_changes(headroom=headroom * 100)
     allowed = WEIGHTS_ONLY - ({"engine"} if request.engine else set())
     try:
-        advised = check(ResolvedModel(spec, spec.name, "where"), asked, row.machine, search=False).alternatives
+        advised = check(ResolvedModel(spec, spec.name, "where"), asked, row.machine, search=False,
+                        device_advice=False).alternatives
     except FitcheckError:
         advised = ()
     chosen_request = next((a.request for a in advised if {k for k, _ in a.changes} <= allowed
                            and a.plan.device in (row.plan.device, "offload")), None)
     if chosen_request is None:
-        best = best_precision(spec, asked, row.plan, row.machine, Evaluator(spec, row.machine))
+        best = best_precision(spec, asked, row.plan, row.machine, evaluator(spec, row.machine))
         if best is None:
             return row
         chosen_request = request.with_changes(precision=best.plan.precision, engine=best.plan.engine)
@@ -307,9 +308,16 @@ def where_result(resolved, request: Request, machines, *, headroom: float, kind:
                  max_price: float | None = None, query: str | None = None,
                  cost: CostSettings | None = None) -> WhereResult:
     """`request` for `resolved` judged on every machine in `machines` of `kind`."""
+    from fitcheck.pipeline import shared_evaluations
+
+    with shared_evaluations():  # each machine is checked several times (default, advice, layouts, nodes)
+        return _where_result(resolved, request, list(machines), headroom, kind, max_price, query, cost)
+
+
+def _where_result(resolved, request: Request, machines: list[Machine], headroom: float, kind: str | None,
+                  max_price: float | None, query: str | None, cost: CostSettings | None) -> WhereResult:
     from fitcheck.profiles import machines_of_kind
 
-    machines = list(machines)
     defaults = tuple(evaluate_on(resolved.spec, request, m, headroom) for m in machines_of_kind(machines, kind))
     # Precision left to each machine: where its default does not run, the best precision that does.
     rows = tuple(best_precision_row(resolved.spec, request, r, headroom) for r in defaults)

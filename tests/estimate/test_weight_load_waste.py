@@ -92,3 +92,13 @@ def test_fast_load_waste_equals_the_replay_for_catalog_moe_models():
         for precision in ("bf16", "awq", "int8"):
             sizes = list(weight_tensor_sizes(spec, weight_format(precision)))
             assert load_waste(sizes) == load_waste_replayed(sizes), (hf_id, precision)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.lists(_SIZES, min_size=1, max_size=6), st.integers(1, 20)), min_size=1, max_size=5))
+def test_load_waste_by_layer_cycles_equals_the_replay(runs):
+    # runs of layers whose smallest requests differ: free blocks dead for the later runs are dropped
+    from fitcheck.estimate.allocator import load_waste_runs
+
+    sizes = [size for layer, count in runs for _ in range(count) for size in layer]
+    assert load_waste_runs(runs) == load_waste_replayed(sizes)
