@@ -110,11 +110,22 @@ def stored() -> dict[str, dict]:
 # orders left ±3.1 GiB (10 %) of noise in the figure scored and 16 leave ±1.5 GiB (5 %).  Unit: orders; a
 # Monte Carlo precision, not a fit.
 ORDERS = 16
+# ... and more, ORDERS_STEP at a time, until that error is at most MEDIAN_PRECISION of the median, up to
+# MAX_ORDERS: a row whose orders all read alike (the fixed-length floor) stops at 16, the widest go to 64
+# (±0.8 GiB for the row above, 2.5 %).  Units: orders; a share of the median.
+ORDERS_STEP = 16
+MEDIAN_PRECISION = 0.03
+MAX_ORDERS = 64
 
 
-def rows(orders: int = ORDERS, select=None, jobs: int = 1) -> list[dict]:
+def rows(orders: int = ORDERS, select=None, jobs: int = 1, max_orders: int | None = None,
+         extend: bool = False) -> list[dict]:
     """Every varying-length `max_memory_reserved` row (or those `select(row)` keeps), replayed over
-    `orders` sample orders (seeds 0 … orders − 1), `jobs` rows at a time in worker processes."""
+    `orders` sample orders (seeds 0 … orders − 1) and more where the median is not yet precise, up to
+    `max_orders` (default: `orders`, no more), `jobs` rows at a time in worker processes; `extend`
+    starts from the stored orders' figures instead of replaying them again."""
+    max_orders = orders if max_orders is None else max_orders
+    kept = stored() if extend else {}
     configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
     todo = []
     seen = set()
@@ -132,14 +143,32 @@ def rows(orders: int = ORDERS, select=None, jobs: int = 1) -> list[dict]:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(jobs) as pool:
-            done = list(pool.map(_row, todo, [configs] * len(todo), [orders] * len(todo)))
+            done = list(pool.map(_row, todo, [configs] * len(todo), [orders] * len(todo), [max_orders] * len(todo),
+                                 [_known(kept, r) for r in todo]))
     else:
-        done = [_row(r, configs, orders) for r in todo]
+        done = [_row(r, configs, orders, max_orders, _known(kept, r)) for r in todo]
     return [x for x in done if x is not None]
 
 
-def _row(r: dict, configs: dict, orders: int) -> dict | None:
-    """One row replayed (None where the row does not map onto a request)."""
+def _known(kept: dict[str, dict], r: dict) -> list[float] | None:
+    x = kept.get(row_key(r))
+    return [float(v) for v in x["roomy_by_order"].split()] if x and x.get("roomy_by_order") else None
+
+
+def _precise(values: list[float]) -> bool:
+    """Whether the median of these orders is known to MEDIAN_PRECISION (its standard error, about
+    1.25 σ / √n, at most that share of it)."""
+    if len(values) < 2 or any(math.isinf(v) for v in values):
+        return True
+    med = statistics.median(values)
+    return 1.2533 * statistics.stdev(values) / math.sqrt(len(values)) <= MEDIAN_PRECISION * med
+
+
+def _row(r: dict, configs: dict, orders: int, max_orders: int = MAX_ORDERS,
+         known: list[float] | None = None) -> dict | None:
+    """One row replayed (None where the row does not map onto a request): `orders` sample orders, then
+    ORDERS_STEP more at a time until the median is precise (`_precise`) or `max_orders` are replayed;
+    `known` are the figures of the first orders already replayed (the store's, to extend it)."""
     mix = _mix(r["notes"])
     assert mix is not None
     try:
@@ -166,17 +195,20 @@ def _row(r: dict, configs: dict, orders: int) -> dict | None:
     # attention mask) adds the difference
     steady = (plan.seq_len,) * plan.batch * (2 * max(plan.grad_accum, 1) + 2)
     fixed = replay_steps(recipe_tensors(spec, plan), steady, plan.batch).peak_allocated
-    roomy = []
-    for seed in range(orders):
+    def order(seed: int) -> float:
         lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
         try:
             rep = replay_steps(recipe_tensors(spec, plan.with_changes(seq_len=max(lengths))), lengths,
                                plan.batch, capacity=room)
         except OutOfMemory:
-            roomy.append(float("inf"))
-            continue
+            return float("inf")
         live_extra = max(rep.peak_allocated - fixed, 0)
-        roomy.append(max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + live_extra + rep.excess) / GiB)
+        return max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + live_extra + rep.excess) / GiB
+
+    roomy = list(known or ())[:max_orders]
+    roomy += [order(seed) for seed in range(len(roomy), orders)]
+    while len(roomy) < max_orders and not _precise(roomy):
+        roomy += [order(seed) for seed in range(len(roomy), min(len(roomy) + ORDERS_STEP, max_orders))]
     first = r["notes"].split(";")[0]
     variant = first if first.startswith("lora rank") and first != "lora rank 8" else ""
     variant += " all-linear" if "all-linear" in r["notes"] else ""
@@ -258,7 +290,10 @@ def oom_rows() -> list[tuple[str, float, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, default=ORDERS, help="sample orders replayed per row")
+    ap.add_argument("--orders", type=int, default=ORDERS, help="sample orders replayed per row, at least")
+    ap.add_argument("--max-orders", type=int, default=MAX_ORDERS,
+                    help="more orders, ORDERS_STEP at a time, until the median is precise (MEDIAN_PRECISION)")
+    ap.add_argument("--extend", action="store_true", help="start from the stored orders instead of replaying them")
     ap.add_argument("--jobs", type=int, default=1, help="rows replayed at a time (worker processes)")
     ap.add_argument("--write", action="store_true", help=f"store the rows in {STORED.relative_to(RESULTS.parent.parent)}")
     ap.add_argument("--shared-order", action="store_true",
@@ -272,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {y['row']} | {y['measured']:.2f} | {y['siblings']} | {' '.join(map(str, y['seeds']))} | "
                   f"{y['siblings_error']:+.1%} | {y['replayed']:.2f} | {y['error']:+.1%} | {y['median_error']:+.1%} |")
         return 0
-    res = rows(args.orders, jobs=args.jobs)
+    res = rows(args.orders, jobs=args.jobs, max_orders=args.max_orders, extend=args.extend)
     if args.write:
         with STORED.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")

@@ -74,7 +74,6 @@ def test_the_stored_counter_is_what_the_replay_gives():
     from benchmarks.varying_reserve import rows, stored
 
     saved = stored()
-    assert len({int(x["orders"]) for x in saved.values()}) == 1
     got = rows(orders=RECOMPUTED, select=lambda r: r["input_len"] == "512" and r["mode"] == "lora"
                and "@4692215" in r["source"])
     assert len(got) == 3
@@ -114,6 +113,31 @@ def _stored_row(key: str, length: int, measured: float, by_order: list[float]) -
 
     return {"key": key, "row": f"m lora bf16 len={length} b=1", "measured": str(measured),
             "roomy_median": str(statistics.median(by_order)), "roomy_by_order": " ".join(map(str, by_order))}
+
+
+def test_every_stored_row_has_its_orders_until_its_median_is_precise():
+    from benchmarks.varying_reserve import MAX_ORDERS, ORDERS, ORDERS_STEP, _precise, stored
+
+    counts = []
+    for x in stored().values():
+        by_order = [float(v) for v in x["roomy_by_order"].split()]
+        counts.append(len(by_order))
+        assert ORDERS <= len(by_order) <= MAX_ORDERS and (len(by_order) - ORDERS) % ORDERS_STEP == 0
+        # stopped early only once precise, and not one step later than needed
+        assert len(by_order) == MAX_ORDERS or _precise(by_order), x["row"]
+        assert len(by_order) == ORDERS or not _precise(by_order[:-ORDERS_STEP]), x["row"]
+    # rows whose orders all read the estimate's floor stop at 16; the widest go to the cap
+    assert min(counts) == ORDERS and max(counts) == MAX_ORDERS
+
+
+def test_the_median_is_precise_when_its_error_is_small_against_it():
+    from benchmarks.varying_reserve import MEDIAN_PRECISION, _precise
+
+    assert _precise([20.0] * 16)                     # every order alike
+    assert not _precise([10.0, 30.0] * 8)            # σ ≈ 10 about 20: ±3.2, 16 %
+    spread = [20.0 - 0.5, 20.0 + 0.5] * 8            # σ ≈ 0.5 about 20: ±0.16, 0.8 %
+    assert _precise(spread) and MEDIAN_PRECISION > 0.008
+    assert _precise([1.0, float("inf")])             # out of memory in one order: nothing to refine
 
 
 def test_a_row_is_read_on_the_order_its_siblings_pick_never_on_its_own_figure():
