@@ -75,13 +75,7 @@ COMMANDS = {
 }
 
 
-# `models --fits` memoises each model's row per process (fitcheck.fits.judge_model): under pytest-xdist these
-# run in the worker that runs tests/cli/test_models_fits.py, which asks the same questions (40 s each, once).
-FITS_GROUP = pytest.mark.xdist_group("models-fits")
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=FITS_GROUP) if name.startswith("models --fits") else name
-                                  for name in COMMANDS])
+@pytest.mark.parametrize("name", list(COMMANDS))
 def test_document_validates_against_its_schema(name):
     doc = document(*COMMANDS[name])
     assert doc["fitcheck_version"] == __version__
@@ -129,7 +123,6 @@ def test_models_local_validates_empty_and_with_models(local_stores):
             validate(broken)
 
 
-@FITS_GROUP
 def test_fits_and_where_training_schemas_reject_what_the_commands_never_print():
     fits = document("models", "--fits", "--profile", "rtx-3060", "--family", "qwen", "--json")
     row = fits["models"][0]

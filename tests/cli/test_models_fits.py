@@ -20,10 +20,6 @@ from fitcheck.pipeline import check
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
 
-# One pytest-xdist worker for the module and the `models --fits` documents tests/test_schemas.py validates: each
-# model's row is memoised per process (fitcheck.fits.judge_model), so the same question is answered once.
-pytestmark = pytest.mark.xdist_group("models-fits")
-
 ROW_KEYS = {"id", "family", "params", "active_params", "precision", "engine", "device", "status", "need_bytes",
             "free_bytes", "decode_tokens_per_s", "training_tokens_per_s", "fitcheck_command", "change", "reason"}
 
