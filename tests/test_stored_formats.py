@@ -260,7 +260,10 @@ def test_llama_cpps_16_bit_gguf_of_gpt_oss_keeps_the_experts_mxfp4():
 
 
 @pytest.mark.parametrize("name", ["gpt-oss:20b-q4_K_M", "unsloth/gpt-oss-20b-GGUF:Q4_K_M"])
-def test_builds_named_by_their_gguf_type_keep_the_bases_mxfp4_experts(name):
+def test_builds_named_by_their_gguf_type_keep_the_bases_mxfp4_experts(name, monkeypatch):
+    # the offline answer (tests never need the network): with huggingface_hub installed (transformers brings
+    # it) the repository name was looked up on the Hub, 23 s of retries without a network
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     s = resolve_model(name).spec
     assert s.stored_format == "q4_k_m" and s.stored_groups() == {S.EXPERTS: "mxfp4"}
     assert weight_bytes(s, weight_format("q4_k_m")).total == weight_bytes(spec("gpt-oss-20b"),
