@@ -228,19 +228,30 @@ def _not_at_revision(repo_id: str, revision: str | None) -> FitcheckError | None
 
 
 def _gguf_repo(name, revision: str | None) -> ResolvedModel:
+    import time
+
     from fitcheck.model import gguf_repo
-    from fitcheck.model.hub import hub_offline
+    from fitcheck.model import hub as hub_mod
 
     spec, entry = gguf_repo.offline_spec(name) if gguf_repo.base_entry(name.repo) else (None, None)
     why = "offline"
-    if not hub_offline():
+    if not hub_mod.hub_offline():
         try:
             client = gguf_repo.HfFileSystemClient()
         except ImportError:
             why = "the hub extra is not installed"
         else:
+            hub_mod._silence_hub_logs()
+            deadline_s = hub_mod.HUB_DEADLINE_S   # the same bound as a config.json lookup
             try:
-                remote = gguf_repo.spec_from_repo(name, client, revision)
+                remote = hub_mod._within(time.monotonic() + deadline_s, gguf_repo.spec_from_repo, name, client,
+                                         revision)
+            except hub_mod._DeadlineExceeded:
+                if spec is None:
+                    raise FitcheckError(f"no answer from the Hugging Face Hub within {deadline_s:g} s for "
+                                        f"{name.repo}", "check the network (or HF_ENDPOINT), or set "
+                                        "HF_HUB_OFFLINE=1 for the catalog's answer") from None
+                why = f"no answer from the Hub within {deadline_s:g} s"
             except Exception as exc:  # any transport failure: the offline answer, said so
                 if spec is None:
                     from fitcheck.model.hub import explain_hub_error

@@ -224,6 +224,33 @@ def test_resolve_uses_the_remote_header_when_the_hub_is_there(monkeypatch):
     assert r.source == "catalog" and "ConnectionError" in r.note and r.spec.num_layers == 28
 
 
+def test_a_hub_that_does_not_answer_is_given_the_config_lookups_deadline(monkeypatch):
+    # without HF_HUB_OFFLINE and without a network, huggingface_hub retries for about 23 s: the GGUF
+    # repository's listing gets the deadline config.json's lookup has, then the catalog's answer
+    import threading
+
+    from fitcheck.model import hub
+
+    release = threading.Event()
+
+    class Hanging(FakeRepo):
+        def list_files(self, repo, revision):
+            release.wait(5)
+            return super().list_files(repo, revision)
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "HUB_DEADLINE_S", 0.2)
+    monkeypatch.setattr(gguf_repo, "HfFileSystemClient", Hanging)
+    try:
+        r = resolve_model("Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M")
+        assert r.source == "catalog" and "no answer from the Hub within 0.2 s" in r.note
+        # a repository the catalog does not know: one line, exit 2's error
+        with pytest.raises(FitcheckError, match="no answer from the Hugging Face Hub within 0.2 s"):
+            resolve_model("someone/Unknown-Model-GGUF:Q4_K_M")
+    finally:
+        release.set()
+
+
 def test_no_hub_extra_falls_back_offline(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
