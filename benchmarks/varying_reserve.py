@@ -107,8 +107,8 @@ def stored() -> dict[str, dict]:
 # the replayed orders' median, and the median of n orders has a sampling error of about 1.25 σ / √n: over
 # 60 orders (`--orders 60`) the widest row, Qwen-1.8B full fine-tuning at 2,048 tokens (about 2,200
 # samples), spreads 21.9–49.2 GiB (quartiles 26.4 and 32.7, σ ≈ 5 GiB about a median of 30.6), so 4
-# orders left ±3.1 GiB (10 %) of noise in the figure scored and 16 leave ±1.5 GiB (5 %).  Unit: orders; a
-# Monte Carlo precision, not a fit.
+# orders left ±3.1 GiB (10 %) of noise in the figure scored, 16 leave ±1.5 GiB (5 %).  Unit: orders; a
+# Monte Carlo precision, not a fit (docs/accuracy.md, "Orders until the median is precise").
 ORDERS = 16
 # ... and more, ORDERS_STEP at a time, until that error is at most MEDIAN_PRECISION of the median, up to
 # MAX_ORDERS: a row whose orders all read alike (the fixed-length floor) stops at 16, the widest go to 64
