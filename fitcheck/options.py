@@ -22,7 +22,7 @@ from typing import Any
 from fitcheck.bounded import short_number
 from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.generate_step import AUTO_SAMPLING, SAMPLINGS
+from fitcheck.estimate.generate_step import AUTO_SAMPLING, CUSTOM_SAMPLINGS, SAMPLINGS
 
 INFERENCE = "inference"
 TRAINING_MODES = ("full", "lora", "qlora")
@@ -273,10 +273,11 @@ OPTIONS: tuple[Option, ...] = (
                 "flash-attention 2 on CUDA >= 8.0 or ROCm). Default: sdpa for training; for inference with "
                 "transformers the release's default (eager before 4.36, see --transformers-version)."),
     Option("sampling", ("--sampling",), "choice", AUTO_SAMPLING, modes=ONLY_INFERENCE,
-           choices=(AUTO_SAMPLING, *SAMPLINGS),
+           choices=(AUTO_SAMPLING, *SAMPLINGS, *CUSTOM_SAMPLINGS),
            help="transformers generate(): how each token is picked, which sets the vocabulary-sized tensors of a "
                 "decoding step -- greedy (do_sample=False), sample (do_sample, top-k 50) or top-p (temperature, "
-                "top-k and top-p). Default: auto, what the model's generation_config.json makes generate() run "
+                "top-k and top-p); sample:WARPERS for other sets, as an auto default prints them. "
+                "Default: auto, what the model's generation_config.json makes generate() run "
                 "(read from its folder, the Hub cache or the catalog's record), else top-p."),
     Option("lora_rank", ("--lora-rank",), "int", 16, modes=LORA, low=1, high=MAX_LORA_RANK, help="LoRA/QLoRA rank r."),
     Option("lora_targets", ("--lora-targets",), "str", "all-linear", modes=LORA,

@@ -225,18 +225,20 @@ def show_document(resolved) -> dict:
         "released": entry.released if entry else None,
         "aliases": list(entry.aliases) if entry else [],
         "quantized_repos": dict(entry.quantized_repos) if entry else {},
-        "generation": _generation_document(spec.generation),
+        "generation": _generation_document(spec),
     }
 
 
-def _generation_document(g) -> dict | None:
-    """The generation_config.json values transformers' generate() samples with (None: none read)."""
+def _generation_document(spec) -> dict | None:
+    """The generation_config.json values read (None: none), and the sampling fitcheck assumes from
+    them (fitcheck.plan.sampling_mode, what `--sampling auto` takes) with why."""
+    g = spec.generation
     if g is None:
         return None
-    from fitcheck.estimate.generate_step import DEFAULT_SAMPLING, sampling_for
+    from fitcheck.plan import sampling_mode
 
-    usable = not g.problem and not (g.num_beams and g.num_beams > 1)
-    return {"sampling": sampling_for(g.sampled, g.warpers()) if usable else DEFAULT_SAMPLING,
+    sampling, why = sampling_mode(None, spec)
+    return {"sampling": sampling, "why": why,
             "do_sample": g.do_sample, "temperature": g.temperature, "top_k": g.top_k, "top_p": g.top_p,
             "num_beams": g.num_beams, "unmodelled": list(g.unmodelled), "problem": g.problem or None,
             "source": g.source, "citation": g.citation or None}
@@ -275,9 +277,8 @@ def render_show(doc: dict) -> str:
         lines += ["", f"official: {doc['official_params_source']}"]
     g = doc["generation"]
     if g:
-        said = f"{g['source']}: {g['problem']}" if g["problem"] else g["source"] + (f" ({g['citation']})"
-                                                                                    if g["citation"] else "")
-        lines += ["", f"generation_config.json: transformers' generate() samples {g['sampling']} ({said})"]
+        cited = f" ({g['citation']})" if g["citation"] else ""
+        lines += ["", f"generation_config.json: fitcheck assumes --sampling {g['sampling']}, {g['why']}{cited}"]
     if doc["quantized_repos"]:
         lines += ["", "official pre-quantized repositories:"]
         lines += [f"  {fmt}: {repo}" for fmt, repo in doc["quantized_repos"].items()]

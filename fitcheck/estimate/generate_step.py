@@ -99,6 +99,16 @@ def sampling_for(sampled: bool, warpers: tuple[str, ...]) -> str:
     return named or CUSTOM_PREFIX + ("+".join(warpers) or "none")
 
 
+def _custom_samplings() -> tuple[str, ...]:
+    """Every 'sample:...' value sampling_for can give that is not a named one (so --sampling takes back
+    what an auto default printed): the subsets of WARPERS in generate()'s order."""
+    from itertools import combinations
+
+    order = tuple(WARPERS)
+    subsets = [c for k in range(len(order) + 1) for c in combinations(order, k)]
+    return tuple(dict.fromkeys(s for s in (sampling_for(True, c) for c in subsets) if s.startswith(CUSTOM_PREFIX)))
+
+
 def _warper_names(sampling: str) -> tuple[str, ...]:
     if sampling.startswith(CUSTOM_PREFIX):
         names = sampling[len(CUSTOM_PREFIX):]
@@ -178,3 +188,7 @@ def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
            + (", sampling probabilities" if sampled else "") + " and the previous step's scores"
            + (" and probabilities" if sampled else "") + f": {steady} B per vocabulary entry")
     return StepTensors(forward, steady, first, view_held, why)
+
+
+# The 'sample:...' values --sampling takes besides SAMPLINGS (what an auto default may print).
+CUSTOM_SAMPLINGS = _custom_samplings()

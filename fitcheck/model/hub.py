@@ -237,7 +237,6 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     a repository without safetensors, they are left unknown and ``sources`` says why.
     """
     from fitcheck.model.hf_config import spec_from_config
-    from fitcheck.model.local import stored_weights, with_stored
 
     if not isinstance(repo_id, str) or not _REPO_ID_RE.match(repo_id) or ".." in repo_id:
         raise FitcheckError(f"{str(repo_id)[:100]!r} is not a Hugging Face model id",
@@ -256,7 +255,16 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     except Exception as exc:  # every failure of the transport becomes one line
         raise explain_hub_error(exc, repo_id, revision=revision, offline=offline) from None
     where = f"{repo_id}/config.json (Hugging Face Hub)"
-    spec = _with_generation(spec_from_config(config, repo_id, source=where), client, repo_id, revision, deadline)
+    spec = spec_from_config(config, repo_id, source=where)
+    # the weights' metadata first: generation_config.json (a sampling detail) takes what is left of the deadline
+    spec = _with_safetensors(spec, client, repo_id, revision, deadline, deadline_s, offline)
+    return _with_generation(spec, client, repo_id, revision, deadline)
+
+
+def _with_safetensors(spec: ModelSpec, client: HubClient, repo_id: str, revision: str | None, deadline: float,
+                      deadline_s: float, offline: bool) -> ModelSpec:
+    """``spec`` with the stored bytes from the repository's safetensors headers, or a note saying why not."""
+    from fitcheck.model.local import stored_weights, with_stored
 
     if offline:
         return _note(spec, "HF_HUB_OFFLINE is set: safetensors metadata not fetched")

@@ -142,7 +142,10 @@ class WhereResult:
         """Machines that fit with the headroom (and within --max-price), best first."""
         ok = [r for r in self.rows if r.fits and (self.max_price is None or
                                                  (r.usd_per_hour is not None and r.usd_per_hour <= self.max_price))]
-        priced = sorted((r for r in ok if r.usd_per_hour is not None), key=lambda r: (r.usd_per_hour, -_speed(r)))
+        # a machine whose speed is unknown (llama.cpp layers in RAM on a profile without its RAM bandwidth) goes
+        # after those whose speed is known: its price per token cannot be told
+        priced = sorted((r for r in ok if r.usd_per_hour is not None),
+                        key=lambda r: (not _speed(r), r.usd_per_hour, -_speed(r)))
         unpriced = sorted((r for r in ok if r.usd_per_hour is None), key=lambda r: -_speed(r))
         return priced + unpriced
 

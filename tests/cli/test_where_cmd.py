@@ -124,8 +124,14 @@ def test_default_precision_picks_each_machines_best_that_fits():
     assert len(single) == 1 and single[0]["precision_choice"] == "best_fitting"
     assert single[0]["default_precision"] == "fp8" and single[0]["precision"] in ("awq", "gptq-int4", "nf4", "q4_k_m")
     assert any(m["nodes"] > 1 and m["precision"] == "fp8" for m in h100)  # multi-node at the default, as before
-    prices = [m["usd_per_hour"] for m in doc["machines"] if m["usd_per_hour"] is not None]
-    assert prices == sorted(prices)
+    # cheapest first among the machines whose speed is known, then those whose speed is not (layers in RAM on a
+    # profile without its RAM bandwidth: no price per token to compare)
+    priced = [m for m in doc["machines"] if m["usd_per_hour"] is not None]
+    known = [m["decode_tokens_per_s"] is not None for m in priced]
+    assert known == sorted(known, reverse=True) and any(known)
+    for group in (True, False):
+        prices = [m["usd_per_hour"] for m, k in zip(priced, known, strict=True) if k is group]
+        assert prices == sorted(prices)
     # the row reproduces: `fitcheck MODEL -p P --engine E --profile NAME` exits 0 with the same need
     r = CliRunner().invoke(cli, ["deepseek-r1", "-p", single[0]["precision"], "--engine", single[0]["engine"],
                                  "--profile", "8x-h100", "--json"])

@@ -220,6 +220,28 @@ def test_models_show_says_what_generate_samples_with():
     assert g["sampling"] == "sample" and g["do_sample"] is True and g["citation"]
     assert "generation" not in json.loads(r.output)["spec"]
     text = CliRunner().invoke(cli, ["models", "--show", "google/gemma-2-9b-it"]).output
-    assert "generation_config.json: transformers' generate() samples greedy" in text
+    assert "generation_config.json: fitcheck assumes --sampling greedy, from generation_config.json" in text
     assert json.loads(CliRunner().invoke(cli, ["models", "--show", "mistralai/Mistral-7B-Instruct-v0.3",
                                                "--json"]).output)["generation"] is None
+
+
+def test_models_show_says_what_fitcheck_assumes_where_generate_would_beam_search(tmp_path):
+    # review: a beam-search file read as "generate() samples top-p"; it is fitcheck's fallback, said so
+    folder = tmp_path / "beams"
+    folder.mkdir()
+    shutil.copy(CONFIG, folder / "config.json")
+    (folder / "generation_config.json").write_text(json.dumps({"do_sample": False, "num_beams": 4}))
+    doc = json.loads(CliRunner().invoke(cli, ["models", "--show", str(folder), "--json"]).output)["generation"]
+    assert doc["sampling"] == "top-p" and "beam search, not modelled" in doc["why"]
+
+
+def test_a_sampling_an_auto_default_prints_can_be_typed_back():
+    from fitcheck.estimate.generate_step import CUSTOM_SAMPLINGS, sampling_for
+
+    # every set of warpers generate() may run has a --sampling value, and the CLI takes each
+    assert "sample:temperature+top-p" in CUSTOM_SAMPLINGS and "sample:none" in CUSTOM_SAMPLINGS
+    assert sampling_for(True, ("temperature", "top-k", "top-p")) == "top-p"
+    for value in CUSTOM_SAMPLINGS:
+        r = CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", value, "--profile", "rtx-4090", "--json"])
+        assert r.exit_code == 0, (value, r.output)
+    assert CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", "sample:bogus"]).exit_code == 2
