@@ -6,20 +6,8 @@ from __future__ import annotations
 import json
 import shlex
 
-from click.testing import CliRunner
-
 from fitcheck.alternatives import COST_CLUSTER, COST_PER_NODE, COST_PER_QUALITY_STEP, SMALL_QUALITY_LOSS, cluster_cost
-from fitcheck.cli import cli
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def alternatives(*args: str) -> list[dict]:
-    r = run(*args, "--json")
-    assert r.exit_code in (0, 1), r.output
-    return json.loads(r.output)["alternatives"]
+from tests.test_training_ranking import alternatives, run
 
 
 def index(alts: list[dict], *needles: str) -> int:

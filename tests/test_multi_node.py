@@ -177,8 +177,11 @@ def test_where_lists_multi_node_machines_cheapest_first():
     rows = json.loads(r.output)["machines"]
     multi = [m for m in rows if m["nodes"] > 1]
     assert any(m["name"] == "8x-h100" and m["nodes"] == 2 and m["gpus"] == 8 for m in multi)
-    prices = [m["usd_per_hour"] for m in rows if m["usd_per_hour"] is not None]
-    assert prices == sorted(prices)
+    # cheapest first, those of known speed before those of unknown (test_where_cmd holds the rule)
+    for known in (True, False):
+        prices = [m["usd_per_hour"] for m in rows if m["usd_per_hour"] is not None
+                  and (m["decode_tokens_per_s"] is not None) is known]
+        assert prices == sorted(prices)
     h100 = next(m for m in multi if m["name"] == "8x-h100")
     assert h100["usd_per_hour"] == pytest.approx(2 * load_profile(H100).price.usd_per_hour)
     # What where lists, check reproduces.

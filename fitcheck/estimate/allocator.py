@@ -243,7 +243,7 @@ def _allocate(pool: list[int], size: int, small: bool, segment: int, n: int, flo
     """``n`` requests of ``size`` bytes (rounded) from ``pool`` (the sorted free block sizes of its pool, those
     below ``floor`` dropped: no later request takes them), as the allocator serves them; the bytes of the new
     segments.  Within the run the blocks at least as large as ``size`` repeat after a few requests: whole
-    periods are then added at once (as in :func:`load_waste`), each the same new segments and the same smaller
+    periods are then added at once (:func:`load_waste` runs each of its runs through it), each the same new segments and the same smaller
     remainders, inert for this run."""
     reserved = 0
     seen: dict[tuple[int, ...], tuple[int, int, int]] = {}
@@ -304,37 +304,7 @@ def load_waste(sizes: Iterable[int]) -> int:
             j += 1
         run, size = j - i, round_size(raw)
         small = size <= SMALL_SIZE
-        pool = pools[small]
-        seen: dict[tuple[int, ...], tuple[int, int, int]] = {}
-        inert: list[int] = []     # remainders smaller than `size` inserted during this run
-        k = 0
-        while k < run:
-            state = tuple(pool[bisect.bisect_left(pool, size):])
-            if state in seen:
-                k0, reserved0, inert0 = seen[state]
-                period, cycles = k - k0, (run - k) // (k - k0)
-                if cycles:
-                    reserved += cycles * (reserved - reserved0)
-                    pool.extend(inert[inert0:] * cycles)
-                    pool.sort()
-                    k += cycles * period
-                seen.clear()
-                if k >= run:
-                    break
-            else:
-                seen[state] = (k, reserved, len(inert))
-            at = bisect.bisect_left(pool, size)
-            if at < len(pool):
-                block = pool.pop(at)
-            else:
-                block = segment_size(size)
-                reserved += block
-            remaining = block - size
-            if remaining >= MIN_BLOCK if small else remaining > SMALL_SIZE:
-                bisect.insort(pool, remaining)
-                if remaining < size:
-                    inert.append(remaining)
-            k += 1
+        reserved += _allocate(pools[small], size, small, segment_size(size), run, 0)
         requested += run * raw
         i = j
     return reserved - requested
