@@ -180,12 +180,19 @@ def test_real_client_adapts_huggingface_hub_objects(monkeypatch, tmp_path):
                                         weight_map={n: "model.safetensors" for n in recorded["model.safetensors"]},
                                         files_metadata=files)
     seen = {}
+    calls = []
+    generation_path = tmp_path / "generation_config.json"
+    generation_path.write_text(json.dumps({"do_sample": True, "top_p": 0.9}))
 
     def fake_download(repo_id, filename, **kw):
+        calls.append(filename)
+        if filename == "generation_config.json":
+            return str(generation_path)
         seen["download"] = (repo_id, filename, kw.get("revision"))
         return str(config_path)
 
     def fake_metadata(repo_id, **kw):
+        calls.append("safetensors metadata")
         seen["metadata"] = (repo_id, kw.get("revision"))
         return repo_meta
 
@@ -196,6 +203,9 @@ def test_real_client_adapts_huggingface_hub_objects(monkeypatch, tmp_path):
     assert seen.pop("head").endswith("/config.json")  # one HEAD first, without the library's retries
     assert seen == {"download": (LLAMA, "config.json", "main"), "metadata": (LLAMA, "main")}
     assert spec.stored_weight_bytes == 2 * spec.total_params == 2_471_628_800
+    # the weights' metadata before generation_config.json, which gets what is left of the deadline
+    assert calls == ["config.json", "safetensors metadata", "generation_config.json"]
+    assert spec.generation is not None and spec.generation.top_p == 0.9
 
 
 def test_real_exception_classes_translate():
