@@ -6,6 +6,7 @@ Driven with CliRunner input=..., and in a real pseudo-terminal with pexpect (the
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -119,7 +120,10 @@ def _program() -> list[str]:
 def _spawn(*args: str):
     cmd = _program() + list(args)
     env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
-    return pexpect.spawn(cmd[0], cmd[1:], env=env, encoding="utf-8", timeout=20, dimensions=(50, 200))
+    # a suite started as a background job of a shell without job control inherits SIGINT ignored (bash: "asynchronous
+    # commands ignore SIGINT"), and so would the child; a user's terminal delivers it, as here
+    return pexpect.spawn(cmd[0], cmd[1:], env=env, encoding="utf-8", timeout=20, dimensions=(50, 200),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_in_a_pty_answer_change_and_ctrl_d():
