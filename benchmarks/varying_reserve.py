@@ -1,6 +1,7 @@
 """ms-swift's benchmark against the caching allocator replayed over steps of varying length.
 
-    python -m benchmarks.varying_reserve [--orders 16] [--jobs 2] [--write]
+    python -m benchmarks.varying_reserve [--orders 16] [--max-orders 64] [--extend] [--jobs 2] [--write]
+    python -m benchmarks.varying_reserve --shared-order
 
 The ms-swift table reads `torch.cuda.max_memory_reserved` at the end of a run on an 80 GB A100
 (swift/trainers/trainers.py @4312aeb, Seq2SeqTrainer.train) whose samples vary in length: ms-swift
@@ -105,7 +106,7 @@ def stored() -> dict[str, dict]:
 
 # Sample orders replayed per row.  The measured figure is one run's order, the report scores it against
 # the replayed orders' median, and the median of n orders has a sampling error of about 1.25 σ / √n: over
-# 60 orders (`--orders 60`) the widest row, Qwen-1.8B full fine-tuning at 2,048 tokens (about 2,200
+# 60 orders (`rows(60, select=…)`) the widest row, Qwen-1.8B full fine-tuning at 2,048 tokens (about 2,200
 # samples), spreads 21.9–49.2 GiB (quartiles 26.4 and 32.7, σ ≈ 5 GiB about a median of 30.6), so 4
 # orders left ±3.1 GiB (10 %) of noise in the figure scored, 16 leave ±1.5 GiB (5 %).  Unit: orders; a
 # Monte Carlo precision, not a fit (docs/accuracy.md, "Orders until the median is precise").
