@@ -276,7 +276,9 @@ OPTIONS: tuple[Option, ...] = (
            choices=(AUTO_SAMPLING, *SAMPLINGS, *CUSTOM_SAMPLINGS),
            help="transformers generate(): how each token is picked, which sets the vocabulary-sized tensors of a "
                 "decoding step -- greedy (do_sample=False), sample (do_sample, top-k 50) or top-p (temperature, "
-                "top-k and top-p); sample:WARPERS for other sets, as an auto default prints them. "
+                "top-k and top-p); sample:WARPERS for other sets, as an auto default prints them (repetition-penalty "
+                "first where generation_config.json sets repetition_penalty; greedy:repetition-penalty without "
+                "do_sample). "
                 "Default: auto, what the model's generation_config.json makes generate() run "
                 "(read from its folder, the Hub cache or the catalog's record), else top-p."),
     Option("lora_rank", ("--lora-rank",), "int", 16, modes=LORA, low=1, high=MAX_LORA_RANK, help="LoRA/QLoRA rank r."),

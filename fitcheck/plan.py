@@ -639,7 +639,7 @@ def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
     why = f"from generation_config.json: {g.describe()} ({g.source})"
     if g.unmodelled:
         why += f"; its {', '.join(g.unmodelled)} warper{'s' if len(g.unmodelled) > 1 else ''} not counted"
-    return sampling_for(g.sampled, g.warpers()), why
+    return sampling_for(g.sampled, g.warpers(), g.processors()), why
 
 
 def _cpu_moe_layers(req: Request, spec: ModelSpec) -> int:

@@ -240,7 +240,7 @@ def _generation_document(spec) -> dict | None:
     sampling, why = sampling_mode(None, spec)
     return {"sampling": sampling, "why": why,
             "do_sample": g.do_sample, "temperature": g.temperature, "top_k": g.top_k, "top_p": g.top_p,
-            "num_beams": g.num_beams, "unmodelled": list(g.unmodelled), "problem": g.problem or None,
+            "num_beams": g.num_beams, "repetition_penalty": g.repetition_penalty, "unmodelled": list(g.unmodelled), "problem": g.problem or None,
             "source": g.source, "citation": g.citation or None}
 
 

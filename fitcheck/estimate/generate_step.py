@@ -29,6 +29,16 @@ probabilities until the next step rebinds them.  Counted here in bytes per vocab
   had replaced the previous step's scores; from 4.45 they are one list with the processors, and the
   previous step's scores stay alive through them
   (https://github.com/huggingface/transformers/blob/v4.45.2/src/transformers/generation/utils.py, _sample);
+- RepetitionPenaltyLogitsProcessor (generation_config's `repetition_penalty` != 1.0; a processor, so greedy
+  runs it too, added before MinLength in `_get_logits_processor`): `torch.gather(scores, 1, input_ids)` (fp32,
+  batch × seq_len) and `torch.where(score < 0, score * penalty, score / penalty)` (a bool mask and three fp32
+  temporaries of that size), then `scores.scatter_(...)` in place before 4.40
+  (https://github.com/huggingface/transformers/blob/v4.39.3/src/transformers/generation/logits_process.py);
+  `scores_processed = scores.scatter(...)`, a new batch × vocabulary tensor in the scores' dtype (fp32), from 4.40
+  (https://github.com/huggingface/transformers/blob/v4.40.0/src/transformers/generation/logits_process.py);
+  from 5.18 `input_ids.clamp(max=vocab_size)` (int64, batch × seq_len) and `torch.nn.functional.pad(scores,
+  (0, 1))`, a padded fp32 copy alive beside the scatter's output, which the `[..., :vocab_size]` view keeps
+  (https://github.com/huggingface/transformers/blob/v5.18.0/src/transformers/generation/logits_process.py);
 - sampling: `probs = softmax(next_token_scores)` and `torch.multinomial(probs, 1)`, which on one sample
   draws an exponential tensor of the probabilities' size (ATen's multinomial, n_sample == 1); greedy's
   `argmax` makes one index per sequence.
@@ -74,6 +84,19 @@ TOP_K = Processor("top-k", 1, 4)                  # `scores < topk(...)` bool ma
 TOP_P = Processor("top-p", 4 + 8 + 4 + 1 + 1, 4)  # sorted fp32 + int64 indices, cumsum, two bool masks
 MIN_LENGTH = Processor("min-length", 4, 4)        # clone, then where() (4.40 and later)
 MIN_LENGTH_IN_PLACE = Processor("min-length", 0, 0)
+# RepetitionPenaltyLogitsProcessor: in place (scatter_) before 4.40, a scatter() output from 4.40, and from 5.18
+# the padded copy (internal) beside it
+PENALTY = "repetition-penalty"
+REPETITION_PENALTY_IN_PLACE = Processor(PENALTY, 0, 0)
+REPETITION_PENALTY = Processor(PENALTY, 0, 4)
+REPETITION_PENALTY_PADDED = Processor(PENALTY, 4, 4)
+PENALTY_OUT_OF_PLACE_SINCE = (4, 40)
+PENALTY_PADS_SINCE = (5, 18)
+# Its per-position tensors (bytes per context position per sequence) at its own peak, the where(): the gathered
+# scores (4), `score < 0` (1), `score * penalty` and `score / penalty` (4 + 4) and where()'s output (4); from 5.18
+# the clamped int64 input_ids (8) too.
+PENALTY_PER_POSITION = 4 + 1 + 4 + 4 + 4
+PENALTY_PER_POSITION_CLAMPED = PENALTY_PER_POSITION + 8
 # The first release whose MinLength/MinNewTokens processors clone the scores (4.39: in place).
 MIN_LENGTH_CLONES_SINCE = (4, 40)
 COPY_SINCE = (4, 42)            # next_token_logits = outputs.logits[:, -1, :].clone(); del outputs
@@ -86,34 +109,59 @@ CURRENT = (99, 0)  # no --transformers-version: a current release
 WARPERS = {"temperature": TEMPERATURE, "top-k": TOP_K, "top-p": TOP_P}
 _NAMED = {"greedy": (), "sample": ("top-k",), "top-p": ("temperature", "top-k", "top-p")}
 # A sampled step whose warpers are none of the named ones (from a checkpoint's generation_config.json):
-# 'sample:' and the warpers, e.g. 'sample:temperature+top-p'; 'sample:none' for do_sample with none.
+# 'sample:' and the warpers, e.g. 'sample:temperature+top-p'; 'sample:none' for do_sample with none.  The
+# repetition penalty, a processor that runs before the warpers, is named first ('sample:repetition-penalty+
+# temperature+top-k+top-p', Qwen2.5 Instruct's); a greedy step with it is 'greedy:repetition-penalty'.
 CUSTOM_PREFIX = "sample:"
+GREEDY_PREFIX = "greedy:"
+# generate_kwargs' repetition_penalty (what Qwen2.5 Instruct's generation_config.json sets; any value != 1.0
+# runs the same tensors)
+MEASURED_PENALTY = 1.05
 
 
-def sampling_for(sampled: bool, warpers: tuple[str, ...]) -> str:
-    """The sampling (SAMPLINGS or a 'sample:...' one) that runs these warpers (names of WARPERS, in
-    generate()'s order), for fitcheck.model.generation_config.GenerationDefaults.warpers()."""
+def sampling_for(sampled: bool, warpers: tuple[str, ...], processors: tuple[str, ...] = ()) -> str:
+    """The sampling (SAMPLINGS or a 'sample:...'/'greedy:...' one) that runs these warpers (names of
+    WARPERS, in generate()'s order) after these processors (PENALTY or none), for
+    fitcheck.model.generation_config.GenerationDefaults.warpers() and .processors()."""
     if not sampled:
-        return "greedy"
-    named = next((name for name, chain in _NAMED.items() if name != "greedy" and chain == warpers), None)
-    return named or CUSTOM_PREFIX + ("+".join(warpers) or "none")
+        return GREEDY_PREFIX + "+".join(processors) if processors else "greedy"
+    named = None if processors else next(
+        (name for name, chain in _NAMED.items() if name != "greedy" and chain == warpers), None)
+    return named or CUSTOM_PREFIX + ("+".join(processors + warpers) or "none")
 
 
 def _custom_samplings() -> tuple[str, ...]:
-    """Every 'sample:...' value sampling_for can give that is not a named one (so --sampling takes back
-    what an auto default printed): the subsets of WARPERS in generate()'s order."""
+    """Every 'sample:...'/'greedy:...' value sampling_for can give that is not a named one (so --sampling
+    takes back what an auto default printed): the subsets of WARPERS in generate()'s order, with and without
+    the repetition penalty."""
     from itertools import combinations
 
     order = tuple(WARPERS)
     subsets = [c for k in range(len(order) + 1) for c in combinations(order, k)]
-    return tuple(dict.fromkeys(s for s in (sampling_for(True, c) for c in subsets) if s.startswith(CUSTOM_PREFIX)))
+    values = [sampling_for(sampled, c, p) for p in ((), (PENALTY,)) for sampled in (True, False) for c in subsets]
+    return tuple(dict.fromkeys(s for s in values if s.startswith((CUSTOM_PREFIX, GREEDY_PREFIX))))
+
+
+def _names(sampling: str) -> tuple[str, ...]:
+    for prefix in (CUSTOM_PREFIX, GREEDY_PREFIX):
+        if sampling.startswith(prefix):
+            names = sampling[len(prefix):]
+            return () if names == "none" else tuple(names.split("+"))
+    return _NAMED[sampling]
 
 
 def _warper_names(sampling: str) -> tuple[str, ...]:
-    if sampling.startswith(CUSTOM_PREFIX):
-        names = sampling[len(CUSTOM_PREFIX):]
-        return () if names == "none" else tuple(names.split("+"))
-    return _NAMED[sampling]
+    return tuple(name for name in _names(sampling) if name != PENALTY)
+
+
+def is_sampled(sampling: str) -> bool:
+    """Whether `sampling` runs generate() with do_sample (all but 'greedy' and 'greedy:...')."""
+    return sampling != "greedy" and not sampling.startswith(GREEDY_PREFIX)
+
+
+def penalized(sampling: str) -> bool:
+    """Whether `sampling` runs RepetitionPenaltyLogitsProcessor (generation_config's repetition_penalty)."""
+    return PENALTY in _names(sampling)
 
 
 def sampling_processors(sampling: str) -> tuple[Processor, ...]:
@@ -121,13 +169,24 @@ def sampling_processors(sampling: str) -> tuple[Processor, ...]:
     return tuple(WARPERS[name] for name in _warper_names(sampling))
 
 
+def repetition_penalty_processor(release: tuple[int, int]) -> Processor:
+    """RepetitionPenaltyLogitsProcessor of this release (vocabulary-sized tensors)."""
+    if release >= PENALTY_PADS_SINCE:
+        return REPETITION_PENALTY_PADDED
+    return REPETITION_PENALTY if release >= PENALTY_OUT_OF_PLACE_SINCE else REPETITION_PENALTY_IN_PLACE
+
+
 def generate_kwargs(sampling: str) -> dict[str, object]:
     """generate() keyword arguments that run `sampling`'s warpers (what `fitcheck measure` passes)."""
     if sampling in GENERATE_KWARGS:
         return dict(GENERATE_KWARGS[sampling])
     names = _warper_names(sampling)
-    return {"do_sample": True, "temperature": 0.7 if "temperature" in names else 1.0,
-            "top_k": 50 if "top-k" in names else 0, "top_p": 0.9 if "top-p" in names else 1.0}
+    kwargs: dict[str, object] = {"do_sample": False} if not is_sampled(sampling) else {
+        "do_sample": True, "temperature": 0.7 if "temperature" in names else 1.0,
+        "top_k": 50 if "top-k" in names else 0, "top_p": 0.9 if "top-p" in names else 1.0}
+    if penalized(sampling):
+        kwargs["repetition_penalty"] = MEASURED_PENALTY
+    return kwargs
 
 
 def min_length_processor(release: tuple[int, int]) -> Processor:
@@ -146,6 +205,8 @@ class StepTensors:
     view_held: int   # before 4.42: beyond the prefill's logits, which the previous step's view keeps alive
     #                  through the first decoding forward (0 from 4.42: `del outputs` and a copy)
     why: str
+    per_position: int = 0  # the repetition penalty's tensors, bytes per context position per sequence, alive
+    #                        inside the processors' phase (counted on top of the step's peak: an upper bound)
 
 
 def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
@@ -154,7 +215,10 @@ def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
     None: a current one), for `sampling` (SAMPLINGS) and a model computing in `act_bytes` per element;
     `processors`: logits processors before the warpers (min_new_tokens' MinLength pair, for example)."""
     release = release or CURRENT
-    sampled = sampling != "greedy"
+    sampled = is_sampled(sampling)
+    # RepetitionPenaltyLogitsProcessor comes before MinLength/MinNewTokens (_get_logits_processor)
+    if penalized(sampling):
+        processors = (repetition_penalty_processor(release),) + processors
     chain = processors + sampling_processors(sampling)
     m = act_bytes if release >= COMPUTE_DTYPE_LOGITS_SINCE else 4
     upcast = act_bytes if m == 4 and act_bytes < 4 else 0  # the lm_head output beside its fp32 upcast
@@ -187,8 +251,12 @@ def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
     why = ("the step's logits" + (", generate()'s fp32 copy" if copy else "") + f", processors ({names})"
            + (", sampling probabilities" if sampled else "") + " and the previous step's scores"
            + (" and probabilities" if sampled else "") + f": {steady} B per vocabulary entry")
-    return StepTensors(forward, steady, first, view_held, why)
+    per_position = 0 if not penalized(sampling) else (
+        PENALTY_PER_POSITION_CLAMPED if release >= PENALTY_PADS_SINCE else PENALTY_PER_POSITION)
+    if per_position:
+        why += f", plus the repetition penalty's gather: {per_position} B per context position"
+    return StepTensors(forward, steady, first, view_held, why, per_position)
 
 
-# The 'sample:...' values --sampling takes besides SAMPLINGS (what an auto default may print).
+# The 'sample:...' and 'greedy:...' values --sampling takes besides SAMPLINGS (what an auto default may print).
 CUSTOM_SAMPLINGS = _custom_samplings()

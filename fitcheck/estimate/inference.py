@@ -214,6 +214,7 @@ class Decoding:
     per_entry: int      # batch × vocab_size: step's figures are bytes per vocabulary entry per sequence
     prefill_logits: int  # the prefill's logits still alive when the first token's step runs
     generates: bool     # steps after the first token's (the context goes beyond the prompt)
+    positions: int = 0  # batch × context: step.per_position's figure is bytes per position per sequence
 
     @staticmethod
     def of(spec: ModelSpec, plan: Plan, act_b: int, logits: int) -> Decoding | None:
@@ -222,10 +223,16 @@ class Decoding:
             return None
         # 'all-fp32' with a 16-bit model: the compute-dtype lm_head output is gone once the forward returns
         kept = logits * 4 // (4 + act_b) if plan.logits == "all-fp32" and act_b < 4 else logits
-        return Decoding(step, plan.batch * spec.vocab_size, kept, plan.context > plan.prompt_tokens)
+        return Decoding(step, plan.batch * spec.vocab_size, kept, plan.context > plan.prompt_tokens,
+                        plan.batch * plan.context)
 
     def bytes(self, figure: int) -> int:
         return self.per_entry * figure
+
+    @property
+    def penalty_bytes(self) -> int:
+        """The repetition penalty's per-position tensors at the longest context (generate_step.py)."""
+        return self.positions * self.step.per_position
 
 
 def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0, 0),
@@ -253,10 +260,10 @@ def _prefill_peak(act: int, logits: int, plan: Plan, mask: tuple[int, int] = (0,
     if decoding is None:
         return peak
     d, kept = decoding, decoding.prefill_logits
-    first = max(peak, kept + d.bytes(d.step.first))
+    first = max(peak, kept + d.bytes(d.step.first) + d.penalty_bytes)
     if not d.generates:  # the prompt fills the context: the first token's step only
         return first
-    return max(first, held + d.bytes(d.step.forward), d.bytes(d.step.steady),
+    return max(first, held + d.bytes(d.step.forward), d.bytes(d.step.steady) + d.penalty_bytes,
                kept + held + d.bytes(d.step.view_held) if d.step.view_held else 0)
 
 
@@ -330,7 +337,7 @@ def _transformers(spec: ModelSpec, plan: Plan):
                       f"prefill peak over {prefill_tokens:,} tokens: (3 × FFN width + 4 × hidden) × "
                       f"{act_b} B per token" + (f", plus {logits_why}" if dev_logits else "")
                       + (f"; or generate()'s decoding step, if larger: {decoding.step.why} × {plan.batch} seq × "
-                         f"{spec.vocab_size:,} ({decoding.bytes(decoding.step.steady) / MiB:,.1f} MiB)"
+                         f"{spec.vocab_size:,} ({(decoding.bytes(decoding.step.steady) + decoding.penalty_bytes) / MiB:,.1f} MiB)"
                          if decoding and decoding.generates and dev_logits and head_gpu == input_gpu else "")
                       + (f"; eager attention's scores and fp32 softmax ({scores / MiB:,.0f} MiB in one layer)"
                          if scores else "") + mask_why),
@@ -483,7 +490,8 @@ def _output_copy_on_first_gpu(spec: ModelSpec, plan: Plan, act: int, logits: int
     else:
         # the last position: generate() copies and samples it where the output lands, on GPU0
         decoding = Decoding.of(spec, plan, act_b, logits)
-        out = max(logits, decoding.bytes(decoding.step.steady)) if decoding and decoding.generates else logits
+        out = max(logits, decoding.bytes(decoding.step.steady) + decoding.penalty_bytes) \
+            if decoding and decoding.generates else logits
     generates = plan.decodes and plan.context > plan.prompt_tokens
     # the first decode step's own transients on GPU0 (one token per sequence) while the copy is held
     step = _prefill_peak(A.transformers_prefill_bytes(spec, plan.batch, act_b), 0, plan, mask) if generates else 0
@@ -516,6 +524,26 @@ def mla_replicated_bytes(spec: ModelSpec, precision: str) -> int:
         return 0
     per_layer = spec.hidden_size * ((spec.q_lora_rank or 0) + spec.kv_lora_rank + spec.qk_rope_head_dim)
     return int(per_layer * spec.num_layers * weight_format(precision).linear_bits / 8)
+
+
+def _vllm_penalty_note(spec: ModelSpec) -> str:
+    """What fitcheck leaves out of vLLM's figure when the checkpoint's repetition penalty runs ('' when not).
+
+    vLLM applies generation_config.json's repetition_penalty by default (ModelConfig.get_diff_sampling_param,
+    --generation-config auto).  Its Sampler applies penalties outside the profiled peak: ``_dummy_sampler_run``
+    builds its dummy SamplingMetadata with ``no_penalties=True``
+    (https://github.com/vllm-project/vllm/blob/4e1790651fc758c06c7a903dd4cd82364ac91b27/vllm/v1/worker/gpu_model_runner.py),
+    and ``Sampler.apply_penalties`` returns the logits untouched then
+    (https://github.com/vllm-project/vllm/blob/3e342658b2e9c85a30a54d19e64e5ad77b8a26a6/vllm/v1/sample/sampler.py).
+    So the penalties' per-sequence tensors are not in the activation peak vLLM reserves; fitcheck puts no
+    figure on them (not measured) and says so."""
+    g = spec.generation
+    if g is None or g.problem or not g.processors():
+        return ""
+    return (f"generation_config.json sets repetition_penalty {g.repetition_penalty:g}, which vLLM applies by default "
+            "(--generation-config auto); its profiling run samples without penalties (_dummy_sampler_run: "
+            "no_penalties=True), so the penalties' vocabulary-sized tensors per running sequence are outside the "
+            "activation peak it reserves and not counted here")
 
 
 def _vllm(spec: ModelSpec, plan: Plan):
@@ -611,6 +639,9 @@ def _vllm(spec: ModelSpec, plan: Plan):
              f"vLLM's profiling run samples its {A.VLLM_MAX_NUM_SEQS} dummy sequences with top-k and top-p, so the "
              f"sampler's sort ({A.vllm_sampler_bytes_per_entry(act_b)} B per vocabulary entry per sequence, "
              f"{sampler / GiB:.2f} GiB) is inside the activation peak it reserves: any request's sampling fits there"]
+    penalty = _vllm_penalty_note(spec)
+    if penalty:
+        notes.append(penalty)
     if tp > 1:
         notes.append(f"tensor parallel over {tp} GPUs" + (" within each node" if pp > 1 else ""))
     if plan.cpu_offload_gb:

@@ -7,7 +7,9 @@ https://github.com/huggingface/transformers/blob/000034a44ef887621d9b36001a5eb7c
 (``_get_logits_processor``: TemperatureLogitsWarper when ``temperature`` is not None and != 1.0,
 TopKLogitsWarper when ``top_k`` is not None and != 0, TopPLogitsWarper when ``top_p`` is not None
 and < 1.0; then MinP, Typical, Epsilon and Eta).  A key the file leaves out takes GenerationConfig's
-default (``do_sample`` False, ``temperature`` 1.0, ``top_k`` 50, ``top_p`` 1.0).
+default (``do_sample`` False, ``temperature`` 1.0, ``top_k`` 50, ``top_p`` 1.0).  ``repetition_penalty``
+(not None and != 1.0) adds RepetitionPenaltyLogitsProcessor, a processor that runs greedy or sampled
+(Qwen2/Qwen2.5 set 1.05–1.1).
 
 Read like config.json: a bounded regular file, parsed by the bounded JSON reader; nothing in it is
 executed.  A file that cannot be read, or a value of the wrong type, is not an error of the request:
@@ -45,6 +47,7 @@ class GenerationDefaults:
     top_k: int | None = None
     top_p: float | None = None
     num_beams: int | None = None
+    repetition_penalty: float | None = None
     unmodelled: tuple[str, ...] = ()  # active warpers fitcheck does not count (min_p, typical_p ...)
     problem: str = ""                # why the file's values were not used ('' when they were)
     citation: str = ""               # the catalog's record: where the published file's values were read
@@ -64,6 +67,13 @@ class GenerationDefaults:
                                            ("top-k", top_k != 0),
                                            ("top-p", self.top_p is not None and self.top_p < 1.0)) if on)
 
+    def processors(self) -> tuple[str, ...]:
+        """The processors fitcheck counts that generate() adds whether it samples or not: ('repetition-penalty',)
+        when repetition_penalty is set and not 1.0 (GenerationConfig's default, None, adds none)."""
+        from fitcheck.estimate.generate_step import PENALTY
+
+        return (PENALTY,) if self.repetition_penalty not in (None, 1.0) else ()
+
     def describe(self) -> str:
         """'do_sample true, temperature 0.7, top_k 20, top_p 0.8': the keys the file sets."""
         parts = [f"do_sample {'true' if self.sampled else 'false'}" if self.do_sample is not None
@@ -73,6 +83,8 @@ class GenerationDefaults:
                 own = getattr(self, key)
                 if own is not None:
                     parts.append(f"{key} {own:g}")
+        if self.repetition_penalty is not None:
+            parts.append(f"repetition_penalty {self.repetition_penalty:g}")
         if self.num_beams and self.num_beams > 1:
             parts.append(f"num_beams {self.num_beams}")
         return ", ".join(parts)
@@ -105,6 +117,9 @@ def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefault
         top_k = _number(doc, "top_k", 0, 2**31, integer=True)
         top_p = _number(doc, "top_p", 0.0, 1e6)
         num_beams = _number(doc, "num_beams", 1, 2**20, integer=True)
+        repetition_penalty = _number(doc, "repetition_penalty", 0.0, 1e6)
+        if repetition_penalty is not None and repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty is {short_number(repetition_penalty)}, not above 0")
         unmodelled = []
         for key in _UNMODELLED:
             value = _number(doc, key, 0.0, 1e6)
@@ -116,8 +131,9 @@ def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefault
         return GenerationDefaults(source, problem=str(exc), citation=citation)
     return GenerationDefaults(source, do_sample, None if temperature is None else float(temperature),
                               None if top_k is None else int(top_k), None if top_p is None else float(top_p),
-                              None if num_beams is None else int(num_beams), tuple(unmodelled) if do_sample else (),
-                              citation=citation)
+                              None if num_beams is None else int(num_beams),
+                              None if repetition_penalty is None else float(repetition_penalty),
+                              tuple(unmodelled) if do_sample else (), citation=citation)
 
 
 def read_beside(folder: Path) -> GenerationDefaults | None:

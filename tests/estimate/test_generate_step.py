@@ -7,7 +7,16 @@ from dataclasses import replace
 import pytest
 from estimate_specs import LLAMA3_8B
 
-from fitcheck.estimate.generate_step import MIN_LENGTH, MIN_LENGTH_IN_PLACE, min_length_processor, step_tensors
+from fitcheck.estimate.generate_step import (
+    MIN_LENGTH,
+    MIN_LENGTH_IN_PLACE,
+    REPETITION_PENALTY,
+    REPETITION_PENALTY_IN_PLACE,
+    REPETITION_PENALTY_PADDED,
+    min_length_processor,
+    repetition_penalty_processor,
+    step_tensors,
+)
 from fitcheck.estimate.inference import estimate_inference
 from fitcheck.plan import Plan
 
@@ -37,6 +46,47 @@ def test_min_new_tokens_processors_clone_from_4_40():
     # what the 2-layer Llama-3.2-1B row at batch 8 measured (26.6 MiB with 2 MiB of cache)
     assert step_tensors((5, 24), "greedy", 4, (MIN_LENGTH, MIN_LENGTH)).steady == 24
     assert step_tensors((4, 35), "greedy", 4, (MIN_LENGTH_IN_PLACE,) * 2).steady == 8
+
+
+QWEN_INSTRUCT = "sample:repetition-penalty+temperature+top-k+top-p"
+
+
+@pytest.mark.parametrize("release, processor, greedy_steady, per_position", [
+    # before 4.40 `scores.scatter_(1, input_ids, score)`: in place, nothing vocabulary-sized
+    ((4, 38), REPETITION_PENALTY_IN_PLACE, 8, 17),
+    # 4.40-5.17 `scores.scatter(...)`: a new fp32 batch × vocabulary tensor (greedy 4.44: 12 -> 16)
+    ((4, 40), REPETITION_PENALTY, 12, 17),
+    ((4, 44), REPETITION_PENALTY, 16, 17),
+    ((5, 17), REPETITION_PENALTY, 16, 17),
+    # from 5.18 `functional.pad(scores, (0, 1))` beside the scatter's output, and the clamped int64 ids
+    ((5, 18), REPETITION_PENALTY_PADDED, 20, 25),
+    ((5, 24), REPETITION_PENALTY_PADDED, 20, 25),
+])
+def test_repetition_penalty_per_release(release, processor, greedy_steady, per_position):
+    assert repetition_penalty_processor(release) == processor
+    step = step_tensors(release, "greedy:repetition-penalty", 4)
+    assert step.steady == greedy_steady and step.per_position == per_position
+    # the gather, the where() temporaries: bytes per context position per sequence
+    assert step_tensors(release, "greedy", 4).per_position == 0
+
+
+def test_repetition_penalty_sits_before_the_warpers():
+    # sampled, its output is the warpers' input, freed once temperature's output replaces it: top-p's
+    # sort stays the step's peak, the penalty adds its per-position gather only
+    for release in ((4, 44), (5, 24)):
+        with_penalty, without = step_tensors(release, QWEN_INSTRUCT, 2), step_tensors(release, "top-p", 2)
+        assert with_penalty.steady == without.steady and with_penalty.per_position > 0
+    # before MinLength's clones: its padded copy and output (8 B) are below a clone and where() over its
+    # output (12 B), so greedy 5.24 with min_new_tokens stays at 24 B
+    assert step_tensors((5, 24), "greedy:repetition-penalty", 4, (MIN_LENGTH, MIN_LENGTH)).steady == 24
+
+
+def test_the_estimate_counts_the_penalty_s_gather_over_the_context():
+    plan = _plan(batch=1, prompt_tokens=2, context=32_768)
+    base = estimate_inference(LLAMA3_8B, replace(plan, sampling="greedy")).devices[0].component("activations")
+    penal = estimate_inference(LLAMA3_8B, replace(plan, sampling="greedy:repetition-penalty")).devices[0]
+    # 5.24: the scatter's output and the padded copy (8 B per vocabulary entry), the gather at 32,768 positions
+    assert penal.component("activations") == base + LLAMA3_8B.vocab_size * 8 + 32_768 * 25
 
 
 def _plan(**kw) -> Plan:

@@ -23,11 +23,12 @@ CONFIG = FIXTURES / "configs" / "Llama-3.1-8B-Instruct.json"
 
 def _mode(doc: object) -> str:
     g = from_dict(doc, "test")
-    return sampling_for(g.sampled, g.warpers())
+    return sampling_for(g.sampled, g.warpers(), g.processors())
 
 
 @pytest.mark.parametrize(("fixture", "mode"), [
-    ("Qwen2.5-7B-Instruct.json", "top-p"),           # temperature, top-k 20, top-p
+    # temperature, top-k 20, top-p, after the repetition penalty (1.05)
+    ("Qwen2.5-7B-Instruct.json", "sample:repetition-penalty+temperature+top-k+top-p"),
     ("Meta-Llama-3.1-8B-Instruct.json", "top-p"),    # temperature, top-k (GenerationConfig's 50), top-p
     ("Qwen3-4B.json", "top-p"),
     ("gemma-2-9b-it.json", "greedy"),                # no do_sample
@@ -88,8 +89,9 @@ def test_a_local_folder_samples_as_its_generation_config_says(tmp_path):
 def test_the_values_are_said(tmp_path):
     folder = _folder(tmp_path, (GENERATION / "Qwen2.5-7B-Instruct.json").read_text())
     note, _ = _sampling([str(folder)])
-    assert note["value"] == "top-p"
-    assert "from generation_config.json: do_sample true, temperature 0.7, top_k 20, top_p 0.8" in note["why"]
+    assert note["value"] == "sample:repetition-penalty+temperature+top-k+top-p"
+    assert ("from generation_config.json: do_sample true, temperature 0.7, top_k 20, top_p 0.8, "
+            "repetition_penalty 1.05") in note["why"]
 
 
 def test_without_the_file_the_default_says_so(tmp_path):
@@ -192,8 +194,10 @@ def test_every_catalog_record_cites_its_source_and_parses():
         assert values.get("source"), hf_id
         g = load_catalog().get(hf_id).spec.generation
         assert g is not None and not g.problem, hf_id
-        modes[hf_id] = sampling_for(g.sampled, g.warpers())
+        modes[hf_id] = sampling_for(g.sampled, g.warpers(), g.processors())
     assert modes["openai/gpt-oss-20b"] == "sample"                       # do_sample alone: top-k 50
+    # Qwen2.5 Instruct's published files set repetition_penalty (1.05; the Coder 1.1)
+    assert modes["Qwen/Qwen2.5-Coder-7B-Instruct"] == "sample:repetition-penalty+temperature+top-k+top-p"
     assert modes["HuggingFaceTB/SmolLM2-1.7B-Instruct"] == "greedy"
     assert modes["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] == "top-p"
 
@@ -245,3 +249,26 @@ def test_a_sampling_an_auto_default_prints_can_be_typed_back():
         r = CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", value, "--profile", "rtx-4090", "--json"])
         assert r.exit_code == 0, (value, r.output)
     assert CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", "sample:bogus"]).exit_code == 2
+    # the repetition penalty too, sampled or greedy (a processor: generate() runs it either way)
+    assert "sample:repetition-penalty+temperature+top-k+top-p" in CUSTOM_SAMPLINGS
+    assert "greedy:repetition-penalty" in CUSTOM_SAMPLINGS
+    assert sampling_for(False, (), ("repetition-penalty",)) == "greedy:repetition-penalty"
+
+
+def test_repetition_penalty_is_read_and_runs_greedy_or_sampled():
+    assert _mode({"repetition_penalty": 1.1}) == "greedy:repetition-penalty"
+    assert _mode({"do_sample": True, "repetition_penalty": 1.0}) == "sample"        # 1.0: no processor
+    assert _mode({"do_sample": True, "top_k": 0, "repetition_penalty": 1.05}) == "sample:repetition-penalty"
+    assert from_dict({"repetition_penalty": 0}, "test").problem
+    assert generate_kwargs("greedy:repetition-penalty") == {"do_sample": False, "repetition_penalty": 1.05}
+    assert generate_kwargs("sample:repetition-penalty+top-p")["repetition_penalty"] == 1.05
+
+
+def test_models_show_says_the_repetition_penalty():
+    r = CliRunner().invoke(cli, ["models", "--show", "Qwen/Qwen2.5-7B-Instruct", "--json"])
+    assert r.exit_code == 0, r.output
+    g = json.loads(r.output)["generation"]
+    assert g["repetition_penalty"] == 1.05 and g["sampling"] == "sample:repetition-penalty+temperature+top-k+top-p"
+    text = CliRunner().invoke(cli, ["models", "--show", "Qwen/Qwen2.5-7B-Instruct"]).output
+    assert "fitcheck assumes --sampling sample:repetition-penalty+temperature+top-k+top-p" in text
+    assert "repetition_penalty 1.05" in text
