@@ -37,6 +37,19 @@ FIELDS = PLAN_FIELDS
 _STR = ("model", "name", "params", "profile")
 
 
+def case_label(path: str, index: int, name: object = None) -> str:
+    """How every error names a case: 'PATH: case N (NAME)' -- its 1-based index, and its name (the `name`
+    field, else the model, as Case.name) when it has one; 'PATH: case N' when neither is a usable string."""
+    named = isinstance(name, str) and name.strip() != ""
+    return f"{path}: case {index}" + (f" ({name})" if named else "")
+
+
+def _raw_name(raw: dict) -> object:
+    """A case table's name as Case.name will be: its `name`, else its `model`."""
+    name = raw.get("name")
+    return name if isinstance(name, str) and name.strip() else raw.get("model")
+
+
 @dataclass(frozen=True)
 class Case:
     index: int                      # 1-based position in the file
@@ -47,6 +60,10 @@ class Case:
 
     def get(self, key: str, default=None):
         return self.options.get(key, default)
+
+    def label(self, path: str) -> str:
+        """'PATH: case N (NAME)', as every error names this case (case_label)."""
+        return case_label(path, self.index, self.name)
 
 
 @dataclass(frozen=True)
@@ -154,9 +171,9 @@ def parse_plan_errors(text: str, path: str = "plan.toml") -> tuple[PlanFile, lis
     cases = []
     for i, raw in enumerate(cases_doc, 1):
         if not isinstance(raw, dict):
-            errors.append(f"{path}: case {i}: must be a table ([[case]])")
+            errors.append(f"{case_label(path, i)}: must be a table ([[case]])")
             continue
-        where = f"{path}: case {i}" + (f" ({raw['name']})" if isinstance(raw.get("name"), str) else "")
+        where = case_label(path, i, _raw_name(raw))
         bad = [] if "model" in raw else [f"{where}: field 'model' is missing"]
         for key, value in raw.items():
             bad += _errors_of(_check_field, where, key, value)

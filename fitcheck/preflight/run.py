@@ -64,7 +64,7 @@ def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str =
              prepared: Prepared | None = None) -> CaseResult:
     from fitcheck.pipeline import check
 
-    label = f"{where}: case {case.index} ({case.name})"
+    label = case.label(where)
     try:
         from fitcheck.probe.disk import storage_for
 
@@ -89,7 +89,7 @@ def validate_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], 
     prepared: dict[int, Prepared] = {}
     errors: list[str] = []
     for case in plan.cases:
-        label = f"{plan.path}: case {case.index} ({case.name})"
+        label = case.label(plan.path)
         try:
             machine = machine_for(case.get("profile", default_profile))
         except FitcheckError as exc:
@@ -114,7 +114,7 @@ def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, st
             machine = machine_for(profile)
         except FitcheckError as exc:
             out.append(CaseResult(case, None, EXIT_BAD_INPUT,
-                                  f"{plan.path}: case {case.index} ({case.name}): field 'profile': {exc.one_line()}"))
+                                  f"{case.label(plan.path)}: field 'profile': {exc.one_line()}"))
             continue
         out.append(run_case(case, machine, strict=strict, where=plan.path,
                             prepared=(prepared or {}).get(case.index)))

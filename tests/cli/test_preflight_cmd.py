@@ -132,7 +132,7 @@ def test_malformed_plan_exit_2_one_line(tmp_path):
     plan.write_text("[[case]]\nmodel = 'qwen-7b'\ncontext = 'long'\n")
     r = run("check", "--plan", str(plan))
     assert r.exit_code == 2, r.output
-    assert str(plan) in r.output and "case 1: field 'context' must be a whole number" in r.output
+    assert str(plan) in r.output and "case 1 (qwen-7b): field 'context' must be a whole number" in r.output
     assert r.output.count("\n") == 1
 
 

@@ -34,9 +34,10 @@ def test_cases_merge_defaults():
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("[[case]]\nmodel = 'x'\ncontext = 'big'\n", "p.toml: case 1: field 'context' must be a whole number >= 1"),
+    ("[[case]]\nmodel = 'x'\ncontext = 'big'\n", "p.toml: case 1 (x): field 'context' must be a whole number >= 1"),
     ("[[case]]\nname = 'a'\n", "p.toml: case 1 (a): field 'model' is missing"),
-    ("[[case]]\nmodel = 'x'\n[[case]]\nmodel = 'y'\nbacth = 2\n", "p.toml: case 2: unknown field 'bacth'"),
+    ("[[case]]\nmodel = 'x'\n[[case]]\nmodel = 'y'\nbacth = 2\n", "p.toml: case 2 (y): unknown field 'bacth'"),
+    ("[[case]]\nmodel = 3\n", "p.toml: case 1: field 'model' must be a non-empty string"),   # no usable name
     ("[[case]]\nmodel = 'x'\nheadroom = 150\n", "field 'headroom' must be a percentage"),
     ("[[case]]\nmodel = 'x'\nstrict = 'yes'\n", "field 'strict' must be true or false"),
     ("[[case]]\nmodel = 'x'\ngpu_memory_utilization = 2\n", "between 0.05 and 1"),
@@ -67,7 +68,23 @@ def test_every_malformed_case_and_field_is_collected():
         parse_plan(text, "p.toml")
     assert info.value.exit_code == 2 and "\n" not in info.value.one_line()
     assert [e.split(": field")[0].split(": unknown")[0] for e in info.value.errors] == [
-        "p.toml: [defaults]", "p.toml: case 2 (a)", "p.toml: case 3", "p.toml: case 3"]
+        "p.toml: [defaults]", "p.toml: case 2 (a)", "p.toml: case 3 (y)", "p.toml: case 3 (y)"]
     assert "did you mean 'batch'?" in info.value.errors[2]
     plan, errors = parse_plan_errors(text, "p.toml")
     assert [c.index for c in plan.cases] == [1] and len(errors) == 4   # the well-formed case is kept
+
+
+def test_parsing_and_validating_label_a_case_alike(tmp_path):
+    """review: parsing said 'case 1:' and validating 'case 1 (qwen-7b):' for the same unnamed case; both
+    name it by its index and its name (the model where it has no name of its own)."""
+    from fitcheck.preflight.plan_file import case_label, parse_plan_errors
+    from fitcheck.preflight.run import validate_plan
+    from fitcheck.profiles import load_profile
+
+    text = ("[[case]]\nmodel = 'qwen-7b'\ncontext = 'big'\n[[case]]\nmodel = 'qwen-7bxyz'\n"
+            "[[case]]\nname = 'chat'\nmodel = 'qwen-7b'\nbacth = 2\n[[case]]\nname = 'ok'\nmodel = 'qwen-7bxyz'\n")
+    plan, parsed = parse_plan_errors(text, "p.toml")
+    _, validated = validate_plan(plan, lambda name: load_profile("rtx-4090"))
+    assert parsed[0].startswith("p.toml: case 1 (qwen-7b): ") and parsed[1].startswith("p.toml: case 3 (chat): ")
+    assert validated[0].startswith("p.toml: case 2 (qwen-7bxyz): ") and validated[1].startswith("p.toml: case 4 (ok): ")
+    assert plan.cases[0].label("p.toml") == case_label("p.toml", 2, "qwen-7bxyz")
