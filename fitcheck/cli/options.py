@@ -57,6 +57,12 @@ def load_machine(profile: str | None, gpu: str | None = None, vram: str | None =
         from fitcheck.probe import probe
 
         machine = probe()
+    return apply_machine_overrides(machine, gpu, vram, ram)
+
+
+def apply_machine_overrides(machine, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
+    """``machine`` with the --gpu/--vram/--ram overrides applied (fitcheck.profiles.overrides; each error
+    names its flag); ``machine`` itself when none is given."""
     if gpu or vram or ram:
         from fitcheck.profiles import list_profiles
         from fitcheck.profiles.overrides import MachineOverrides, apply_overrides

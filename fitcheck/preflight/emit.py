@@ -211,17 +211,22 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
     annotation with --format github), exit 2.
 
     ``overrides`` (--gpu/--vram/--ram) apply to every case's machine."""
-    from fitcheck.cli.options import load_machine
+    from fitcheck.cli.options import apply_machine_overrides, load_machine
     from fitcheck.preflight.plan_file import read_plan_errors
     from fitcheck.preflight.requirements import evaluate
-    from fitcheck.preflight.run import run_plan, validate_plan
+    from fitcheck.preflight.run import MachineError, run_plan, validate_plan
 
     plan, errors = read_plan_errors(path)
     machines: dict = {}
+    given = {k: v for k, v in (overrides or {}).items() if v}
 
     def machine_for(name: str | None):
         if name not in machines:
-            machines[name] = load_machine(name, **(overrides or {}))
+            base = load_machine(name)  # its errors name where the case's machine came from (run.machine_field)
+            try:
+                machines[name] = apply_machine_overrides(base, **given)
+            except FitcheckError as exc:
+                raise MachineError(", ".join(f"--{flag}" for flag in given), exc) from None
         return machines[name]
 
     prepared, invalid = validate_plan(plan, machine_for, default_profile=profile)

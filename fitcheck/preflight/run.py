@@ -20,6 +20,30 @@ from fitcheck.preflight.plan_file import Case, PlanFile
 from fitcheck.request import Request
 
 
+class MachineError(FitcheckError):
+    """A case's machine could not be made from ``field`` (what the user wrote: '--gpu', '--vram, --ram'),
+    whatever the case's own fields say (``machine_for`` raises it for the command line's overrides)."""
+
+    def __init__(self, field: str, cause: FitcheckError):
+        super().__init__(cause.message, cause.hint)
+        self.field = field
+
+
+def machine_field(case: Case, default_profile: str | None) -> str:
+    """Where a case's machine comes from, as the user wrote it: the case's own field 'profile', the [defaults]
+    one, the command line's --profile, else this machine, probed."""
+    if "profile" in case.own:
+        return "field 'profile'"
+    if "profile" in case.options:
+        return "[defaults] field 'profile'"
+    return "--profile" if default_profile else "this machine (probed: no profile named)"
+
+
+def _machine_failure(case: Case, path: str, default_profile: str | None, exc: FitcheckError) -> str:
+    field = exc.field if isinstance(exc, MachineError) else machine_field(case, default_profile)
+    return f"{case.label(path)}: {field}: {exc.one_line()}"
+
+
 @dataclass(frozen=True)
 class CaseResult:
     case: Case
@@ -93,7 +117,7 @@ def validate_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], 
         try:
             machine = machine_for(case.get("profile", default_profile))
         except FitcheckError as exc:
-            errors.append(f"{label}: field 'profile': {exc.one_line()}")
+            errors.append(_machine_failure(case, plan.path, default_profile, exc))
             continue
         try:
             prepared[case.index] = prepare_case(case, machine)
@@ -113,8 +137,7 @@ def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, st
         try:
             machine = machine_for(profile)
         except FitcheckError as exc:
-            out.append(CaseResult(case, None, EXIT_BAD_INPUT,
-                                  f"{case.label(plan.path)}: field 'profile': {exc.one_line()}"))
+            out.append(CaseResult(case, None, EXIT_BAD_INPUT, _machine_failure(case, plan.path, default_profile, exc)))
             continue
         out.append(run_case(case, machine, strict=strict, where=plan.path,
                             prepared=(prepared or {}).get(case.index)))

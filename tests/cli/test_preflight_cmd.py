@@ -284,3 +284,21 @@ def test_summary_headline_shows_the_steps_real_outcome(tmp_path):
             env={"GITHUB_STEP_SUMMARY": str(summary)})
     text = summary.read_text()
     assert r.exit_code == 3 and text.startswith("### ❔ ") and "requirement unknown" in text
+
+
+@pytest.mark.parametrize("text, args, field", [
+    # review: a machine that cannot be loaded was always "field 'profile'", wherever it came from
+    ("[[case]]\nmodel = 'qwen-7b'\nprofile = 'no-such-box'\n", (), "case 1 (qwen-7b): field 'profile': unknown"),
+    ("[defaults]\nprofile = 'no-such-box'\n[[case]]\nmodel = 'qwen-7b'\n", (),
+     "case 1 (qwen-7b): [defaults] field 'profile': unknown"),
+    ("[[case]]\nmodel = 'qwen-7b'\n", ("--profile", "no-such-box"), "case 1 (qwen-7b): --profile: unknown"),
+    ("[[case]]\nmodel = 'qwen-7b'\nprofile = 'rtx-4090'\n", ("--gpu", "no-such-gpu"),
+     "case 1 (qwen-7b): --gpu: --gpu 'no-such-gpu': no such GPU"),
+])
+def test_a_machine_that_cannot_be_loaded_names_the_field_the_user_wrote(tmp_path, text, args, field):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(text)
+    r = run("check", "--plan", str(plan), *args)
+    assert r.exit_code == 2, r.output
+    (error,) = r.output.splitlines()
+    assert error.startswith(f"fitcheck: {plan}: {field}"), error
