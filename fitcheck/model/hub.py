@@ -11,6 +11,10 @@ bytes stay unknown.
 All Hub calls go through a small client object (:class:`HubClient`), so tests replace the
 transport with a fake; real huggingface_hub exceptions are translated by class name
 (:func:`explain_hub_error`), which works without the package installed.
+
+Helpers other modules share (fitcheck.model.resolve's GGUF repository lookup bounds its Hub calls the same
+way): :func:`call_within` runs a call in a worker thread until a deadline and raises
+:class:`DeadlineExceeded` past it; :func:`silence_hub_logs` quiets huggingface_hub's retry logging.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ class HuggingFaceHubClient:
         from fitcheck.model.local import read_json_file
 
         hub = self._hub()
-        _silence_hub_logs()  # again: importing huggingface_hub configures its logger
+        silence_hub_logs()  # again: importing huggingface_hub configures its logger
         if not hub_offline():
             # One HEAD request, without the library's retries (hf_hub_download retries a refused or
             # silent endpoint five times, 23 s): a network failure is answered from the cache or fails now.
@@ -195,13 +199,13 @@ _METADATA_SOFT = {"NotASafetensorsRepoError", "OfflineModeIsEnabled", "Safetenso
 
 # ---- entry point ------------------------------------------------------------------------------
 
-class _DeadlineExceeded(Exception):
-    pass
+class DeadlineExceeded(Exception):
+    """call_within's call did not return by its deadline."""
 
 
-def _within(deadline: float, call, *args):
+def call_within(deadline: float, call, *args):
     """``call(*args)`` in a worker thread, given until ``deadline`` (time.monotonic()); its result, or
-    its exception re-raised here, or _DeadlineExceeded (the thread is left behind as a daemon)."""
+    its exception re-raised here, or DeadlineExceeded (the thread is left behind as a daemon)."""
     box: dict = {}
 
     def run() -> None:
@@ -214,13 +218,13 @@ def _within(deadline: float, call, *args):
     worker.start()
     worker.join(max(deadline - time.monotonic(), 0.0))
     if worker.is_alive():
-        raise _DeadlineExceeded()
+        raise DeadlineExceeded()
     if "error" in box:
         raise box["error"]
     return box.get("value")
 
 
-def _silence_hub_logs() -> None:
+def silence_hub_logs() -> None:
     """huggingface_hub logs each retry ("Retrying in 1s [Retry 1/5]", with the URL): fitcheck's one line
     says what happened instead."""
     for name in ("huggingface_hub", "httpx", "httpcore", "urllib3"):
@@ -243,14 +247,14 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
                             "use owner/name, e.g. Qwen/Qwen2.5-7B-Instruct")
     offline = hub_offline()
     client = client if client is not None else HuggingFaceHubClient()
-    _silence_hub_logs()
+    silence_hub_logs()
     deadline = time.monotonic() + deadline_s
     timed_out = FitcheckError(f"no answer from the Hugging Face Hub within {deadline_s:g} s for {repo_id}",
                               "check the network (or HF_ENDPOINT), set HF_HUB_OFFLINE=1 to use the cache, "
                               "or point at a local model folder")
     try:
-        config = _within(deadline, client.config, repo_id, revision)
-    except _DeadlineExceeded:
+        config = call_within(deadline, client.config, repo_id, revision)
+    except DeadlineExceeded:
         raise timed_out from None
     except Exception as exc:  # every failure of the transport becomes one line
         raise explain_hub_error(exc, repo_id, revision=revision, offline=offline) from None
@@ -269,8 +273,8 @@ def _with_safetensors(spec: ModelSpec, client: HubClient, repo_id: str, revision
     if offline:
         return _note(spec, "HF_HUB_OFFLINE is set: safetensors metadata not fetched")
     try:
-        raw = _within(deadline, client.safetensors_headers, repo_id, revision)
-    except _DeadlineExceeded:
+        raw = call_within(deadline, client.safetensors_headers, repo_id, revision)
+    except DeadlineExceeded:
         return _note(spec, f"safetensors metadata not read (no answer within {deadline_s:g} s)")
     except Exception as exc:
         names = {cls.__name__ for cls in type(exc).__mro__}
@@ -296,8 +300,8 @@ def _with_generation(spec: ModelSpec, client: HubClient, repo_id: str, revision:
         return spec
     where = f"{repo_id}/{FILENAME} (Hugging Face Hub)"
     try:
-        doc = _within(deadline, reader, repo_id, revision)
-    except _DeadlineExceeded:
+        doc = call_within(deadline, reader, repo_id, revision)
+    except DeadlineExceeded:
         return replace(spec, generation=GenerationDefaults(where, problem="no answer within the deadline"))
     except Exception as exc:  # noqa: BLE001 - the sampling falls back to the default, said why
         return replace(spec, generation=GenerationDefaults(where, problem=f"not read ({type(exc).__name__})"))

@@ -241,12 +241,12 @@ def _gguf_repo(name, revision: str | None) -> ResolvedModel:
         except ImportError:
             why = "the hub extra is not installed"
         else:
-            hub_mod._silence_hub_logs()
+            hub_mod.silence_hub_logs()
             deadline_s = hub_mod.HUB_DEADLINE_S   # the same bound as a config.json lookup
             try:
-                remote = hub_mod._within(time.monotonic() + deadline_s, gguf_repo.spec_from_repo, name, client,
-                                         revision)
-            except hub_mod._DeadlineExceeded:
+                remote = hub_mod.call_within(time.monotonic() + deadline_s, gguf_repo.spec_from_repo, name,
+                                             client, revision)
+            except hub_mod.DeadlineExceeded:
                 if spec is None:
                     raise FitcheckError(f"no answer from the Hugging Face Hub within {deadline_s:g} s for "
                                         f"{name.repo}", "check the network (or HF_ENDPOINT), or set "
