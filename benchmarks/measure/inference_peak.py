@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from fitcheck.estimate.generate_step import GENERATE_KWARGS
+from fitcheck.estimate.generate_step import GENERATE_KWARGS, generate_kwargs
 
 from .fresh_process import emit, write_fresh_rows
 from .profiler_peak import live_tensor_peak, live_tensors_at_peak
@@ -82,6 +82,14 @@ CASES: tuple[InferenceCase, ...] = (
                                    (4, "sample", "fp32"), (16, "sample", "fp32"),
                                    (4, "sample-top-p", "fp32"), (16, "sample-top-p", "fp32"),
                                    (16, "sample-top-p", "bf16"), (16, "greedy", "bf16"))
+) + tuple(
+    # the repetition penalty (generation_config's repetition_penalty, Qwen2.5 Instruct's 1.05): greedy, where its
+    # scatter output adds to the step, and with Qwen2.5 Instruct's warpers, where top-p's sort stays the peak
+    InferenceCase(f"inf-step-llama1b-1+8x{batch}-{name}", _LLAMA1B, 1, "eager", batch, 1, 8, sampling=sampling,
+                  min_new=False, max_positions=64)
+    for batch, name, sampling in ((4, "greedy-penalty", "greedy:repetition-penalty"),
+                                  (16, "greedy-penalty", "greedy:repetition-penalty"),
+                                  (16, "top-p-penalty", "sample:repetition-penalty+temperature+top-k+top-p"))
 )
 
 
@@ -116,7 +124,7 @@ SAMPLING = {"greedy": GENERATE_KWARGS["greedy"], "sample": GENERATE_KWARGS["samp
 
 def _generate_kwargs(case: InferenceCase) -> dict:
     new = max(case.new_tokens, 1)
-    kwargs = dict(SAMPLING[case.sampling], max_new_tokens=new, pad_token_id=0)
+    kwargs = dict(SAMPLING.get(case.sampling) or generate_kwargs(case.sampling), max_new_tokens=new, pad_token_id=0)
     if case.min_new:
         kwargs["min_new_tokens"] = new
     else:

@@ -44,7 +44,8 @@ probabilities until the next step rebinds them.  Counted here in bytes per vocab
   `argmax` makes one index per sequence.
 
 Measured (the live-tensor peak of `generate` under the profiler, one layer of Llama-3.2-1B's shape, batch
-1–16, transformers 4.35, 4.38, 4.44, 5.24): benchmarks/results/cpu-inference-peaks-sampling-2026-12-01.csv
+1–16, transformers 4.35, 4.38, 4.44, 5.24): benchmarks/results/cpu-inference-peaks-sampling-2026-12-01.csv;
+the repetition penalty, greedy and with Qwen2.5 Instruct's warpers: cpu-inference-peaks-penalty-2026-12-01.csv
 (`python -m benchmarks.measure.inference_peak --explain CASE` lists the tensors alive at a case's peak).
 """
 

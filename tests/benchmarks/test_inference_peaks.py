@@ -38,6 +38,21 @@ def test_each_measured_peak_is_within_the_band(row):
 
 def test_the_decoding_step_rows_cover_greedy_and_sampling_across_releases():
     steps = [r for r in ROWS if r["case_id"].startswith("inf-step-")]
-    assert {r["sampling"] for r in steps} == {"greedy", "sample", "sample-top-p"}
+    assert {r["sampling"] for r in steps} == {"greedy", "sample", "sample-top-p", "greedy:repetition-penalty",
+                                              "sample:repetition-penalty+temperature+top-k+top-p"}
     assert len({r["transformers_version"] for r in steps}) >= 4
     assert {r["dtype"] for r in steps} == {"fp32", "bf16"}
+
+
+def test_the_repetition_penalty_rows_add_its_scatter_output_and_padded_copy_greedy_only():
+    # 5.24, batch 16, 128,256 entries: greedy + 8 B per entry (16.4 MB: the padded copy and the scatter's output,
+    # 128,257 entries each, with the gather over 9 positions); with Qwen2.5 Instruct's warpers top-p's sort stays
+    # the peak, byte for byte
+    def peak(case_id):
+        row = _row(case_id, "5.24")
+        assert row is not None, case_id
+        return int(row["peak_above_weights_bytes"])
+
+    added = peak("inf-step-llama1b-1+8x16-greedy-penalty") - peak("inf-step-llama1b-1+8x16-greedy")
+    assert 0 <= added - 16 * 128_256 * 8 <= 4 * 1024
+    assert peak("inf-step-llama1b-1+8x16-top-p-penalty") == peak("inf-step-llama1b-1+8x16-sample-top-p")
