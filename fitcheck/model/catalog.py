@@ -177,6 +177,24 @@ def _user_config(config_key: str, path: str) -> dict:
 
 
 def _user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
+    """The spec of a user catalog entry, built once per identity of its config.json and of the
+    generation_config.json beside it (user_models.file_identity): each access does not re-read them."""
+    from fitcheck.model.generation_config import FILENAME
+    from fitcheck.model.user_models import file_identity
+
+    config = file_identity(Path(path))
+    if config is None:  # cannot be stat'ed: read as is, so its error is reported
+        return _build_user_spec(hf_id, family, path)
+    return _user_spec_of(hf_id, family, path, config, file_identity(Path(path).parent / FILENAME))
+
+
+@lru_cache(maxsize=256)
+def _user_spec_of(hf_id: str, family: str, path: str, config: tuple, generation: tuple | None) -> ModelSpec:
+    del config, generation  # the cache's key: another mtime or size of either file builds the spec anew
+    return _build_user_spec(hf_id, family, path)
+
+
+def _build_user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
     from fitcheck.model.generation_config import read_beside
     from fitcheck.model.hf_config import spec_from_config
 

@@ -14,8 +14,10 @@ same size bound as local model files; a malformed one is one error line naming i
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from fitcheck.user_config import models_dir
@@ -57,7 +59,33 @@ def find_user_models(folder: Path | None = None) -> tuple[UserModel, ...]:
     return tuple(found)
 
 
-def read_user_config(path: Path) -> dict:
+def file_identity(path: Path) -> tuple[str, int, int] | None:
+    """(path, mtime in ns, size) of a file, what a cached read of it is keyed on; None when it cannot be
+    stat'ed (then it is read, and its error reported, as without a cache)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+# Parsed user configs kept per file identity: a listing, a lookup and an estimate each ask for the same file,
+# which is read once until it changes (another mtime or size is another key).
+READ_CACHE_SIZE = 256
+
+
+@lru_cache(maxsize=READ_CACHE_SIZE)
+def _read_identified(identity: tuple[str, int, int]) -> dict:
     from fitcheck.model.local import read_json_file
 
-    return read_json_file(path, "config.json")
+    return read_json_file(Path(identity[0]), "config.json")
+
+
+def read_user_config(path: Path) -> dict:
+    """The user's config.json at ``path`` (a fresh copy), read once per file identity (file_identity)."""
+    identity = file_identity(path)
+    if identity is None:
+        from fitcheck.model.local import read_json_file
+
+        return read_json_file(path, "config.json")
+    return copy.deepcopy(_read_identified(identity))

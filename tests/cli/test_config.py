@@ -198,3 +198,30 @@ def test_shell_completion_of_models_and_profiles(tmp_path, monkeypatch):
     assert run("probe", "--profile", "rtx-4090", "--save", "my-box").exit_code == 0
     assert complete("fitcheck check my-org/") == ["my-org/my-llama"]
     assert complete("fitcheck check qwen-7b --profile my-") == ["my-box"]
+
+
+def test_a_user_model_s_files_are_read_once_per_file_identity(tmp_path, monkeypatch):
+    """review: each access of a user catalog entry's spec re-read its config.json (and the generation_config.json
+    beside it); they are read once until the file changes (path, mtime, size)."""
+    import os
+
+    from fitcheck.model import generation_config, local
+    from fitcheck.model.catalog import load_catalog
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    path = _add_user_model(tmp_path, "my-org/counted", "Llama-3.1-8B-Instruct.json")
+    reads: list[str] = []
+    real_json, real_beside = local.read_json_file, generation_config.read_beside
+    monkeypatch.setattr(local, "read_json_file", lambda p, *a, **k: reads.append(str(p)) or real_json(p, *a, **k))
+    monkeypatch.setattr(generation_config, "read_beside",
+                        lambda folder: reads.append(f"generation in {folder}") or real_beside(folder))
+    entry = load_catalog().get("my-org/counted")
+    first = entry.spec
+    assert entry.spec == first and entry.config == entry.config
+    assert reads.count(str(path)) == 1 and reads.count(f"generation in {path.parent}") == 1
+    # a changed file (another size and mtime) is read again
+    config = json.loads(path.read_text())
+    config["num_hidden_layers"] = 16
+    path.write_text(json.dumps(config))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert entry.spec.num_layers == 16 and reads.count(str(path)) == 2
