@@ -26,7 +26,8 @@ probabilities until the next step rebinds them.  Counted here in bytes per vocab
   freed once the cumsum exists), two bool masks and `masked_fill`; MinLength/MinNewTokens `scores.clone()`
   and `torch.where(...)` from 4.40 (in place on the scores before);
 - the warpers (temperature, top-k, top-p) ran as a second list before 4.45, after the processors' result
-  had replaced the previous step's scores; from 4.45 they are one list with the processors, and the
+  had replaced the previous step's scores (and that result, when a processor made one, stays alive through
+  the warpers: `next_token_scores = logits_warper(input_ids, next_token_scores)`); from 4.45 they are one list with the processors, and the
   previous step's scores stay alive through them
   (https://github.com/huggingface/transformers/blob/v4.45.2/src/transformers/generation/utils.py, _sample);
 - RepetitionPenaltyLogitsProcessor (generation_config's `repetition_penalty` != 1.0; a processor, so greedy
@@ -230,9 +231,14 @@ def step_tensors(release: tuple[int, int] | None, sampling: str, act_bytes: int,
     for p in processors:
         processors_peak = max(processors_peak, current + p.internal + p.output)
         current = p.output or current
+    # before 4.45 `next_token_scores` (generate()'s frame) holds the processors' result while the warpers'
+    # list runs, so once a warper has made its own tensor that result is alive beside it
+    processed, held = current, 0
     for p in sampling_processors(sampling):
-        warpers_peak = max(warpers_peak, current + p.internal + p.output)
-        current = p.output or current
+        warpers_peak = max(warpers_peak, held + current + p.internal + p.output)
+        if p.output:
+            current = p.output
+            held = processed if release < WARPERS_MERGED_SINCE else 0
     chain_peak = max(processors_peak, warpers_peak)
     scores = current                      # the chain's result, when it made a tensor of its own
     prev_scores = 4                       # the previous step's scores: its result, copy or (before 4.42) view

@@ -44,7 +44,7 @@ def test_the_decoding_step_rows_cover_greedy_and_sampling_across_releases():
     assert {r["dtype"] for r in steps} == {"fp32", "bf16"}
 
 
-def test_the_repetition_penalty_rows_add_its_scatter_output_and_padded_copy_greedy_only():
+def test_the_repetition_penalty_rows_add_its_scatter_output_where_it_is_alive():
     # 5.24, batch 16, 128,256 entries: greedy + 8 B per entry (16.4 MB: the padded copy and the scatter's output,
     # 128,257 entries each, with the gather over 9 positions); with Qwen2.5 Instruct's warpers top-p's sort stays
     # the peak, byte for byte
@@ -56,3 +56,9 @@ def test_the_repetition_penalty_rows_add_its_scatter_output_and_padded_copy_gree
     added = peak("inf-step-llama1b-1+8x16-greedy-penalty") - peak("inf-step-llama1b-1+8x16-greedy")
     assert 0 <= added - 16 * 128_256 * 8 <= 4 * 1024
     assert peak("inf-step-llama1b-1+8x16-top-p-penalty") == peak("inf-step-llama1b-1+8x16-sample-top-p")
+    # 4.44: the warpers ran as a second list, with the processors' result held by generate() through them
+    top_p_444 = _row("inf-step-llama1b-1+8x16-sample-top-p", "4.44")
+    penalty_444 = _row("inf-step-llama1b-1+8x16-top-p-penalty", "4.44")
+    assert top_p_444 and penalty_444
+    added = int(penalty_444["peak_above_weights_bytes"]) - int(top_p_444["peak_above_weights_bytes"])
+    assert 0 <= added - 16 * 128_256 * 4 <= 4 * 1024

@@ -71,11 +71,13 @@ def test_repetition_penalty_per_release(release, processor, greedy_steady, per_p
 
 
 def test_repetition_penalty_sits_before_the_warpers():
-    # sampled, its output is the warpers' input, freed once temperature's output replaces it: top-p's
-    # sort stays the step's peak, the penalty adds its per-position gather only
-    for release in ((4, 44), (5, 24)):
-        with_penalty, without = step_tensors(release, QWEN_INSTRUCT, 2), step_tensors(release, "top-p", 2)
-        assert with_penalty.steady == without.steady and with_penalty.per_position > 0
+    # sampled, from 4.45 its output is the merged list's input, freed once temperature's output replaces it:
+    # top-p's sort stays the step's peak, the penalty adds its per-position gather only
+    with_penalty, without = step_tensors((5, 24), QWEN_INSTRUCT, 2), step_tensors((5, 24), "top-p", 2)
+    assert with_penalty.steady == without.steady and with_penalty.per_position > 0
+    # before 4.45 `next_token_scores` holds the processors' result through the warpers' list: +4 B at top-p's
+    # sort (measured: 4.44, batch 16, 78.5 -> 86.7 MB; cpu-inference-peaks-penalty-2026-12-01.csv)
+    assert step_tensors((4, 44), QWEN_INSTRUCT, 4).steady == step_tensors((4, 44), "top-p", 4).steady + 4
     # before MinLength's clones: its padded copy and output (8 B) are below a clone and where() over its
     # output (12 B), so greedy 5.24 with min_new_tokens stays at 24 B
     assert step_tensors((5, 24), "greedy:repetition-penalty", 4, (MIN_LENGTH, MIN_LENGTH)).steady == 24
