@@ -77,3 +77,19 @@ def test_lora_and_deepspeed_keep_the_share_of_everything():
         assert trained_params(LLAMA3_8B, plan) is None
         reserve, allocated = _reserve(LLAMA3_8B, plan)
         assert reserve == max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
+
+
+def test_the_reports_replay_source_scores_the_full_fine_tuning_traces():
+    # benchmarks.report's "the CUDA caching allocator replayed" source: every recorded training run of every
+    # sweep, the estimate's reserved bytes against the smallest GPU the run fits in
+    import statistics
+
+    from benchmarks import report
+    from benchmarks.measure.alloc_trace import replay_comparisons
+
+    runs = [c for path in sorted(report.RESULTS.glob("allocator-replay-*.csv")) for c in replay_comparisons(path)
+            if c.mode != "generate"]
+    errors = report._replay()
+    assert len(errors) == len(runs) >= 9 and min(errors) >= -5
+    full = [c.needed_error for c in runs if c.mode == "full"]
+    assert len(full) >= 4 and statistics.median(abs(e) for e in full) <= 0.03 and min(full) >= -0.05
