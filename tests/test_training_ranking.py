@@ -58,9 +58,10 @@ def test_a_smaller_micro_batch_keeps_the_effective_batch_exactly():
 
 
 def test_more_nodes_with_checkpointing_where_that_needs_far_fewer():
-    # Qwen2.5-7B full fine-tuning at micro-batch 4 on one H100: FSDP over 33 nodes (the activations are not
-    # sharded) instead of 3 with gradient checkpointing.
-    alts = alternatives("qwen-7b", "--mode", "full", "--batch", "4", "--profile", "h100-sxm")
+    # Qwen2.5-7B full fine-tuning at micro-batch 8 on one H100: FSDP over dozens of nodes (the activations are
+    # not sharded) instead of 4 with gradient checkpointing.  (At micro-batch 4 pure bf16 with checkpointing
+    # runs on the one GPU, tight, and single-GPU steps fill the list.)
+    alts = alternatives("qwen-7b", "--mode", "full", "--batch", "8", "--profile", "h100-sxm")
     fsdp = next(a for a in alts if "--fsdp full-shard" in a["fitcheck_command"] and "--nodes" in a["fitcheck_command"])
     args = shlex.split(fsdp["fitcheck_command"])
     assert int(args[args.index("--nodes") + 1]) <= 4 and "--grad-checkpointing" in args
@@ -70,7 +71,9 @@ def test_full_fine_tuning_gives_up_speed_then_precision_then_what_is_trained_the
     alts = alternatives("qwen-7b", "--mode", "full", "--profile", "a100-80gb")
     commands = [a["fitcheck_command"] for a in alts]
     first = shlex.split(commands[0])
-    assert "--grad-checkpointing" in first and "--mode" in first and first[first.index("--mode") + 1] == "full"
+    assert "--mode" in first and first[first.index("--mode") + 1] == "full"
+    # pure bf16 alone runs, tight (precision given up, no speed); checkpointing comes with it where more is needed
+    assert "--master-weights" in first or "--grad-checkpointing" in first
     order = [next(i for i, c in enumerate(commands) if needle in c)
-             for needle in ("--mode lora", "--mode qlora", "--nodes")]
-    assert order == sorted(order) and order[0] > 0
+             for needle in ("--grad-checkpointing", "--mode lora", "--mode qlora", "--nodes")]
+    assert order == sorted(order) and order[1] > 0

@@ -44,7 +44,7 @@ from .fresh_process import emit, run_fresh
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FIELDS = ("run", "model", "mode", "lora_rank", "lengths", "logits_bytes_max", "peak_allocated_bytes",
           "peak_reserved_bytes", "needed_bytes", "slack_bytes", "slack_over_allocated", "slack_over_logits",
-          "needed_over_allocated", "segments", "device", "torch_version", "transformers_version", "date")
+          "needed_over_allocated", "segments", "device", "torch_version", "transformers_version", "date", "layers")
 
 
 def varied_lengths(max_len: int, steps: int, seed: int = 0) -> list[int]:
@@ -173,14 +173,18 @@ def run(model: str, mode: str, lengths: list[int], layers: int | None, gc: bool,
             "slack_over_logits": round(slack / logits, 4),
             "needed_over_allocated": round(needed / r.peak_allocated - 1, 4) if needed else "",
             "segments": r.segments, "device": device, "torch_version": torch.__version__,
-            "transformers_version": transformers.__version__, "date": datetime.date.today().isoformat()}
+            "transformers_version": transformers.__version__, "date": datetime.date.today().isoformat(),
+            "layers": layers or ""}
 
 
 # The sweep: one 0.5B model whose loss (a 151,936-entry vocabulary) dominates the transient memory,
 # as in the published Qwen tables, and a 135M one with a small vocabulary; fixed vs varying lengths;
 # and the Qwen(1) table's 1.8B shape (Qwen1.5-1.8B) with its LoRA rank 64, short and long.
-# (run id, model, mode, per-step lengths, LoRA rank)
-SWEEP = (
+# Then full fine-tuning where the optimizer step is the peak and its tensors dominate: the 0.5B model at
+# 256 tokens (the loss path a quarter of the 1,024-token runs'), and Qwen2.5-1.5B's first 6 layers, whose
+# MLP matrices (1,536 × 8,960 in bf16: 26.25 MiB) take segments of their own, rounded to 28 MiB.
+# (run id, model, mode, per-step lengths, LoRA rank[, decoder layers built: the first N])
+SWEEP: tuple[tuple, ...] = (
     ("qwen05-lora-fixed-1024", "Qwen/Qwen2.5-0.5B", "lora", [1024] * 6, 16),
     ("qwen05-lora-vary-1024", "Qwen/Qwen2.5-0.5B", "lora", varied_lengths(1024, 12), 16),
     ("qwen05-full-fixed-1024", "Qwen/Qwen2.5-0.5B", "full", [1024] * 4, 0),
@@ -190,6 +194,8 @@ SWEEP = (
     ("smol135-full-vary-1024", "HuggingFaceTB/SmolLM2-135M", "full", varied_lengths(1024, 12, seed=2), 0),
     ("qwen1-18-lora-r64-fixed-256", "Qwen/Qwen1.5-1.8B-Chat", "lora", [256] * 3, 64),
     ("qwen1-18-lora-r64-fixed-2048", "Qwen/Qwen1.5-1.8B-Chat", "lora", [2048] * 2, 64),
+    ("qwen05-full-fixed-256", "Qwen/Qwen2.5-0.5B", "full", [256] * 4, 0),
+    ("qwen15-l6-full-fixed-512", "Qwen/Qwen2.5-1.5B", "full", [512] * 3, 0, 6),
     # inference: a prompt, then GENERATED_TOKENS greedy tokens with the KV cache (transformers' generate)
     ("qwen05-generate-P4096", "Qwen/Qwen2.5-0.5B", "generate", [4096], 0),
     ("qwen05-generate-P512", "Qwen/Qwen2.5-0.5B", "generate", [512], 0),
@@ -204,9 +210,12 @@ def estimate(row: dict) -> tuple[int, int]:
     from fitcheck.estimate.training import estimate_training
     from fitcheck.plan import Plan, TrainingPlan
 
+    from .hf_config import scaled_spec
     from .models import spec_for
 
     spec, _ = spec_for(row["model"])
+    if row.get("layers"):   # a run built with the model's first N layers
+        spec = scaled_spec(spec, int(row["layers"]))
     if row["mode"] == "generate":
         prompt = int(row["lengths"])
         plan = Plan(precision="bf16", engine="transformers", device="gpu", gpus=1, context=prompt + GENERATED_TOKENS,
@@ -318,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         print(compare(args.compare))
         return 0
     if args.one:
-        run_id, model, mode, lengths, rank, device = json.loads(args.one)
-        emit({"run": run_id, **run(model, mode, lengths, None, True, "bfloat16", rank, device)})
+        run_id, model, mode, lengths, rank, layers, device = json.loads(args.one)
+        emit({"run": run_id, **run(model, mode, lengths, layers, True, "bfloat16", rank, device)})
         return 0
     if args.sweep:
         kind = "allocator-replay" if args.device == "cpu" else "allocator-cuda"
@@ -331,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             for spec in SWEEP:
                 if args.runs and not any(fnmatch.fnmatchcase(spec[0], g.strip()) for g in args.runs.split(",")):
                     continue
-                row = run_fresh("benchmarks.measure.alloc_trace", json.dumps([*spec, args.device]), spec[0])
+                layers = spec[5] if len(spec) > 5 else None
+                row = run_fresh("benchmarks.measure.alloc_trace", json.dumps([*spec[:5], layers, args.device]), spec[0])
                 if row is None:
                     continue
                 writer.writerow(row)

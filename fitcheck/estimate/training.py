@@ -25,10 +25,10 @@ Peak = what persists through the step + the larger of (the forward/backward acti
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fitcheck.engines import FSDP_STRATEGIES, shard_degree, sharding_stage
-from fitcheck.estimate.allocator import round_size, segment_size
+from fitcheck.estimate.allocator import MIN_LARGE_ALLOC, round_size, segment_size
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
 from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices, parse_targets
@@ -293,15 +293,83 @@ def largest_transient_bytes(spec: ModelSpec, plan: TrainingPlan) -> int:
     return segment_size(round_size(nbytes))
 
 
-def gpu_allocator_reserve(spec: ModelSpec, plan: TrainingPlan, allocated: int, headroom: int) -> tuple[int, str]:
+@dataclass(frozen=True)
+class OwnSegments:
+    """The parameter-shaped tensors of a step's peak that take segments of their own: their bytes and
+    what those segments hold beyond them (own_segment_bytes)."""
+
+    tensor_bytes: int = 0
+    rounding: int = 0
+    sets: str = ""          # which copies of the parameters, for the reserve's explanation
+    # Where the optimizer step is the peak: the micro-batch's transients (saved activations, the loss
+    # path) that backward freed before it, whose cached blocks the gradients, the states and the step's
+    # temporaries are carved from (the segments such a tensor pins stay partly free) ...
+    freed_transients: int = 0
+    # ... and the segment of the largest trained tensor's step temporary (foreach AdamW's sqrt of it),
+    # which a smaller request of the step can split first (own_segment_bytes).
+    largest_block: int = 0
+
+
+def _own_segment_set(tp: TrainedParams, layers: int, nbytes: int) -> tuple[int, int]:
+    """(bytes, segment rounding) of one copy of the trained parameters at `nbytes` per element, over
+    its tensors of at least MIN_LARGE_ALLOC: each one the caching allocator serves from a segment of
+    its own, rounded up to 2 MiB (allocator.segment_size), or from a cached block of that size."""
+    tensors = [(n, layers) for n in (*tp.layer, *tp.layer_vectors)] + [
+        (n, 1) for n in (tp.embedding, tp.head, *tp.final_vectors)]
+    size = waste = 0
+    for n, count in tensors:
+        b = n * nbytes
+        r = round_size(b)
+        if n and r >= MIN_LARGE_ALLOC:
+            size += b * count
+            waste += (segment_size(r) - b) * count
+    return size, waste
+
+
+def own_segment_bytes(tp: TrainedParams | None, layers: int, sets: tuple[tuple[str, int], ...]) -> OwnSegments:
+    """The copies of the trained parameters live at the step's peak (`sets`: (name, bytes per element)
+    of each: the weights, the gradients, each optimizer state, the master copy, the step's foreach
+    temporaries), their tensors of 10 MiB or more and the 2 MiB rounding of their segments.
+
+    Why they are apart from the share (TRAINING_ALLOCATOR_SLACK): a tensor of at least kMinLargeAlloc
+    (10 MiB) that no cached block fits gets a cudaMalloc'd segment of its own, its size rounded up to
+    kRoundLarge = 2 MiB (c10/cuda/CUDACachingAllocator.cpp, pinned in allocator.py); the same shapes
+    recur every step (the gradients made in backward, the step's temporaries), and best fit takes a
+    cached block of exactly a parameter's rounded size where one is free.  Where one is not, a request
+    takes the smallest larger block and splits it: replaying full fine-tuning steps
+    (fitcheck.estimate.varying_lengths with TrainedParams, two optimizer steps and more; docs/accuracy.md,
+    "Where the optimizer step's tensors dominate") shows a layer's temporary splitting the segment of
+    the embedding's or lm_head's, which that tensor's temporary then needs anew: one such block
+    (TRAINING_STRANDED_BLOCKS) is what Qwen-7B's steps need beyond their live peak and their rounding at
+    512 tokens (1.2–1.4 GiB), less at 2,048 (0.1–0.4 GiB).  The share, measured on runs whose tensors
+    share 20 MiB and 2 MiB segments, is not their physics."""
+    if tp is None:
+        return OwnSegments()
+    size = waste = 0
+    for _, nbytes in sets:
+        s, w = _own_segment_set(tp, layers, nbytes)
+        size += s
+        waste += w
+    return OwnSegments(size, waste, ", ".join(name for name, _ in sets))
+
+
+def gpu_allocator_reserve(spec: ModelSpec, plan: TrainingPlan, allocated: int, headroom: int,
+                          own: OwnSegments = OwnSegments()) -> tuple[int, str]:
     """Bytes PyTorch's caching allocator needs beyond the live tensors of a GPU training step, and why.
 
     The larger of a share of the allocated bytes (TRAINING_ALLOCATOR_SLACK) and the stranded blocks of
     the step's largest transient tensor (TRAINING_STRANDED_BLOCKS × largest_transient_bytes), less
     `headroom`: how far the estimate's peak lies above the live tensors at the loss's backward, where
-    the block is stranded (0 where that is the peak).
+    the block is stranded (0 where that is the peak).  `own`: the parameter-shaped tensors of the peak
+    that take segments of their own (own_segment_bytes, full fine-tuning with torch's AdamW on one
+    GPU): the share leaves them out, and takes in the transients freed before the step where that is
+    the peak; their segments' rounding is added, and the share is at least the stranded blocks of the
+    largest trained tensor's temporary there.
     """
-    share = max(int(allocated * TRAINING_ALLOCATOR_SLACK), ALLOCATOR_SLACK_MIN)
+    shared = max(int((allocated - own.tensor_bytes + own.freed_transients) * TRAINING_ALLOCATOR_SLACK),
+                 ALLOCATOR_SLACK_MIN)
+    split = TRAINING_STRANDED_BLOCKS * own.largest_block
+    share = max(shared, split) + own.rounding
     block = largest_transient_bytes(spec, plan)
     stranded = TRAINING_STRANDED_BLOCKS * block - headroom
     if stranded > share:
@@ -311,8 +379,41 @@ def gpu_allocator_reserve(spec: ModelSpec, plan: TrainingPlan, allocated: int, h
                           f"× {max(t.loss_bytes, t.compute_bytes)} B = {block / GiB:.2f} GiB), which the next step "
                           "strands in the allocator's cache at the loss's backward; more than "
                           f"{TRAINING_ALLOCATOR_SLACK:.0%} of allocated")
+    if own.tensor_bytes:
+        rounding = (f"the 2 MiB rounding ({own.rounding / GiB:.2f} GiB) of the {own.tensor_bytes / GiB:.2f} GiB of "
+                    f"tensors of 10 MiB or more ({own.sets}), which take segments of their own")
+        if split > shared:
+            return share, (f"PyTorch caching-allocator reserve the step needs: {TRAINING_STRANDED_BLOCKS} block of the "
+                           f"largest parameter's step temporary ({own.largest_block / GiB:.2f} GiB), whose segment a "
+                           f"smaller tensor of the step splits, and {rounding}")
+        freed = (f" and of the {own.freed_transients / GiB:.2f} GiB of activations and loss freed before the step, "
+                 "whose cached blocks the step's tensors are carved from") if own.freed_transients else ""
+        return share, (f"PyTorch caching-allocator reserve the step needs: {TRAINING_ALLOCATOR_SLACK:.0%} of the "
+                       f"{(allocated - own.tensor_bytes) / GiB:.2f} GiB that share segments{freed}, and {rounding}")
     return share, (f"PyTorch caching-allocator reserve the step needs ({TRAINING_ALLOCATOR_SLACK:.0%} of allocated; "
                    "a roomy GPU's max_memory_reserved reads more, freed blocks staying cached)")
+
+
+def _own_segments_at_peak(spec: ModelSpec, plan: TrainingPlan, grads: bool, master: bool,
+                          step_at_peak: bool, freed: int) -> OwnSegments:
+    """own_segment_bytes of the copies of the parameters live at the estimate's peak, where the
+    varying-length replay models them (trained_params: full fine-tuning, torch's AdamW, one GPU)."""
+    tp = trained_params(spec, plan)
+    if tp is None:
+        return OwnSegments()
+    sets = [("weights", _BYTES[plan.compute_dtype])]
+    if grads:
+        sets.append(("gradients", tp.grad_bytes))
+    sets += [("exp_avg", tp.state_bytes), ("exp_avg_sq", tp.state_bytes)]
+    if master:
+        sets.append(("master weights", 4))
+    if step_at_peak:
+        sets.append(("the step's foreach temporaries", tp.state_bytes))
+    own = own_segment_bytes(tp, spec.num_layers, tuple(sets))
+    if not step_at_peak:
+        return own
+    largest = max((*tp.layer, tp.embedding, tp.head)) * tp.state_bytes
+    return replace(own, freed_transients=freed, largest_block=segment_size(round_size(largest)))
 
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
@@ -500,7 +601,12 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     # The loss's backward holds the saved tensors, the loss path and the scratch; the peak may lie above it.
     at_peak = grads_at_step if peak_at_step else fwd_bwd + max(step_temp - fwd_bwd if not late_grads else 0, 0)
     slack, slack_why = gpu_allocator_reserve(spec, plan, allocated,
-                                             headroom=max(at_peak - (acts.saved + acts.logits + scratch), 0))
+                                             headroom=max(at_peak - (acts.saved + acts.logits + scratch), 0),
+                                             own=_own_segments_at_peak(spec, plan, grads_shown > 0, gpu_master > 0,
+                                                                       step_at_peak=step_temp > 0 and (
+                                                                           step_temp >= acts.recompute if peak_at_step
+                                                                           else not late_grads and step_temp > fwd_bwd),
+                                                                       freed=fwd_bwd))
     comps.append(Component(OVERHEAD, slack, slack_why, counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
     gpu = tuple(comps)

@@ -62,12 +62,12 @@ def test_cpu_runs_meet_the_targets(group, median_max, worst_under):
 def test_reserve_meets_the_caching_allocator_replay(modes, runs_min):
     """The estimate's allocated and reserved bytes vs each recorded run's live-tensor peak and the
     smallest GPU it fits in under the CUDA caching allocator's rules (benchmarks/measure/alloc_trace.py,
-    the newest sweep): training, then transformers' generate."""
+    every sweep, as the report pools them): training, then transformers' generate."""
     from benchmarks.measure.alloc_trace import replay_comparisons
     from benchmarks.measure.compare import ALLOCATOR_REPLAY
 
-    newest = sorted(RESULTS.glob(ALLOCATOR_REPLAY + "*.csv"))[-1]
-    comparisons = [c for c in replay_comparisons(newest) if c.mode in modes]
+    comparisons = [c for path in sorted(RESULTS.glob(ALLOCATOR_REPLAY + "*.csv"))
+                   for c in replay_comparisons(path) if c.mode in modes]
     assert len(comparisons) >= runs_min
     allocated = [c.allocated_error for c in comparisons]
     needed = [c.needed_error for c in comparisons]
