@@ -115,8 +115,8 @@ ORDERS = 16
 # MAX_ORDERS: a row whose orders all read alike (the fixed-length floor) stops at 16, the widest go to 64
 # (±0.8 GiB for the row above, 2.5 %).  Units: orders; a share of the median.
 ORDERS_STEP = 16
-MEDIAN_PRECISION = 0.03
-MAX_ORDERS = 64
+MEDIAN_PRECISION = 0.02
+MAX_ORDERS = 256
 
 
 def rows(orders: int = ORDERS, select=None, jobs: int = 1, max_orders: int | None = None,
@@ -151,9 +151,12 @@ def rows(orders: int = ORDERS, select=None, jobs: int = 1, max_orders: int | Non
     return [x for x in done if x is not None]
 
 
-def _known(kept: dict[str, dict], r: dict) -> list[float] | None:
+def _known(kept: dict[str, dict], r: dict) -> tuple[list[float], float] | None:
+    """The stored figures of a row's orders and the estimate's need they were floored at."""
     x = kept.get(row_key(r))
-    return [float(v) for v in x["roomy_by_order"].split()] if x and x.get("roomy_by_order") else None
+    if not (x and x.get("roomy_by_order")):
+        return None
+    return [float(v) for v in x["roomy_by_order"].split()], float(x["needed"])
 
 
 def _precise(values: list[float]) -> bool:
@@ -166,10 +169,13 @@ def _precise(values: list[float]) -> bool:
 
 
 def _row(r: dict, configs: dict, orders: int, max_orders: int = MAX_ORDERS,
-         known: list[float] | None = None) -> dict | None:
+         known: tuple[list[float], float] | None = None) -> dict | None:
     """One row replayed (None where the row does not map onto a request): `orders` sample orders, then
     ORDERS_STEP more at a time until the median is precise (`_precise`) or `max_orders` are replayed;
-    `known` are the figures of the first orders already replayed (the store's, to extend it)."""
+    `known`: the figures of the first orders already replayed and the need they were floored at (the
+    store's, to extend it).  An order's figure is the larger of the estimate's need and the replay's, so
+    where the estimate's need has changed since, the orders that read the old floor are replayed again and
+    the others take the new floor: the store follows the estimate without replaying every order."""
     mix = _mix(r["notes"])
     assert mix is not None
     try:
@@ -206,7 +212,15 @@ def _row(r: dict, configs: dict, orders: int, max_orders: int = MAX_ORDERS,
         live_extra = max(rep.peak_allocated - fixed, 0)
         return max(dev.peak_reserved_bytes, dev.peak_allocated_bytes + live_extra + rep.excess) / GiB
 
-    roomy = list(known or ())[:max_orders]
+    roomy = []
+    if known:
+        floor = dev.peak_reserved_bytes / GiB
+        values, old_floor = known
+        same = round(floor, 2) == round(old_floor, 2)
+        roomy = [x if same or x > old_floor + 0.005 else order(seed) for seed, x in enumerate(values[:max_orders])]
+        roomy = [max(x, round(floor, 2)) for x in roomy]
+        # the rule on the figures as they now read: as many orders as the first precise median needs
+        roomy = roomy[:next((n for n in range(orders, len(roomy), ORDERS_STEP) if _precise(roomy[:n])), len(roomy))]
     roomy += [order(seed) for seed in range(len(roomy), orders)]
     while len(roomy) < max_orders and not _precise(roomy):
         roomy += [order(seed) for seed in range(len(roomy), min(len(roomy) + ORDERS_STEP, max_orders))]
