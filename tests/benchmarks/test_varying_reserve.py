@@ -259,6 +259,8 @@ def test_the_7b_8192_oom_row_runs_out_of_memory_over_its_varying_lengths():
         except OutOfMemory:
             outcomes.append("oom")
     assert outcomes.count("oom") >= 2, outcomes
+
+
 def test_an_extended_row_replays_again_only_the_orders_that_read_an_old_floor():
     # an order's figure is max(the estimate's need, the replay's): where the need has changed since the
     # store was written, the orders at the old floor are replayed, the others only take the new floor
