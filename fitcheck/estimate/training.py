@@ -600,13 +600,13 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                         tuple(_notes(plan, fmt, gpu_grads - grads_shown)), _facts(plan, trainable_all, gpu_grads))
     # The loss's backward holds the saved tensors, the loss path and the scratch; the peak may lie above it.
     at_peak = grads_at_step if peak_at_step else fwd_bwd + max(step_temp - fwd_bwd if not late_grads else 0, 0)
+    # whether optimizer.step()'s temporaries are what the peak holds (the TEMP_BUFFERS components above)
+    step_tensors_peak = step_temp > 0 and (step_temp >= acts.recompute if peak_at_step
+                                           else not late_grads and step_temp > fwd_bwd)
+    own = _own_segments_at_peak(spec, plan, grads_shown > 0, gpu_master > 0, step_at_peak=step_tensors_peak,
+                                freed=fwd_bwd)
     slack, slack_why = gpu_allocator_reserve(spec, plan, allocated,
-                                             headroom=max(at_peak - (acts.saved + acts.logits + scratch), 0),
-                                             own=_own_segments_at_peak(spec, plan, grads_shown > 0, gpu_master > 0,
-                                                                       step_at_peak=step_temp > 0 and (
-                                                                           step_temp >= acts.recompute if peak_at_step
-                                                                           else not late_grads and step_temp > fwd_bwd),
-                                                                       freed=fwd_bwd))
+                                             headroom=max(at_peak - (acts.saved + acts.logits + scratch), 0), own=own)
     comps.append(Component(OVERHEAD, slack, slack_why, counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
     gpu = tuple(comps)
