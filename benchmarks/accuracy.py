@@ -149,6 +149,16 @@ def _gpu_bytes(gpu: str) -> int:
     return int(m.group(1)) * 1024**3 if m else A100_80GB
 
 
+# The compute capability of the GPUs the published tables name (NVIDIA's CUDA GPUs list); an A100 when
+# the row names none.  It picks the kernels' scratch and what an FP8 request runs on.
+_CC = {"H20": 9.0, "H100": 9.0, "H200": 9.0, "H800": 9.0, "L40": 8.9, "L4": 8.9, "4090": 8.9, "A100": 8.0,
+       "A800": 8.0, "A10": 8.6, "3090": 8.6}
+
+
+def _compute_capability(gpu: str) -> float:
+    return next((cc for name, cc in _CC.items() if re.search(rf"\b{name}\b", gpu or "")), 8.0)
+
+
 def _measured_gib(r: dict, per_gpu: bool = True) -> float:
     """The measured figure in GiB ('GiB' bases as they are, printed 'GB'/'G' as 10⁹ bytes), per GPU
     unless `per_gpu` is False (a total over GPUs stays the total)."""
@@ -181,7 +191,7 @@ def inference_row(r: dict, configs: dict | None = None) -> Row:
     plan = Plan(precision=precision, engine=engine, device="gpu", gpus=gpus,
                 context=prompt + new, batch=_int(r["batch"], 1), prompt_tokens=prompt, kv_dtype=kv,
                 gpu_layers=None, gpu_memory_utilization=0.9, gpu_total_bytes=_gpu_bytes(r.get("gpu", "")),
-                compute_capability=8.0,
+                compute_capability=_compute_capability(r.get("gpu", "")),
                 logits=_logits_mode(r.get("framework", ""), spec.architecture) if engine == "transformers" else "last")
     if engine == "transformers":
         # what `--transformers-version` sets: the release's attention default and its cache class

@@ -313,7 +313,12 @@ def _transformers(model_id: str, plan: Plan, repos: dict[str, str]) -> str:
         extra = ", quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
     elif plan.dequantize == "mxfp4":
         extra = ", quantization_config=Mxfp4Config(dequantize=True)"
-    bnb = ", BitsAndBytesConfig" if "BitsAndBytes" in extra else ", Mxfp4Config" if "Mxfp4Config" in extra else ""
+    elif plan.precision == "fp8" and not prequantized and not plan.stored_format:
+        # no FP8 checkpoint known: quantize the 16-bit one at load, 128×128 blocks (transformers >= 4.50,
+        # integrations/finegrained_fp8.py); lm_head stays out of the conversion and tied
+        extra = ", quantization_config=FineGrainedFP8Config()"
+    config = next((c for c in ("BitsAndBytesConfig", "Mxfp4Config", "FineGrainedFP8Config") if c in extra), "")
+    bnb = f", {config}" if config else ""
     if attention_typed(plan):
         extra += f", attn_implementation='{HF_ATTENTION.get(plan.attention, plan.attention)}'"
     device_map = "'cpu'" if plan.device == "cpu" else "'auto'"

@@ -298,3 +298,39 @@ def test_ollamas_gpt_oss_tag_is_the_published_mxfp4_experts_with_the_rest_bf16()
     plan = check(resolve_model("qwen2.5:7b"), Request(), load_profile("h100-sxm"), alternatives=False,
                  search=False).plan
     assert (plan.precision, plan.engine) == ("q4_k_m", "llama.cpp")
+
+
+def _weights_bytes(model, request, profile="h100-sxm"):
+    result = check(model, request, load_profile(profile), alternatives=False, search=False)
+    return sum(c.bytes for d in result.estimate.devices for c in d.components if c.name == "weights"), result
+
+
+def test_a_tied_models_fp8_checkpoint_under_transformers_holds_lm_head_apart():
+    """Qwen3-0.6B-FP8 under transformers: the bf16 lm_head of the FP8 checkpoint beside the bf16 embedding
+    (the Qwen3 speed benchmark's FP8 rows); vLLM and SGLang keep the tie; the download holds the head."""
+    s = spec("Qwen/Qwen3-0.6B")
+    assert s.tie_word_embeddings and "fp8" in s.prequantized
+    head = s.vocab_size * s.hidden_size * 2
+    tied = weight_bytes(s, weight_format("fp8")).total
+    hf, result = _weights_bytes("Qwen/Qwen3-0.6B", Request(precision="fp8", engine="transformers"))
+    assert hf - tied == pytest.approx(head, abs=2**20)
+    assert result.download.artifact.bytes == pytest.approx(tied + head, abs=2**20)
+    for engine in ("vllm", "sglang"):
+        served, _ = _weights_bytes("Qwen/Qwen3-0.6B", Request(precision="fp8", engine=engine))
+        assert served < tied + head / 2, engine
+
+
+def test_a_tied_model_without_an_fp8_checkpoint_is_quantized_at_load_and_keeps_the_tie():
+    from fitcheck.commands import engine_command
+
+    s = spec("Qwen/Qwen2.5-0.5B-Instruct")
+    assert s.tie_word_embeddings and "fp8" not in s.prequantized
+    hf, result = _weights_bytes("Qwen/Qwen2.5-0.5B-Instruct", Request(precision="fp8", engine="transformers"))
+    assert hf < weight_bytes(s, weight_format("fp8")).total + 2**20
+    command = engine_command("Qwen/Qwen2.5-0.5B-Instruct", result.plan)
+    assert "from transformers import AutoModelForCausalLM, FineGrainedFP8Config" in command
+    assert "quantization_config=FineGrainedFP8Config()" in command
+    prequantized = engine_command("Qwen/Qwen3-0.6B", resolve_inference(
+        Request(precision="fp8", engine="transformers"), spec("Qwen/Qwen3-0.6B"), load_profile("h100-sxm")),
+        {"fp8": "Qwen/Qwen3-0.6B-FP8"})
+    assert "'Qwen/Qwen3-0.6B-FP8'" in prequantized and "FineGrainedFP8Config" not in prequantized

@@ -69,6 +69,9 @@ CASES: tuple[InferenceCase, ...] = (
     InferenceCase("inf-smol-gen-512+16-sdpa", _SMOL, 6, "sdpa", 1, 512, 16),
     # SmolLM2-135M at its full depth (30 narrow layers): a per-layer amount would show here (issue 14, item 8)
     InferenceCase("inf-smol30-gen-512+16x4-sdpa", _SMOL, 30, "sdpa", 4, 512, 16),
+    # a long prompt then a few tokens at full depth: before 4.42 the prefill's every-position logits stay
+    # alive through the first decoding forward, which also holds the prompt's legacy cache twice
+    InferenceCase("inf-smol30-gen-1024+4-sdpa", _SMOL, 30, "sdpa", 1, 1024, 4),
     InferenceCase("inf-llama1b-prefill-1024-sdpa", _LLAMA1B, 2, "sdpa", 1, 1024, 0),
     InferenceCase("inf-llama1b-prefill-1024-eager", _LLAMA1B, 2, "eager", 1, 1024, 0),
     InferenceCase("inf-llama1b-gen-1+32x8-sdpa", _LLAMA1B, 2, "sdpa", 8, 1, 32),

@@ -100,19 +100,28 @@ def _act_bytes(precision: str) -> int:
 
 def _weights(spec: ModelSpec, precision: str, engine: str = "") -> WeightBytes:
     return weight_bytes(spec, engine_format(spec, weight_format(precision), engine),
-                        untie_lm_head=_separate_fp8_head(spec, precision))
+                        untie_lm_head=_separate_fp8_head(spec, precision, engine))
 
 
-def _separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
-    """A pre-quantized FP8 checkpoint of a tied-embedding model stores lm_head.weight on its own.
+def _separate_fp8_head(spec: ModelSpec, precision: str, engine: str) -> bool:
+    """transformers holds a tied-embedding model's pre-quantized FP8 checkpoint with lm_head on its own.
 
-    Its quantizer leaves lm_head unquantized (`ignore: ["lm_head"]` in llm-compressor's FP8 recipes;
-    `modules_to_not_convert` in fbgemm/finegrained FP8 configs) and saves it as a bf16 tensor next to
-    the bf16 embedding, so the model holds two vocabulary × hidden matrices (Qwen3-0.6B/1.7B/4B-FP8
-    carry `lm_head.weight` in their safetensors index although their config ties it).  An FP8
-    quantization done at load time (vLLM `--quantization fp8` of a 16-bit checkpoint) keeps the tie.
+    The quantizer leaves lm_head unquantized (`ignore: ["lm_head"]` in llm-compressor's FP8 recipes;
+    `modules_to_not_convert` in the fine-grained FP8 configs) and the checkpoint stores it as a bf16
+    tensor next to the bf16 embedding (Qwen3-0.6B/1.7B/4B-FP8 carry `lm_head.weight`).  Measured under
+    transformers 4.51.3: the Qwen3 speed benchmark's FP8 rows of the three tied models sit one bf16
+    vocabulary × hidden matrix (297 / 594 / 742 MiB) above their tied count, within 63 MiB
+    (benchmarks/data/qwen3_speed_benchmark.csv; the untied 8B/14B/32B read within 0.7 %).
+    vLLM and SGLang keep the tie: their Qwen2/Qwen3/Llama classes point lm_head at embed_tokens when
+    the config ties and skip the checkpoint's `lm_head.` tensors
+    (https://github.com/vllm-project/vllm/blob/002456df36fc7a63ca4463f335a49d05634ab2ab/vllm/model_executor/models/qwen3.py,
+    `Qwen3ForCausalLM.__init__` and `load_weights(skip_prefixes=["lm_head."])`).  A pre-quantized
+    checkpoint is what transformers loads: the model's own FP8 files, or the catalog's FP8 repository
+    (fitcheck.commands prints it); without one, `FineGrainedFP8Config()` quantizes the 16-bit checkpoint
+    at load, leaving lm_head out of the conversion and tied.
     """
-    return precision == "fp8" and spec.tie_word_embeddings and spec.stored_format == "fp8"
+    return (precision == "fp8" and engine == "transformers" and spec.tie_word_embeddings
+            and (spec.stored_format == "fp8" or "fp8" in spec.prequantized))
 
 
 def _stored_weight_total(spec: ModelSpec, precision: str, computed: int) -> tuple[int, str]:
@@ -280,7 +289,7 @@ def _heap_kept_scores(spec: ModelSpec, plan: Plan, act_b: int) -> int:
 
 
 def _transformers(spec: ModelSpec, plan: Plan):
-    wb = _weights(spec, plan.precision)
+    wb = _weights(spec, plan.precision, plan.engine)
     on_gpu = plan.device == "gpu"
     n = max(plan.gpus, 1) if on_gpu else 1
     act_b = _act_bytes(plan.precision)
@@ -307,6 +316,19 @@ def _transformers(spec: ModelSpec, plan: Plan):
     last_forward = mask[0] + decoding.bytes(decoding.step.forward) if decoding else 0
     kv_copy = max(kv + last_forward - _prefill_peak(act, logits, plan, mask, decoding), 0) \
         if plan.legacy_cache and generates else 0
+    # Before 4.42 the first decoding step's forward runs while the prefill's `outputs` is still bound, so its
+    # logits (every prompt position before 4.45) stay alive beside that step's two caches: the prompt's tuple
+    # (referenced by `model_kwargs`) and the one torch.cat builds from it (v4.41.2 generation/utils.py `_sample`:
+    # `outputs = self(**model_inputs, ...)` rebinds only once the forward returns; 4.42 added `del outputs`).
+    # Measured: Qwen1.5-7B-Chat at a 30,720-token prompt (transformers of March 2024) peaks at 62.29 GiB =
+    # weights 14.38 + the prefill's fp32 logits 17.39 + two prompt caches 2 × 15.00 + rotary tables 0.50.
+    first_forward = kept_logits = 0
+    if plan.legacy_cache and generates and decoding is not None and decoding.step.view_held:
+        kv_prompt = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
+                                   engine="transformers", prompt_tokens=plan.prompt_tokens,
+                                   transformers_version=plan.transformers_version)
+        kept_logits = decoding.prefill_logits
+        first_forward = 2 * kv_prompt + mask[0] + decoding.bytes(decoding.step.view_held)  # beside the kept logits
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
@@ -351,6 +373,15 @@ def _transformers(spec: ModelSpec, plan: Plan):
                                    "the previous step's cache, still referenced while the legacy tuple cache "
                                    "is rebuilt at each decode step (two caches at the last token, beyond the "
                                    "prefill's peak)"))
+        if first_forward:
+            # the prompt's caches split with the layers; the kept logits where generate() works (the input's GPU)
+            here = int(first_forward * layer_share) + (kept_logits if i == input_gpu else 0)
+            first_extra = here - sum(c.bytes for c in comps[1:]) - (copy if i == input_gpu else 0)
+            if first_extra > 0:
+                comps.append(Component(KV_CACHE, first_extra,
+                                       "the first decoding step (transformers < 4.42): the prompt's cache twice, "
+                                       "the legacy tuple and the one rebuilt from it, beside the prefill's logits "
+                                       "that generate() still references"))
         if scratch and split.layers[i]:  # one buffer on each device with quantized layers
             comps.append(Component(ACTIVATIONS, scratch, scratch_why))
         if copy and i == input_gpu:

@@ -234,7 +234,8 @@ def _spec_for(hf_id: str) -> ModelSpec:
     spec = spec_from_config(_raw()["configs"][entry.config_key], entry.hf_id,
                             source=f"catalog ({entry.hf_id} config.json)")
     family = entry.family
-    return replace(_with_family(spec, family), generation=_generation(hf_id))
+    return replace(_with_family(spec, family), generation=_generation(hf_id),
+                   prequantized=tuple(sorted(entry.quantized_repos)))
 
 
 def _generation(hf_id: str) -> GenerationDefaults | None:

@@ -96,6 +96,9 @@ class ModelSpec:
     #                                    a GGUF file's type even when 16/32-bit ('fp16', 'bf16', 'fp32')
     stored_weight_bytes: int | None = None  # exact bytes from a safetensors/GGUF header
     stored_file_type: str = ""         # a GGUF file's own type as llama.cpp names it ('F16', 'Q4_K_M'); else ''
+    # Formats of the model's known pre-quantized checkpoints (the catalog's quantized repositories: 'fp8',
+    # 'awq', 'gptq-int4' ...), which the printed engine commands load instead of quantizing at load time.
+    prequantized: tuple[str, ...] = ()
     # Tensor groups stored in a format of their own whatever the file's type: gpt-oss's experts are MXFP4
     # in its checkpoint and in every GGUF build of it ((EXPERTS, 'mxfp4'),).  See stored_groups().
     group_formats: tuple[tuple[str, str], ...] = ()

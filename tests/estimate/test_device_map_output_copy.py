@@ -104,7 +104,9 @@ def test_qwen2_speed_benchmark_multi_gpu_rows_are_within_fifteen_percent():
     # was -22.1 % (Qwen2-72B GPTQ-Int4, 30,720-token prompt, 2 GPUs) before GPU0's copy was counted
     assert min(r.error_pct for r in multi) >= -15.0
     worst_int4 = next(r for r in multi if "GPTQ-Int4 in=30720" in r.label and "72B" in r.label)
-    assert worst_int4.predicted_gib == pytest.approx(94.5, abs=0.5)
+    # 94.5 until the first decoding step of releases before 4.42 was priced: GPU0's kept fp32 logits beside the
+    # prompt's two legacy caches (docs/accuracy.md, "Qwen1.5's transformers table")
+    assert worst_int4.predicted_gib == pytest.approx(97.8, abs=0.5)
 
 
 def test_a_tied_lm_head_sits_with_the_embedding_on_gpu0_so_nothing_is_copied():
