@@ -308,12 +308,17 @@ def _transformers(spec: ModelSpec, plan: Plan):
         mask_why = (f"; transformers 4.38's {spec.max_context:,}² causal mask expanded per sequence "
                     f"({held / MiB:,.0f} MiB held through the forward)")
     # Legacy tuple cache (Plan.legacy_cache): the last decode step's forward builds a new cache while the
-    # old one is referenced, so that forward holds two caches beside the decoding loop's tensors (the
-    # previous step's scores and probabilities, the new logits: StepTensors.forward); the prefill's
-    # transients are gone by then, so what this needs beyond the activation peak is added.
+    # old one is referenced, and `model_kwargs` keeps referencing the old one until the step has run its
+    # processors and sampler (v4.41.2 generation/utils.py `_sample`: `_update_model_kwargs_for_generation`
+    # comes last), so the whole step holds two caches beside its own tensors (StepTensors.forward with the
+    # mask during the forward, StepTensors.steady after it; measured under 4.41.2: Llama-3.2-1B's shape at
+    # batch 8 peaks in MinNewTokensLengthLogitsProcessor with both caches alive,
+    # benchmarks/results/cpu-inference-peaks-releases-2026-12-02.csv); the prefill's transients are gone by
+    # then, so what this needs beyond the activation peak is added.
     generates = plan.decodes and plan.context > plan.prompt_tokens
     decoding = Decoding.of(spec, plan, act_b, logits)
-    last_forward = mask[0] + decoding.bytes(decoding.step.forward) if decoding else 0
+    last_forward = max(mask[0] + decoding.bytes(decoding.step.forward),
+                       decoding.bytes(decoding.step.steady) + decoding.penalty_bytes) if decoding else 0
     kv_copy = max(kv + last_forward - _prefill_peak(act, logits, plan, mask, decoding), 0) \
         if plan.legacy_cache and generates else 0
     # Before 4.42 the first decoding step's forward runs while the prefill's `outputs` is still bound, so its
