@@ -354,7 +354,7 @@ def fp8_linear_host(spec: ModelSpec, batch: int, transformers_version: str | Non
         per_call = FP8_LINEAR_EXTRA_OPS * pick(layer) / ops + FP8_LINEAR_TRITON_LAUNCHES * pick(TRITON_LAUNCH_S)
         return calls * per_call + busy * FP8_LINEAR_TRITON_LAUNCHES * pick(GRAPH_KERNEL_LATENCY_S)
 
-    return Efficiency("FP8Linear host work and waits (transformers)", one("low"), one("high"),
+    return Efficiency("FP8Linear host work and waits per decode step, s (transformers)", one("low"), one("high"),
                       f"{calls:,.0f} FP8Linear calls per token: {FP8_LINEAR_EXTRA_OPS} more calls, "
                       f"{FP8_LINEAR_TRITON_LAUNCHES} Triton launches and a synchronize each")
 
