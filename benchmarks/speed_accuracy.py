@@ -9,6 +9,11 @@ Two sources:
   prefill is part of it: predicted = 2048 / (prompt / prefill + 2048 / decode at the mean position).
 - benchmarks/data/speed_reference.csv: llama.cpp decode (tg) and prefill (pp) figures on NVIDIA,
   Apple and x86 machines, each row with its source.
+- benchmarks/data/qwen3_speed_h20.csv: the Qwen3 speed benchmark (transformers 4.51.3 and SGLang 0.4.6.post1 on
+  NVIDIA H20, batch 1, 2048 tokens generated after prompts of 1 to 129,042 tokens).  Its speed is
+  (prompt + generated tokens) / wall time (the page's own definition, `speed_definition` in the file), the
+  prefill inside the wall time: predicted = (prompt + 2048) / (prompt / prefill + 2048 / decode at the mean
+  position).
 
 The prediction is the geometric middle of fitcheck's low–high range (fitcheck.estimate.speed).
 Models come from the catalog; machines from hardware profiles where one exists, else from the
@@ -39,6 +44,7 @@ from fitcheck.units import GiB  # noqa: E402
 
 DEFAULT_CALIBRATION = REPO / "benchmarks" / "data" / "calibration" / "measured.csv"
 DEFAULT_REFERENCE = REPO / "benchmarks" / "data" / "speed_reference.csv"
+DEFAULT_GENERATE = REPO / "benchmarks" / "data" / "qwen3_speed_h20.csv"
 QWEN_PRECISION = {"BF16": "bf16", "GPTQ-Int8": "gptq-int8", "GPTQ-Int4": "gptq-int4", "AWQ": "awq"}
 QWEN_GENERATED = 2048
 
@@ -48,13 +54,15 @@ def _machine_from_row(row: dict) -> Machine:
     bw = int(float(row["bandwidth_gbps"]) * 1e9)
     tflops = float(row["tflops"]) if row["tflops"] else Unknown("not given")
     big = 512 * GiB
-    if row["device"] == "cpu":
+    if row.get("device") == "cpu":
         return Machine(row["machine"], "desktop", Host("linux"), SystemMemory(big, big, None, bandwidth_bytes_per_s=bw),
                        CPU(row["machine"], "x86_64", 16, 16, 16, bf16_tflops=tflops))
     n = max(int(row["gpus"] or 1), 1)
     apple = "M1" in row["machine"] or "M2" in row["machine"] or "M3" in row["machine"]
-    gpus = tuple(GPU(i, "apple" if apple else "nvidia", row["machine"], big, big, unified_memory=apple,
-                     compute_capability=Unknown("n/a") if apple else "8.0",
+    mem = int(row["gpu_memory_mib"]) * 2**20 if row.get("gpu_memory_mib") else big
+    cc = row.get("compute_capability") or "8.0"
+    gpus = tuple(GPU(i, "apple" if apple else "nvidia", row["machine"], mem, mem, unified_memory=apple,
+                     compute_capability=Unknown("n/a") if apple else cc,
                      bandwidth_bytes_per_s=bw, bf16_tflops=tflops) for i in range(n))
     return Machine(row["machine"], "desktop", Host("linux"), SystemMemory(big, big, None),
                    CPU("host", "x86_64", 16, 16, 16), gpus=gpus)
@@ -103,6 +111,42 @@ def qwen_rows(path: Path) -> list[tuple[str, float, float]]:
     return out
 
 
+# what each speed_definition divides by the wall time of one request (prompt's prefill and the generation):
+# True when the prompt's tokens are counted too
+SPEED_DEFINITIONS = {"(prompt+generated)/wall": True, "generated/wall": False}
+
+
+def request_speed(prompt: int, generated: int, prefill: float, decode: float, definition: str) -> float:
+    """Tokens/s of one request as a table defines it: the counted tokens over the wall time of the prompt's prefill
+    (at `prefill` tokens/s) and the generation (at `decode` tokens/s, the rate at the mean position)."""
+    seconds = prompt / prefill + generated / decode
+    return ((prompt + generated) if SPEED_DEFINITIONS[definition] else generated) / seconds
+
+
+GENERATE_VERSIONS = {"transformers": "4.51.3"}  # the Qwen3 table's transformers release (its Environments)
+
+
+def generate_rows(path: Path) -> dict[str, list[tuple[str, float, float]]]:
+    """(label, predicted, measured) per engine for rows timed over a whole request: prefill then decode."""
+    out: dict[str, list[tuple[str, float, float]]] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            spec = resolve_model(row["model"]).spec
+            machine = load_profile(row["profile"]) if row["profile"] else _machine_from_row(row)
+            prompt, generated = int(row["prompt_tokens"]), int(row["generated_tokens"])
+            n = int(row["gpus"] or 1)
+            req = Request(precision=row["precision"], context=prompt + generated, engine=row["engine"], gpus=n,
+                          prompt_tokens=prompt, transformers_version=GENERATE_VERSIONS.get(row["engine"]))
+            plan = resolve_inference(req, spec, machine)
+            speed = estimate_speed(spec, plan, machine, context=prompt + generated // 2)
+            predicted = request_speed(prompt, generated, speed.prefill.mid, speed.decode.mid,
+                                      row["speed_definition"])
+            label = (f"{row['model'].split('/')[-1]:16} {row['precision']:9} {n}×{row['machine'].split()[1]} "
+                     f"prompt {prompt:>6}")
+            out.setdefault(row["engine"], []).append((label, predicted, float(row["measured_tok_s"])))
+    return out
+
+
 def summary(name: str, rows: list[tuple[str, float, float]]) -> str:
     ratios = [p / m for _, p, m in rows]
     logs = [abs(math.log(r)) for r in ratios]
@@ -116,9 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration", type=Path, default=DEFAULT_CALIBRATION)
     ap.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
+    ap.add_argument("--generate", type=Path, default=DEFAULT_GENERATE)
     ap.add_argument("--rows", action="store_true", help="print every row")
     args = ap.parse_args(argv)
     groups = [("llama.cpp reference", reference_rows(args.reference))]
+    groups += [(f"Qwen3 {engine} H20", rows) for engine, rows in generate_rows(args.generate).items()]
     if args.calibration.is_file():
         groups.append(("Qwen2.5 transformers A100", qwen_rows(args.calibration)))
     else:

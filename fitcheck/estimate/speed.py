@@ -9,9 +9,15 @@ decode (memory-bandwidth bound), one step of a batch of B sequences:
     (kv_traffic: 1× the cache in place; transformers 3 + 2g×, of which its torch.cat's 2× move at
     KV_CONCAT_BANDWIDTH of the bandwidth)
     aggregate tokens/s = B / t;  per sequence = 1 / t
+    under CUDA graphs (vLLM, SGLang) the layers' kernels' latency adds to the bytes' time instead:
+    t = bytes time + layers × kernels a layer launches × GRAPH_KERNEL_LATENCY_S (graph_layer_kernels);
+    transformers where the host waits for the device inside every layer (FP8Linear's synchronize, the MoE
+    block's per-expert torch.where): t = device time + host time, the host time counted in operator calls
+    (host_layers: the MoE loop over every expert or the hit ones, by release) plus FP8Linear's Triton launches
 prefill (compute bound), per prompt token:
     FLOPs = 2 × active parameters + 2 × 2 × layers × (prompt / 2) × (heads × head_dim)
-    (the causal average: a prompt token attends to half the prompt; Kaplan et al. 2020, table 1)
+    (the causal average: a prompt token attends to half the prompt; Kaplan et al. 2020, table 1);
+    the matmul part at twice the BF16 peak for FP8 GEMMs on FP8 tensor cores (vLLM/SGLang, cc >= 8.9)
 partial offload (llama.cpp -ngl): t = GPU layers' time + CPU layers' time (they run in turn).
 expert offload (llama.cpp --n-cpu-moe): t = GPU time (all but the offloaded experts, and the whole
     KV cache) + CPU time (the experts the tokens pick in the offloaded layers, read from RAM);
@@ -119,10 +125,11 @@ HOST_OVERHEAD_PER_LAYER_S = {
                             "(geerlingguy/ai-benchmarks #43): ~60 µs per layer"),
 }
 _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
-# A mixture-of-experts decoder layer under CUDA graphs (vLLM, SGLang) at decode batch sizes is bound by its
-# kernels' latency, not by the bytes they read: router, top-k, token alignment, the grouped expert GEMMs, norms,
-# rotary, the attention kernel each cost a few µs of GPU time whatever they read, and the graph runs them one
-# after the other, after or before the weight-reading GEMMs: the step is the bytes' time plus the kernels'.
+# A decoder layer under CUDA graphs (vLLM, SGLang) at decode batch sizes is bound by its kernels' latency as well as
+# by the bytes they read: router, top-k, norms, rotary, the attention kernel and the activations each cost a few µs
+# of GPU time whatever they read, and the graph runs them one after the other, after or before the weight-reading
+# GEMMs: the step is the bytes' time plus the kernels'.  Dense layers launch the same kinds of kernels (the attention
+# block and a dense MLP below), so they pay it too; a dense model's step is its bytes' time plus its layers' kernels.
 # What a layer launches (vLLM decode, CUDA graph; the GEMMs' weight reads are counted in the bandwidth term):
 #   attention, GQA (llama.py / qwen3_moe.py / mixtral.py / gpt_oss.py): fused add+RMSNorm, QKV GEMM, rotary,
 #     KV-cache write (reshape_and_cache_flash), attention, o_proj = 6; per-head q/k RMSNorm (Qwen3) + 2;
@@ -144,11 +151,13 @@ _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
 #             (github.com/sgl-project/sglang/pull/2643) → (33.0 − 1.2 − 2.2) / 2,389 ≈ 12.4 µs per kernel;
 #   fast end: SGLang v0.5.7, DeepSeek-R1-0528 FP8 on 8× H200 (TP 8), concurrency 8: mean TPOT 12.8 ms
 #             (github.com/SemiAnalysisAI/InferenceX/issues/870) → (12.8 − 1.2 − 1.2) / 2,389 ≈ 4.4 µs per kernel.
-# Lighter layers launch fewer: Qwen3-30B-A3B (bf16) 16, Mixtral and gpt-oss 14 (tests/test_moe_kernel_latency.py
-# checks them against published single-GPU decode figures).
-MOE_KERNEL_LATENCY_S = Efficiency("decode latency per kernel (MoE layers, CUDA graphs)", 4.4e-6, 12.4e-6,
-                                  "DeepSeek-V3/R1 on one 8× H200 node: 4.4 µs (SGLang 0.5.7) to 12.4 µs "
-                                  "(SGLang 0.4.1) per kernel of its ~39 a layer at small batch")
+# Lighter layers launch fewer: Qwen3-30B-A3B (bf16) 16, Mixtral and gpt-oss 14, a Qwen3 dense layer 12, a Llama one
+# 10 (tests/test_moe_kernel_latency.py checks MoE models against published single-GPU decode figures; the Qwen3
+# speed benchmark's SGLang rows on H20, benchmarks/data/qwen3_speed_h20.csv, check dense ones).
+GRAPH_KERNEL_LATENCY_S = Efficiency("decode latency per kernel (CUDA graphs)", 4.4e-6, 12.4e-6,
+                                    "DeepSeek-V3/R1 on one 8× H200 node: 4.4 µs (SGLang 0.5.7) to 12.4 µs "
+                                    "(SGLang 0.4.1) per kernel of its ~39 a layer at small batch")
+MOE_KERNEL_LATENCY_S = GRAPH_KERNEL_LATENCY_S  # the name it had while only MoE layers paid it
 GQA_ATTENTION_KERNELS = 6
 QK_NORM_KERNELS = 2
 MLA_ATTENTION_KERNELS = 14
@@ -159,9 +168,9 @@ SHARED_EXPERT_KERNELS = 4
 _BLOCK_QUANT_PRECISIONS = ("fp8",)
 
 
-def moe_layer_kernels(spec: ModelSpec, precision: str) -> float:
-    """Kernels one decoder layer of an MoE model launches per decode step under CUDA graphs, averaged over its
-    MoE and dense layers (the table above MOE_KERNEL_LATENCY_S)."""
+def graph_layer_kernels(spec: ModelSpec, precision: str) -> float:
+    """Kernels one decoder layer launches per decode step under CUDA graphs, averaged over a model's MoE and dense
+    layers (the table above GRAPH_KERNEL_LATENCY_S)."""
     quant = 1 if precision in _BLOCK_QUANT_PRECISIONS else 0
     if spec.is_mla:
         attention = MLA_ATTENTION_KERNELS + 3 * quant  # fused_qkv_a_proj, q_b_proj, o_proj
@@ -176,59 +185,185 @@ def moe_layer_kernels(spec: ModelSpec, precision: str) -> float:
     return attention + (moe_layers * moe + (layers - moe_layers) * dense) / layers
 
 
-def moe_layer_latency(spec: ModelSpec, precision: str) -> Efficiency:
-    """Seconds per MoE-model layer per decode step under CUDA graphs: its kernels × MOE_KERNEL_LATENCY_S."""
-    k = moe_layer_kernels(spec, precision)
-    e = MOE_KERNEL_LATENCY_S
-    return Efficiency(f"decode kernel latency per layer (MoE, CUDA graphs, {k:.0f} kernels)",
-                      float(f"{k * e.low:.2g}"), float(f"{k * e.high:.2g}"), f"{k:.0f} kernels a layer at {e.low * 1e6:.1f}–{e.high * 1e6:.1f} µs each ({e.why})")
+def graph_layer_latency(spec: ModelSpec, precision: str) -> Efficiency:
+    """Seconds per decoder layer per decode step under CUDA graphs: its kernels × GRAPH_KERNEL_LATENCY_S."""
+    k = graph_layer_kernels(spec, precision)
+    e = GRAPH_KERNEL_LATENCY_S
+    kind = "MoE" if spec.is_moe else "dense"
+    return Efficiency(f"decode kernel latency per layer ({kind}, CUDA graphs, {k:.0f} kernels)",
+                      float(f"{k * e.low:.2g}"), float(f"{k * e.high:.2g}"),
+                      f"{k:.0f} kernels a layer at {e.low * 1e6:.1f}–{e.high * 1e6:.1f} µs each ({e.why})")
+
+
+moe_layer_kernels = graph_layer_kernels    # the names they had while only MoE layers paid it
+moe_layer_latency = graph_layer_latency
+
+
+def under_graphs(spec: ModelSpec | None, engine: str) -> bool:
+    """A model on vLLM/SGLang: its decode step is its bytes' time plus its kernels' latency."""
+    return spec is not None and engine in CUDA_GRAPH_ENGINES
 
 
 def moe_under_graphs(spec: ModelSpec | None, engine: str) -> bool:
-    """An MoE model on vLLM/SGLang: its decode step is its bytes' time plus its kernels' latency."""
-    return spec is not None and spec.is_moe and engine in CUDA_GRAPH_ENGINES
+    """An MoE model on vLLM/SGLang."""
+    return under_graphs(spec, engine) and spec is not None and spec.is_moe
 
 
 CUDA_GRAPH_ENGINES = ("vllm", "sglang")
-# transformers runs a MoE layer's experts in a Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
-# .forward: `for expert_idx in expert_hit:` -> torch.where on the routing mask (a device-to-host
-# sync), index the tokens, gate/up/act/mul/down, scale by the routing weight, index_add_): about 9
-# kernels and a sync per expert that receives tokens, against ~30 kernels of a decoder layer, so each
-# such expert costs about 0.3 of a layer's host time.  Only transformers has this: vLLM and llama.cpp
-# run fused MoE kernels (one grouped GEMM per layer).  Source:
-# https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/mixtral/modeling_mixtral.py
-HOST_PER_EXPERT_OF_LAYER = 0.3
+
+# ---- transformers (eager PyTorch): host work counted in operator calls ------------------------------------------
+# HOST_OVERHEAD_PER_LAYER_S["transformers"] is the host time of one decoder layer.  Where a layer does more host
+# work than a plain decoder layer (an MoE block's Python loop over experts, FP8Linear's Triton launches and
+# synchronisation), the extra is counted in PyTorch operator calls against the calls the plain layer makes, so it
+# scales with the same host.  A Qwen2 decoder layer of transformers 4.46 with flash_attention_2 (the release
+# HOST_OVERHEAD_PER_LAYER_S was measured on) makes 42 calls per decode step: two RMSNorms × 8 (to, pow, mean,
+# add, rsqrt, mul, to, mul), q/k/v projections 3, rotary on q and k 10 (mul, neg, cat, mul, add each),
+# DynamicCache.update's 2 cats, repeat_kv's 2 copies, the flash-attention call, o_proj, 2 residual adds, the MLP 5
+# (gate, act, up, mul, down); views not counted (modeling_qwen2.py v4.46.0, Qwen2DecoderLayer /
+# Qwen2FlashAttention2 / Qwen2RMSNorm / Qwen2MLP).  Per-head q/k RMSNorm (Qwen3) adds 2 × 8.
+# https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/qwen2/modeling_qwen2.py
+TRANSFORMERS_LAYER_OPS = 42
+TRANSFORMERS_QK_NORM_OPS = 16
+TRANSFORMERS_MLP_OPS = 5
+# The sparse MoE block's Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock
+# .forward), per expert it visits: torch.where on the routing mask (a nonzero, and the copy of its size to the
+# host: a sync), index the tokens, gate/act/up/mul/down, index the routing weights, scale, index_add_ = 11 calls.
+# Before the loop: router linear, softmax, topk, sum, div, to, zeros, one_hot = 8 (in place of the MLP's 5).
+# https://github.com/huggingface/transformers/blob/v4.51.3/src/transformers/models/qwen3_moe/modeling_qwen3_moe.py#L252-L289
+TRANSFORMERS_EXPERT_VISIT_OPS = 11
+TRANSFORMERS_ROUTER_OPS = 8
+# From the releases below the loop visits only the experts that got tokens, after finding them: sum, gt, nonzero
+# and its size's copy, tolist = 5 calls (`expert_hitted = (expert_mask.sum(dim=(-1, -2)) > 0).nonzero(...)
+# .tolist()`, modeling_mixtral.py v4.52.4); before them it visits every expert, tokens or not (`for expert_idx in
+# range(self.num_experts)`, v4.51.3; Qwen3-MoE kept it through v4.52.4).  Checked in the wheels of 4.51.3, 4.52.4,
+# 4.53.3, 4.54.1, 4.55.4: dbrx, deepseek_v3, dots1, glm4_moe, jamba, olmoe and phimoe still visit every expert in
+# 4.55.4 (4.56–4.57 not checked); MiniMax (4.53), Ernie 4.5 MoE (4.54) and gpt-oss (4.55) arrived with the hit loop.
+TRANSFORMERS_HIT_SCAN_OPS = 5
+EXPERT_HIT_LOOP_SINCE = {"mixtral": (4, 52), "qwen2_moe": (4, 52), "qwen3_moe": (4, 53), "minimax": (4, 53),
+                         "ernie4_5_moe": (4, 54), "gpt_oss": (4, 55)}
+# From 5.0 the experts run through `grouped_mm_experts_forward` by default (integrations/moe.py,
+# get_correct_experts_implementation: "grouped_mm" unless asked otherwise; torch >= 2.9): no loop; its calls: arange,
+# index, 2 argsorts, 3 gathers, float, histc, cumsum, 2 grouped_mm, act and mul, mul, index, sum = 17, and a router
+# of 6 (linear, softmax, topk, sum, div, to), 23 in place of the MLP's 5.
+# https://github.com/huggingface/transformers/blob/v5.0.0/src/transformers/integrations/moe.py
+GROUPED_MM_EXPERTS_SINCE = (5, 0)
+TRANSFORMERS_GROUPED_MOE_OPS = 23
+HOST_PER_EXPERT_OF_LAYER = TRANSFORMERS_EXPERT_VISIT_OPS / TRANSFORMERS_LAYER_OPS  # a Qwen2-like layer's share
 
 
-# transformers' fine-grained FP8 linear (integrations/finegrained_fp8.py FP8Linear.forward) quantizes
-# the activation (act_quant), runs its Triton block matmul, then calls
-# `torch.cuda.synchronize()` before nan_to_num and the cast back: every linear waits for the GPU, so
-# the host cannot enqueue ahead and a decode step takes the device time plus the host time, not the
-# larger of the two.  vLLM (CUTLASS/Triton FP8 GEMMs in CUDA graphs) and llama.cpp have no such wait.
-# https://github.com/huggingface/transformers/blob/main/src/transformers/integrations/finegrained_fp8.py
+def transformers_layer_ops(spec: ModelSpec) -> int:
+    """PyTorch operator calls of one plain decoder layer of this architecture at decode (TRANSFORMERS_LAYER_OPS)."""
+    return TRANSFORMERS_LAYER_OPS + (TRANSFORMERS_QK_NORM_OPS if spec.qk_norm else 0)
+
+
+def transformers_expert_loop(spec: ModelSpec, transformers_version: str | None) -> str:
+    """How transformers runs an MoE block's experts: 'every' expert in a Python loop, only the 'hit' ones, or
+    'grouped' (grouped_mm, no loop).  A release not given is a current one (5.x: grouped)."""
+    from fitcheck.plan import parse_transformers_version
+
+    if transformers_version is None:
+        return "grouped"
+    v = parse_transformers_version(transformers_version)
+    if v >= GROUPED_MM_EXPERTS_SINCE:
+        return "grouped"
+    since = EXPERT_HIT_LOOP_SINCE.get(spec.architecture)
+    return "hit" if since is not None and v >= since else "every"
+
+
+def expert_visits(spec: ModelSpec, batch: int, loop: str) -> float:
+    """Experts one MoE layer's Python loop visits per decode step of `batch` tokens (expected distinct hit ones)."""
+    if loop == "every":
+        return float(spec.num_experts)
+    if loop == "hit":
+        return spec.num_experts * experts_touched_fraction(spec, batch)
+    return 0.0
+
+
+# transformers' fine-grained FP8 linear (integrations/finegrained_fp8.py FP8Linear.forward, v4.51.3) allocates the
+# quantized input and its scales (act_quant: empty_like, new_empty) and the output (new_empty), launches two
+# Triton kernels from Python (act_quant_kernel, _w8a8_block_fp8_matmul), then calls `torch.cuda.synchronize()`:
+# every linear waits for the GPU, so the host cannot enqueue ahead and a decode step takes the device time plus the
+# host time, not the larger of the two.  Against a plain linear's one call: 3 more calls (4 less the matmul) and
+# two Triton launches, and the two kernels' latency the host now waits for.  An MoE expert the loop visits without
+# tokens still runs its three FP8Linears' host path (zero-size grids launch nothing, the synchronize still runs).
+# vLLM (CUTLASS/Triton FP8 GEMMs in CUDA graphs) and llama.cpp have no such wait.
+# https://github.com/huggingface/transformers/blob/v4.51.3/src/transformers/integrations/finegrained_fp8.py#L331-L353
 SERIAL_HOST_PRECISIONS = {"transformers": frozenset({"fp8"})}
+FP8_LINEAR_EXTRA_OPS = 3
+FP8_LINEAR_TRITON_LAUNCHES = 2
+# A Triton kernel's launch from Python (JITFunction.run: binding the arguments, the cache lookup, the C launcher):
+# tritonbench's launch_latency benchmark times a no-op kernel at 5.7 µs with no arguments and 13.2 µs with 19
+# (Triton 3.5, github.com/meta-pytorch/tritonbench/pull/669); _w8a8_block_fp8_matmul takes 21 arguments.
+TRITON_LAUNCH_S = Efficiency("Triton kernel launch from Python", 5.7e-6, 13.2e-6,
+                             "tritonbench launch_latency: a no-op Triton 3.5 kernel with 0 to 19 arguments")
+ATTENTION_LINEARS = 4   # q, k, v, o
+MLP_LINEARS = 3         # gate, up, down
 
 
-def host_serialises(engine: str, precision: str) -> bool:
-    """Whether the engine's kernels for this format make the host wait for the device at every linear."""
-    return precision in SERIAL_HOST_PRECISIONS.get(engine, frozenset())
+def host_serialises(engine: str, precision: str, spec: ModelSpec | None = None,
+                    transformers_version: str | None = None) -> bool:
+    """Whether the host waits for the device inside every layer: transformers' FP8Linear (torch.cuda.synchronize)
+    and its MoE loops (torch.where's nonzero copies its size to the host, once per expert visited)."""
+    if precision in SERIAL_HOST_PRECISIONS.get(engine, frozenset()):
+        return True
+    return (engine == "transformers" and spec is not None and spec.is_moe
+            and transformers_expert_loop(spec, transformers_version) != "grouped")
 
 
-def host_layers(spec: ModelSpec, engine: str, batch: int) -> float:
-    """Decode-step host work in units of one decoder layer: the layers, plus transformers' Python
-    loop over the experts each MoE layer routes tokens to (HOST_PER_EXPERT_OF_LAYER)."""
+def host_layers(spec: ModelSpec, engine: str, batch: int, transformers_version: str | None = None) -> float:
+    """Decode-step host work in units of one decoder layer: the layers, plus transformers' MoE blocks (their Python
+    loop over the experts they visit, or the grouped-mm path), counted in operator calls."""
     layers = float(spec.num_layers)
     if engine == "transformers" and spec.is_moe:
-        hit = min(spec.num_experts, batch * spec.experts_per_token)
-        layers += spec.num_moe_layers * hit * HOST_PER_EXPERT_OF_LAYER
+        loop = transformers_expert_loop(spec, transformers_version)
+        block: float
+        if loop == "grouped":
+            block = TRANSFORMERS_GROUPED_MOE_OPS
+        else:
+            block = (TRANSFORMERS_ROUTER_OPS + (TRANSFORMERS_HIT_SCAN_OPS if loop == "hit" else 0)
+                     + expert_visits(spec, batch, loop) * TRANSFORMERS_EXPERT_VISIT_OPS)
+        layers += spec.num_moe_layers * (block - TRANSFORMERS_MLP_OPS) / transformers_layer_ops(spec)
     return layers
 
 
+def fp8_linear_calls(spec: ModelSpec, batch: int, transformers_version: str | None) -> tuple[float, float]:
+    """(FP8Linear calls per decode step, of which those with tokens), transformers' fine-grained FP8."""
+    layers = spec.num_layers
+    moe_layers = spec.num_moe_layers if spec.is_moe else 0
+    calls = float(layers * ATTENTION_LINEARS + (layers - moe_layers) * MLP_LINEARS)
+    busy = calls
+    if moe_layers:
+        loop = transformers_expert_loop(spec, transformers_version)
+        hit = spec.num_experts * experts_touched_fraction(spec, batch)
+        visited = expert_visits(spec, batch, loop) if loop != "grouped" else 0.0
+        calls += moe_layers * MLP_LINEARS * (visited + spec.num_shared_experts)
+        busy += moe_layers * MLP_LINEARS * (min(hit, visited) + spec.num_shared_experts)
+    return calls, busy
+
+
+def fp8_linear_host(spec: ModelSpec, batch: int, transformers_version: str | None,
+                    layer: Efficiency) -> Efficiency:
+    """Seconds per decode step FP8Linear adds on the host, or waits for on the device, beyond plain linears:
+    its extra calls (at the layer's host time per call), two Triton launches each, and the two kernels' latency
+    for the calls that have tokens.  `layer` is the host time of one decoder layer."""
+    calls, busy = fp8_linear_calls(spec, batch, transformers_version)
+    ops = transformers_layer_ops(spec)
+
+    def one(end: str) -> float:
+        pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
+        per_call = FP8_LINEAR_EXTRA_OPS * pick(layer) / ops + FP8_LINEAR_TRITON_LAUNCHES * pick(TRITON_LAUNCH_S)
+        return calls * per_call + busy * FP8_LINEAR_TRITON_LAUNCHES * pick(GRAPH_KERNEL_LATENCY_S)
+
+    return Efficiency("FP8Linear host work and waits per decode step, s (transformers)", one("low"), one("high"),
+                      f"{calls:,.0f} FP8Linear calls per token: {FP8_LINEAR_EXTRA_OPS} more calls, "
+                      f"{FP8_LINEAR_TRITON_LAUNCHES} Triton launches and a synchronize each")
+
+
 def host_overhead(engine: str, precision: str, spec: ModelSpec | None = None) -> Efficiency:
-    """The host-time factor for an engine and the kernels its weights format uses (an MoE model under CUDA
-    graphs: its layers' kernel latency, moe_layer_latency)."""
-    if spec is not None and moe_under_graphs(spec, engine):
-        return moe_layer_latency(spec, precision)
+    """The host-time factor for an engine and the kernels its weights format uses (a model under CUDA graphs: its
+    layers' kernel latency, graph_layer_latency)."""
+    if spec is not None and under_graphs(spec, engine):
+        return graph_layer_latency(spec, precision)
     if engine == "transformers" and (weight_format(precision).family in _SLOW_KERNEL_FAMILIES
                                      or precision == "gptq-int8"):
         return HOST_OVERHEAD_PER_LAYER_S["transformers-slow-kernels"]
@@ -458,14 +593,17 @@ def _cpu_device(machine: Machine) -> _Device:
 
 
 def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
-               end: str, serial: bool = False, kv_concat_b: float = 0.0) -> tuple[float, str]:
+               end: str, serial: bool = False, kv_concat_b: float = 0.0,
+               extra_host: Efficiency | None = None) -> tuple[float, str]:
     """Seconds for one decode step on one device at the 'low' or 'high' end, and what bounds it.
 
     `kv_concat_b`: bytes transformers' torch.cat of the KV cache moves (kv_traffic), at KV_CONCAT_BANDWIDTH of the
     decode bandwidth on a GPU (PyTorch's cat kernel without vector loads for 2-byte types; on a CPU plain bytes).
 
     `serial`: the host waits for the device inside every layer (host_serialises), or the "host" time is the
-    GPU's own kernel latency (an MoE model under CUDA graphs, moe_layer_latency): the two add."""
+    GPU's own kernel latency (a model under CUDA graphs, graph_layer_latency): the two add.
+
+    `extra_host`: seconds of host work (and waits) the step adds beyond `layers` × `host` (fp8_linear_host)."""
     pick = (lambda e: e.low) if end == "low" else (lambda e: e.high)
     e_bw = pick(DECODE_BANDWIDTH[dev.kind])
     concat_share = pick(KV_CONCAT_BANDWIDTH) if dev.kind == "gpu" else 1.0
@@ -473,6 +611,8 @@ def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _
     comp = flops / (dev.peak_flops * pick(PREFILL_MFU[dev.kind])) if dev.peak_flops else 0.0
     # the slow end takes the high overhead, the fast end the low one
     over = layers * (host.high if end == "low" else host.low)
+    if extra_host is not None:
+        over += extra_host.high if end == "low" else extra_host.low
     bound = "compute" if comp > mem else "memory bandwidth"
     if over > max(mem, comp):
         bound = "host overhead"
@@ -514,6 +654,8 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     assumptions = tuple(dict.fromkeys(
         [DECODE_BANDWIDTH[d.kind] for _, _, d in parts] + [PREFILL_MFU[d.kind] for _, _, d in parts]
         + [host_overhead(plan.engine, plan.precision, spec)]
+        + ([fp8_linear_host(spec, B, plan.transformers_version, host_overhead(plan.engine, plan.precision, spec))]
+           if plan.engine == "transformers" and host_serialises(plan.engine, plan.precision) else [])
         + ([KV_CONCAT_BANDWIDTH] if kv_concat and any(d.kind == "gpu" for _, _, d in parts) else [])))
     bw = gpu.bandwidth if plan.device == "gpu" else cpu.bandwidth
     ram_source = machine.memory.bandwidth_source if plan.device != "gpu" and cpu.bandwidth else ""
@@ -521,17 +663,23 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     if missing:
         return SpeedEstimate(plan.device, plan.engine, plan.precision, B, ctx, None, None, None, weights, kv, bw, "unknown",
                              assumptions, "; ".join(dict.fromkeys(missing)), ram_bandwidth_source=ram_source)
-    host_units = host_layers(spec, plan.engine, B)
+    host_units = host_layers(spec, plan.engine, B, plan.transformers_version)
+    host = host_overhead(plan.engine, plan.precision, spec)
+    serial = (host_serialises(plan.engine, plan.precision, spec, plan.transformers_version)
+              or under_graphs(spec, plan.engine))
+    fp8_host = (fp8_linear_host(spec, B, plan.transformers_version, host)
+                if plan.engine == "transformers" and host_serialises(plan.engine, plan.precision) else None)
 
     def step_times(kv_read: float, kv_cat: float) -> tuple[dict[str, float], list[str]]:
         times, bounds = {}, []
         for end in ("low", "high"):
             total = 0.0
             for share, kv_share, dev in parts:
+                extra = (Efficiency(fp8_host.name, fp8_host.low * share, fp8_host.high * share, fp8_host.why)
+                         if fp8_host is not None else None)
                 t, bound = _step_time(weights * share, kv_read * kv_share, step_flops * share, host_units * share,
-                                      dev, host_overhead(plan.engine, plan.precision, spec), end,
-                                      serial=host_serialises(plan.engine, plan.precision)
-                                      or moe_under_graphs(spec, plan.engine), kv_concat_b=kv_cat * kv_share)
+                                      dev, host, end, serial=serial, kv_concat_b=kv_cat * kv_share,
+                                      extra_host=extra)
                 total += t
                 bounds.append(bound)
             times[end] = total + _streamed_seconds(plan, machine)
@@ -553,7 +701,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
     prefill = _prefill_rate(spec, plan, parts, machine)
     # The most frequent limit; a tie goes to the one met first (never to set order, which hashing decides).
     bound = max(dict.fromkeys(bounds), key=bounds.count)
-    if bound == "host overhead" and moe_under_graphs(spec, plan.engine):
+    if bound == "host overhead" and under_graphs(spec, plan.engine):
         bound = "kernel latency"
     if _streamed_seconds(plan, machine) > times["high"] / 2:
         bound = "PCIe"  # the weights streamed from RAM take most of the step
@@ -562,8 +710,33 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
                          kv_copy_bytes_per_step=kv_copied, kv_copy_share=copy_cost)
 
 
+# FP8 tensor cores run twice the dense BF16 rate on NVIDIA GPUs of compute capability 8.9 and later (datasheets:
+# H100 SXM 1,979 vs 989 TFLOP/s, L40S 733 vs 362, H20 296 vs 148; RTX 4090 330 vs 165 with FP32 accumulation).
+# vLLM and SGLang run an FP8 checkpoint's linears as W8A8 FP8 GEMMs there (the input quantized per token group,
+# sglang/srt/layers/quantization/fp8_utils.py apply_w8a8_block_fp8_linear; vllm cutlass_scaled_mm), so a prompt's
+# matmul FLOPs go at that rate; attention (BF16 KV) does not.  Below 8.9 (A100) they fall back to weight-only FP8
+# (Marlin): BF16 GEMMs.  transformers' FP8Linear runs its own Triton kernel (also tl.dot on FP8 inputs) but is
+# bound by its launches and synchronisation at decode; its prefill is not changed here.
+FP8_GEMM_SPEEDUP = 2.0
+FP8_GEMM_ENGINES = ("vllm", "sglang")
+
+
+def fp8_gemms(plan: Plan, machine: Machine) -> bool:
+    """Whether the plan's linears run as FP8 GEMMs on FP8 tensor cores (FP8_GEMM_SPEEDUP)."""
+    if plan.engine not in FP8_GEMM_ENGINES or weight_format(plan.precision).family != "fp8" or not machine.gpus:
+        return False
+    cc = machine.gpus[0].compute_capability
+    try:
+        return known(cc) and float(str(cc)) >= 8.9
+    except ValueError:
+        return False
+
+
 def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate | None:
     flops = prefill_flops_per_token(spec, plan.prompt_tokens)
+    gpu_flops = flops
+    if fp8_gemms(plan, machine):
+        gpu_flops = flops - 2.0 * matmul_params(spec) * (1 - 1 / FP8_GEMM_SPEEDUP)
     copied = 0.0  # seconds per prompt token spent moving weights from RAM to the GPU
     if plan.cpu_moe and plan.prompt_tokens >= LLAMA_CPP_OFFLOAD_MIN_BATCH and machine.gpus:
         # Prompt micro-batches of >= 32 tokens run the offloaded experts on the GPU: the experts the
@@ -581,7 +754,8 @@ def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate 
         for share, _, dev in parts:
             if not dev.peak_flops:
                 return None
-            seconds += flops * share / (dev.peak_flops * pick(PREFILL_MFU[dev.kind]))
+            work = gpu_flops if dev.kind == "gpu" else flops
+            seconds += work * share / (dev.peak_flops * pick(PREFILL_MFU[dev.kind]))
         ends.append(1.0 / seconds)
     return Rate(*ends)
 

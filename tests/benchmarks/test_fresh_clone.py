@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {  # command -> a line its summary must print (the figures README quotes)
     "benchmarks/accuracy.py": r"^inference: 112 rows, median \|error\| [0-9.]+ %",
-    "benchmarks/speed_accuracy.py": r"^all: 146 rows, ratio predicted/measured median",
+    "benchmarks/speed_accuracy.py": r"^all: 358 rows, ratio predicted/measured median",
     "-m benchmarks.measure.compare": r"rows",
 }
 

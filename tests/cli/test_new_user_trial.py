@@ -327,8 +327,22 @@ def test_at_equal_cost_a_comfortable_alternative_ranks_before_a_tight_one():
         gguf = next(i for i, a in enumerate(cases) if "--precision q4_k_m" in a["fitcheck_command"])
         awq = next(i for i, a in enumerate(cases) if "--precision awq" in a["fitcheck_command"])
         assert cases[gguf]["status"] == "fits" and cases[awq]["status"] == "tight"
-        assert cases[gguf]["cost"] == cases[awq]["cost"]
+        # the serving engines' AWQ pays its kernels' latency under CUDA graphs and so a small slowdown against
+        # llama.cpp's Q4_K_M: no longer a tie here (the tie itself: test_equal_cost_puts_the_comfortable_fit_first)
+        assert cases[gguf]["cost"] <= cases[awq]["cost"]
         assert gguf < awq, [a["title"] for a in cases]
+
+
+def test_equal_cost_puts_the_comfortable_fit_first():
+    from types import SimpleNamespace
+
+    from fitcheck.alternatives import _rank
+
+    tight = SimpleNamespace(cost=35.0, verdict=SimpleNamespace(status="tight"))
+    fits = SimpleNamespace(cost=35.0, verdict=SimpleNamespace(status="fits"))
+    assert sorted([tight, fits], key=_rank) == [fits, tight]
+    cheaper_tight = SimpleNamespace(cost=34.0, verdict=SimpleNamespace(status="tight"))
+    assert sorted([fits, cheaper_tight], key=_rank) == [cheaper_tight, fits]
 
 
 def test_where_offers_the_moe_expert_offload_check_advises():

@@ -115,15 +115,42 @@ def test_a_tied_fp8_checkpoint_stores_its_own_lm_head():
     assert ckpt.component("weights") - online.component("weights") == head
 
 
-def test_transformers_pays_host_time_per_routed_expert_and_other_engines_do_not():
+def test_transformers_pays_host_time_per_expert_its_release_visits_and_other_engines_do_not():
     from estimate_specs import MIXTRAL
 
-    from fitcheck.estimate.speed import HOST_PER_EXPERT_OF_LAYER, host_layers
+    from fitcheck.estimate import speed as SP
+    from fitcheck.estimate.speed import host_layers
 
-    assert host_layers(MIXTRAL, "transformers", 1) == 32 + 32 * 2 * HOST_PER_EXPERT_OF_LAYER
-    assert host_layers(MIXTRAL, "transformers", 64) == 32 + 32 * 8 * HOST_PER_EXPERT_OF_LAYER  # all 8 hit
+    ops = SP.TRANSFORMERS_LAYER_OPS                      # a Qwen2/Mixtral-like layer: 42 calls
+    visit, router, mlp = SP.TRANSFORMERS_EXPERT_VISIT_OPS, SP.TRANSFORMERS_ROUTER_OPS, SP.TRANSFORMERS_MLP_OPS
+    # 4.51: MixtralSparseMoeBlock loops over all 8 experts whatever the batch
+    every = 32 + 32 * (router + 8 * visit - mlp) / ops
+    assert host_layers(MIXTRAL, "transformers", 1, "4.51.3") == pytest.approx(every)
+    assert host_layers(MIXTRAL, "transformers", 64, "4.51.3") == pytest.approx(every)
+    # 4.52: only the experts that got tokens (2 of 8 for one token; all 8 for 64), after finding them
+    hit = SP.TRANSFORMERS_HIT_SCAN_OPS
+    assert host_layers(MIXTRAL, "transformers", 1, "4.52") == pytest.approx(32 + 32 * (router + hit + 2 * visit - mlp) / ops)
+    assert host_layers(MIXTRAL, "transformers", 64, "4.52") == pytest.approx(every + 32 * hit / ops, rel=1e-3)
+    # 5.x (and a release not given: a current one): grouped_mm, no loop
+    grouped = 32 + 32 * (SP.TRANSFORMERS_GROUPED_MOE_OPS - mlp) / ops
+    assert host_layers(MIXTRAL, "transformers", 1, "5.0") == host_layers(MIXTRAL, "transformers", 1) == grouped
     assert host_layers(MIXTRAL, "vllm", 1) == host_layers(MIXTRAL, "llama.cpp", 1) == 32
-    assert host_layers(LLAMA3_8B, "transformers", 1) == 32
+    assert host_layers(LLAMA3_8B, "transformers", 1, "4.51.3") == 32
+
+
+def test_each_architecture_leaves_the_every_expert_loop_at_its_own_release():
+    from estimate_specs import MIXTRAL
+
+    from fitcheck.estimate.speed import transformers_expert_loop
+
+    qwen3_moe = replace(MIXTRAL, architecture="qwen3_moe")
+    olmoe = replace(MIXTRAL, architecture="olmoe")
+    # modeling_qwen3_moe.py loops over range(num_experts) through 4.52.4, over expert_hitted from 4.53.3
+    assert transformers_expert_loop(qwen3_moe, "4.52.4") == "every"
+    assert transformers_expert_loop(qwen3_moe, "4.53") == "hit"
+    assert transformers_expert_loop(MIXTRAL, "4.51.3") == "every" and transformers_expert_loop(MIXTRAL, "4.52") == "hit"
+    assert transformers_expert_loop(olmoe, "4.55.4") == "every"  # still range(num_experts) in 4.55.4
+    assert transformers_expert_loop(olmoe, "5.0") == transformers_expert_loop(olmoe, None) == "grouped"
 
 
 def test_vllm_profiles_its_sampler_with_top_k_and_top_p_so_the_sort_is_inside_the_reserved_peak():

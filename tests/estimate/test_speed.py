@@ -178,4 +178,18 @@ def test_transformers_fp8_waits_for_the_gpu_at_every_linear():
     cat = 2 * SP.kv_bytes_per_sequence(QWEN25_7B, fp8_plan, 2048)  # torch.cat runs at KV_CONCAT_BANDWIDTH
     moved = fp8.weight_bytes_per_step + fp8.kv_bytes_per_step - cat + cat / SP.KV_CONCAT_BANDWIDTH.high
     mem_fast = moved / (fp8.bandwidth_bytes_per_s * SP.DECODE_BANDWIDTH["gpu"].high)
-    assert 1 / fp8.decode.high == pytest.approx(mem_fast + QWEN25_7B.num_layers * host.low, rel=1e-6)
+    # and each FP8Linear's extra calls, two Triton launches and the wait for its two kernels (fp8_linear_host)
+    linears = SP.fp8_linear_host(QWEN25_7B, 1, None, host)
+    assert 1 / fp8.decode.high == pytest.approx(mem_fast + QWEN25_7B.num_layers * host.low + linears.low, rel=1e-6)
+
+
+def test_fp8_linear_host_work_is_counted_per_call():
+    # Qwen2.5-7B: 28 layers × 7 linears, all with the token; per call 3 calls of the layer's 42, two Triton
+    # launches, two kernel latencies
+    host = SP.HOST_OVERHEAD_PER_LAYER_S["transformers"]
+    calls, busy = SP.fp8_linear_calls(QWEN25_7B, 1, None)
+    assert calls == busy == 28 * 7
+    extra = SP.fp8_linear_host(QWEN25_7B, 1, None, host)
+    per_call = (3 * host.low / 42 + 2 * SP.TRITON_LAUNCH_S.low + 2 * SP.GRAPH_KERNEL_LATENCY_S.low)
+    assert extra.low == pytest.approx(calls * per_call)
+    assert extra.low < extra.high
