@@ -272,6 +272,7 @@ def speed_line() -> str:
     from benchmarks import speed_accuracy as sa
 
     rows = sa.reference_rows(sa.DEFAULT_REFERENCE)
+    rows += [r for group in sa.generate_rows(sa.DEFAULT_GENERATE).values() for r in group]
     if sa.DEFAULT_CALIBRATION.is_file():
         rows += sa.qwen_rows(sa.DEFAULT_CALIBRATION)
     ratios = [p / m for _, p, m in rows]
