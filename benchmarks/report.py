@@ -8,6 +8,8 @@ Every source is a stored table (benchmarks/data: published measurements; benchma
 this project's own runs), compared by the module that owns it:
 
 - published inference and training peaks: benchmarks/accuracy.py, per table;
+- vLLM's published startup logs (what it subtracts from its reservation before the KV cache, and the KV
+  cache's capacity): benchmarks/vllm_logs.py;
 - published QLoRA capacity (the longest sequence that fit): benchmarks/capacity.py, as
   the longest fitcheck says fits ÷ the longest that fit (above 1: "fits" where the run was
   out of memory); it is reported as the error of that ratio;
@@ -114,6 +116,18 @@ def _swift_shared_order(source: str = SWIFT_LATER) -> list[float]:
     return [x["error"] * 100 for x in shared_order() if x["key"] in keys]
 
 
+def _vllm_non_kv() -> list[float]:
+    from benchmarks.vllm_logs import non_kv_errors
+
+    return non_kv_errors()
+
+
+def _vllm_kv_capacity() -> list[float]:
+    from benchmarks.vllm_logs import kv_token_errors
+
+    return kv_token_errors()
+
+
 def _capacity() -> list[float]:
     from benchmarks.capacity import capacities
 
@@ -216,6 +230,11 @@ def sources() -> list[Source]:
         ("inference", "Qwen3 speed benchmark: 0.6B–32B and 30B-A3B, BF16/FP8/GPTQ-Int8/AWQ, H20, transformers "
          "4.51.3 (published; held out: found after the estimate, nothing fitted to it)",
          lambda: _accuracy_rows(DATA / "qwen3_inference_reference.csv", "inference"), None),
+        ("inference", "vLLM v0.19.0 startup logs: what vLLM subtracts from gpu_memory_utilization × total before "
+         "the KV cache (weights + activation peak + non-torch), H100, TP 1–4, PP 2–4, BF16/FP16/FP32/FP8/INT8/"
+         "GPTQ/MXFP4 (published)", _vllm_non_kv, None),
+        ("inference*", "vLLM v0.19.0 startup logs: the KV cache's capacity in max_model_len-token requests (the error "
+         "of the capacity promised, negative: more than vLLM holds; not pooled)", _vllm_kv_capacity, None),
         ("inference", "our CPU runs: prefill and generate, resident peak, transformers 5.24",
          lambda: _cpu_runs(("prefill peak", "generate peak")), None),
         ("inference", "our CPU runs across transformers 4.35–5.24: live tensors",

@@ -93,7 +93,9 @@ def test_a_modest_speed_gap_leaves_the_cost_order():
     # 2.6× is not MUCH_SLOWER, so the 8-bit weights' quality decides.
     commands = [a["fitcheck_command"] for a in
                 json.loads(run("qwen-7b", "--profile", "rtx-3060", "--json").output)["alternatives"]]
-    assert "--precision int8" in commands[0], commands
+    int8 = next(i for i, c in enumerate(commands) if "--precision int8 " in c and "--engine transformers" in c)
+    awq = next(i for i, c in enumerate(commands) if "--precision awq " in c and "--engine vllm" in c)
+    assert int8 < awq, commands
 
 
 def test_where_picks_a_machines_precision_in_checks_order_speed_included():

@@ -63,14 +63,21 @@ LLAMA_CPP_CUDA_CONTEXT = 320 * MiB
 # Replayed generate runs (benchmarks/measure/alloc_trace.py) need 0–42 MiB beyond that.
 ALLOCATOR_SLACK = 0.05
 ALLOCATOR_SLACK_MIN = 64 * MiB
-# vLLM: non-torch memory (NCCL, CUDA context) and CUDA graphs, inside the reservation.
+# vLLM: the CUDA context and the CUDA graphs.  vLLM v0.19.0 keeps them beyond its reservation of
+# gpu_memory_utilization × total: the worker takes its memory snapshot after the CUDA context and NCCL exist
+# (``init_device``: "Initialize the distributed environment BEFORE taking memory snapshot") and reserves the KV
+# cache from ``requested_memory - (weights + torch peak increase + non-torch increase)``, the increases measured
+# from that snapshot; it captures CUDA graphs after the KV cache and subtracts their estimate only with
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (off by default)
+# (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/worker/gpu_worker.py, init_device and
+# determine_available_memory; https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/envs.py).
 VLLM_NON_TORCH = 1024 * MiB
-# vLLM with tensor parallelism: NCCL communicators and the custom all-reduce buffers are non-torch
-# memory on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads "non_torch_memory
-# 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
-# comment of 2024-12-14): 1.79 GiB more once ranks talk.  No published log for -tp 4/8 was found,
-# so it is counted once for any tp > 1 (NCCL's buffers are per channel and peer; with NVLink P2P
-# they grow with the ranks, which this may under-count).
+# vLLM with tensor parallelism: the NCCL buffers the profiling run's first large all-reduces allocate are non-torch
+# memory inside the reservation on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads
+# "non_torch_memory 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
+# comment of 2024-12-14): 1.79 GiB more once ranks talk.  Counted once for any tp > 1; v0.19.0's logs
+# (benchmarks/data/vllm_startup_logs.csv, H100 80GB HBM3) read 1.81–1.82 GiB more at -tp 2 and 1.88–1.89 GiB at
+# -tp 4 than at -tp 1, a little more with the ranks.
 VLLM_NCCL_TP = int(1.79 * 1024) * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
 TORCH_CPU_RUNTIME = 600 * MiB
@@ -586,22 +593,47 @@ def _vllm(spec: ModelSpec, plan: Plan):
     tp = max(plan.gpus, 1)
     pp = max(plan.nodes, 1)
     wb = _weights(spec, plan.precision, plan.engine)
-    act_b = 2
-    kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm")
+    act_b = _act_bytes(plan.precision)
+    batched, seqs = A.vllm_batch_defaults(plan.gpu_total_bytes, plan.compute_capability)
+    kv_total = kv_cache_bytes(spec, tokens=plan.context, sequences=plan.batch, kv_dtype=plan.kv_dtype, engine="vllm",
+                              batched_tokens=batched)
     if spec.is_mla:
         kv_share = 1.0  # the latent cache is replicated on every tensor-parallel rank
     else:
         kv_share = max(1.0, tp / max(spec.num_kv_heads, 1)) / tp  # KV heads split; replicated when fewer than ranks
-    act = A.vllm_profile_bytes(spec, tp, act_b)
+    sms = A.max_sms(plan.compute_capability)
+    # 16-bit experts run on TritonExperts, whose workspace vLLM keeps (A.vllm_moe_workspace_bytes); other expert
+    # formats' kernels (MXFP4, FP8, 4-bit) are not modelled
+    triton_moe = weight_format(plan.precision).name in ("bf16", "fp16", "fp32")
+    act = A.vllm_profile_bytes(spec, tp, act_b, tokens=batched, seqs=seqs, sms=sms, moe_workspace=triton_moe)
+    # the stages before the last run the forward only: profile_run samples on the last pipeline rank
+    # (``if get_pp_group().is_last_rank``); every stage after the first keeps the IntermediateTensors it receives,
+    # made for max_num_batched_tokens (``make_empty_intermediate_tensors(batch_size=self.max_num_tokens)`` in
+    # _dummy_run: hidden_states and residual in decoder models' make_empty_intermediate_tensors_factory)
+    # (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/worker/gpu_model_runner.py)
+    act_first = A.vllm_profile_bytes(spec, tp, act_b, tokens=batched, sampler="none", moe_workspace=triton_moe)
+    received = 2 * batched * spec.hidden_size * act_b if pp > 1 else 0
     reserved = int(plan.gpu_total_bytes * plan.gpu_memory_utilization) if plan.gpu_total_bytes else None
     nccl = VLLM_NCCL_TP if tp > 1 else 0
-    over_c = Component(OVERHEAD, VLLM_NON_TORCH + nccl, "CUDA context and CUDA graphs"
-                       + (f", NCCL communicators and all-reduce buffers ({nccl / GiB:.2f} GiB with tp {tp})" if nccl else ""),
-                       counted_in="runtime")
-    sampler = A.VLLM_MAX_NUM_SEQS * spec.vocab_size * A.vllm_sampler_bytes_per_entry(act_b)
-    act_c = Component(ACTIVATIONS, act, f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens and "
-                                         f"{A.VLLM_MAX_NUM_SEQS} sampled sequences (the sampler's top-k/top-p sort "
-                                         f"included: {sampler / GiB:.2f} GiB)")
+    nccl_c = Component(OVERHEAD, nccl, f"NCCL buffers of tensor parallel {tp}, allocated by the profiling run's "
+                       "all-reduces: non-torch memory inside the reservation", counted_in="runtime") if nccl else None
+    outside_c = Component(OVERHEAD, VLLM_NON_TORCH, "CUDA context and CUDA graphs, beyond vLLM's reservation "
+                          "(its memory snapshot is taken after the CUDA context exists; the graphs are captured "
+                          "after the KV cache)", counted_in="runtime")
+    rows = min(seqs, batched)
+    sampler = rows * spec.vocab_size * A.vllm_triton_sampler_bytes_per_entry(act_b)
+    act_c = Component(ACTIVATIONS, act, f"profiled peak for {batched:,} batched tokens and {rows:,} sampled sequences "
+                                         f"(vLLM's max_num_batched_tokens and max_num_seqs for this GPU; the sampler's "
+                                         f"logits, probabilities and top-k/top-p included: {sampler / GiB:.2f} GiB)")
+    recv = (f"; the {received / GiB:.2f} GiB of hidden states and residual it receives from the stage before"
+            if received else "")
+    stage_acts = [act_first if pp > 1 else act, *([act_first + received] * max(pp - 2, 0)),
+                  *([act + received] if pp > 1 else [])]
+    stage_comps = [act_c if pp == 1 else
+                   Component(ACTIVATIONS, a, f"profiled forward peak for {batched:,} batched tokens (the sampler runs "
+                                             f"on the last pipeline stage){recv if i else ''}") if i < pp - 1 else
+                   Component(ACTIVATIONS, a, act_c.detail + recv)
+                   for i, a in enumerate(stage_acts)]
     stages = pp_layers(spec.num_layers, pp) if pp > 1 else [spec.num_layers]
     total_w, _ = _stored_weight_total(spec, plan.precision, wb.total)
     scale = total_w / wb.total if wb.total else 1.0
@@ -642,25 +674,30 @@ def _vllm(spec: ModelSpec, plan: Plan):
                                 detail=weights_c.detail + f"; {off / GiB:.2f} GiB of them in RAM (--cpu-offload-gb), "
                                 "streamed over PCIe every forward pass")
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
-        comps = [weights_c, kv_c, act_c, over_c]
-        need = sum(c.bytes for c in comps)
+        stage_act = stage_comps[stage]
+        inside = [weights_c, kv_c, stage_act] + ([nccl_c] if nccl_c else [])
+        comps = inside + [outside_c]
+        need = sum(c.bytes for c in inside)
         if reserved is not None:
-            pool = reserved - weights_c.bytes - act_c.bytes - over_c.bytes
+            pool = reserved - weights_c.bytes - stage_act.bytes - nccl
             spare = reserved - need
             if spare > 0:
                 comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
                                        "the KV pool", counted_in="reserved"))
             per_token = kv_c.bytes / max(plan.context * plan.batch, 1)
             pools.append(int(pool / per_token) if per_token and pool > 0 else 0)
-            if stage == 0 or pool < min(pools):
-                first_comps = comps
+            if stage == 0 or pools[-1] < min(pools[:-1]):
+                first_comps = comps  # the stage whose pool is the smallest
         for i in range(tp):
             devices.append(DeviceNeed(f"gpu{stage * tp + i}", "gpu", tuple(comps)))
+    facts.append(("vllm_outside_reservation_bytes", VLLM_NON_TORCH))
+    facts += [("vllm_max_num_batched_tokens", batched), ("vllm_max_num_seqs", seqs)]
     if reserved is not None:
         # Every stage holds the KV of its own layers for every token: the pool is the smallest stage's.
         pool_tokens = min(pools) if pools else 0
         w = next(c for c in first_comps if c.name == WEIGHTS).bytes
-        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - act - over_c.bytes, 0)),
+        a = next(c for c in first_comps if c.name == ACTIVATIONS).bytes
+        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - a - nccl, 0)),
                   ("vllm_kv_pool_tokens", pool_tokens),
                   ("vllm_max_concurrency", round(pool_tokens / plan.context, 2) if plan.context else 0.0)]
     if pp > 1:
@@ -671,10 +708,14 @@ def _vllm(spec: ModelSpec, plan: Plan):
             Component(WEIGHTS, ram_bytes, f"weights offloaded by --cpu-offload-gb {plan.cpu_offload_gb:g} "
                       "(per GPU), pinned in RAM"),)))
         facts.append(("cpu_offload_bytes", ram_bytes))
-    notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start",
-             f"vLLM's profiling run samples its {A.VLLM_MAX_NUM_SEQS} dummy sequences with top-k and top-p, so the "
-             f"sampler's sort ({A.vllm_sampler_bytes_per_entry(act_b)} B per vocabulary entry per sequence, "
-             f"{sampler / GiB:.2f} GiB) is inside the activation peak it reserves: any request's sampling fits there"]
+    notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start for "
+             f"the weights, the profiled activation peak, NCCL and the KV cache; the CUDA context and CUDA graphs "
+             f"({VLLM_NON_TORCH / GiB:.2f} GiB here) come on top (vLLM v0.19.0's accounting)",
+             f"vLLM's profiling run: {batched:,} batched tokens and {rows:,} sampled sequences, the "
+             f"max_num_batched_tokens and max_num_seqs `vllm serve` v0.19.0 picks for this GPU; it samples them with "
+             f"top-k and top-p, so the sampler ({A.vllm_triton_sampler_bytes_per_entry(act_b)} B per vocabulary entry "
+             f"per sequence, {sampler / GiB:.2f} GiB) is inside the activation peak it reserves: any request's "
+             f"sampling fits there"]
     penalty = _vllm_penalty_note(spec)
     if penalty:
         notes.append(penalty)
@@ -793,12 +834,18 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
                           + f"; {spec.total_params / 1e9:.2f}B params as {fmt.description}"
                           + (f"; {exact}" if exact else ""))
     per_rank = -(-plan.batch // world)  # the sequences the busiest data-parallel rank serves
-    kv = kv_cache_bytes(spec, tokens=plan.context, sequences=per_rank, kv_dtype=plan.kv_dtype, engine=plan.engine)
+    batched, seqs = A.vllm_batch_defaults(plan.gpu_total_bytes, plan.compute_capability)
+    kv = kv_cache_bytes(spec, tokens=plan.context, sequences=per_rank, kv_dtype=plan.kv_dtype, engine=plan.engine,
+                        batched_tokens=batched if plan.engine == "vllm" else None)
     kv_c = Component(KV_CACHE, kv, _kv_detail(spec, plan, plan.engine, 1.0)
                      + f"; each data-parallel rank caches only its own sequences ({per_rank} here)")
-    act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, sampler="vllm" if plan.engine == "vllm"
-                                                         else "logits"),
-                      f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")
+    if plan.engine == "vllm":
+        act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, tokens=batched, seqs=seqs,
+                                                             sms=A.max_sms(plan.compute_capability)),
+                          f"profiled peak for {batched:,} batched tokens per rank and the sampler")
+    else:
+        act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, sampler="logits"),
+                          f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")
     over_c = Component(OVERHEAD, VLLM_NON_TORCH + VLLM_NCCL_TP, "CUDA context and CUDA graphs, NCCL and all-to-all "
                        "buffers", counted_in="runtime")
     vllm = plan.engine == "vllm"
@@ -901,17 +948,26 @@ def _llama_cpp(spec: ModelSpec, plan: Plan):
 
 def _kv_detail(spec: ModelSpec, plan: Plan, engine: str, share: float) -> str:
     """The KV cache's sum in words, from the same rule as its bytes (kv_cache.sliding_cache)."""
-    from fitcheck.estimate.kv_cache import kv_elements_per_token, sliding_cache
+    from fitcheck.estimate.kv_cache import kv_elements_per_token, sliding_cache, vllm_layer_slots
 
     per = kv_elements_per_token(spec, engine)
     how = ("MLA latent" if spec.is_mla and ENGINES[engine].kv_mla_latent else
            "MLA expanded per head" if spec.is_mla else f"2 × {spec.num_kv_heads} KV heads × {spec.attn_head_dim}")
     kept = sliding_cache(spec, engine, tokens=plan.context,
                          prompt_tokens=plan.prompt_tokens if engine == "transformers" else None,
-                         transformers_version=plan.transformers_version if engine == "transformers" else None)
+                         transformers_version=plan.transformers_version if engine == "transformers" else None,
+                         batched_tokens=A.vllm_batch_defaults(plan.gpu_total_bytes, plan.compute_capability)[0]
+                         if engine == "vllm" else None)
     sliding = min(spec.num_sliding_layers, spec.num_attention_layers) if spec.sliding_window else 0
+    full = spec.num_attention_layers - sliding
+    padded = ""
+    if engine == "vllm" and sliding:
+        slots = vllm_layer_slots(spec)
+        if slots != (full, sliding):
+            padded = (f"; vLLM's hybrid KV-cache manager pads the {full} full-attention and {sliding} sliding-window "
+                      f"layers to {slots[0]} and {slots[1]} (KV-cache groups of one size)")
+        full, sliding = slots
     if sliding:
-        full = spec.num_attention_layers - sliding
         parts = [f"{full} full-attention layers × {kept.full_tokens:,} tokens"] if full else []
         parts.append(f"{sliding} sliding-window layers × {kept.sliding_tokens:,} tokens")
         layers = f"({' + '.join(parts)})" if full else parts[0]
@@ -920,6 +976,7 @@ def _kv_detail(spec: ModelSpec, plan: Plan, engine: str, share: float) -> str:
     text = f"{layers} × {how} = {per} elements/token × {plan.batch} seq × {plan.kv_dtype}"
     if kept.why:
         text += f"; sliding-window layers: {kept.why}"
+    text += padded
     if share != 1.0:
         text += f"; this device holds {share:.0%}"
     return text

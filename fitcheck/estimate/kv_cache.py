@@ -45,6 +45,11 @@ TRANSFORMERS_SLIDING_SINCE = (4, 56)
 HYBRID_CACHE_ARCHITECTURES = frozenset({"gemma2", "gemma3", "gemma3_text"})
 LLAMA_CPP_SWA_ARCHITECTURES = frozenset({"gemma2", "gemma3", "gemma3_text", "gpt_oss", "cohere2", "llama4"})
 LLAMA_CPP_SWA_PAD = 256
+# vLLM v0.19.0 turns its hybrid KV-cache manager off for chunked local attention (Llama 4) unless
+# VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 ("There is a latency regression when using chunked local
+# attention with the hybrid KV cache manager. Disabling it, by default.",
+# https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/config/vllm.py): every layer keeps every token.
+VLLM_FULL_CACHE_ARCHITECTURES = frozenset({"llama4"})
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,11 @@ class SlidingCache:
 
 
 def sliding_cache(spec: ModelSpec, engine: str, *, tokens: int, prompt_tokens: int | None = None,
-                  transformers_version: str | None = None) -> SlidingCache:
+                  transformers_version: str | None = None, batched_tokens: int | None = None) -> SlidingCache:
     """What ``engine`` keeps per sequence of a ``tokens``-token context.  ``prompt_tokens``: the prefill's
     length when the peak may come at its end (transformers keeps the window as a view of the prefill's
-    K/V until the first decode step); None: the cache at a decode step."""
+    K/V until the first decode step); None: the cache at a decode step.  ``batched_tokens``: vLLM's
+    max_num_batched_tokens (None: the window alone)."""
     window = spec.sliding_window or 0
     if not window or not spec.num_sliding_layers:
         return SlidingCache(tokens, tokens, "")
@@ -74,9 +80,19 @@ def sliding_cache(spec: ModelSpec, engine: str, *, tokens: int, prompt_tokens: i
         return SlidingCache(tokens, min(tokens, cells),
                             f"llama.cpp's SWA cache: window {window:,} + n_ubatch {extra}, padded to "
                             f"{LLAMA_CPP_SWA_PAD}; --swa-full keeps every token")
+    if engine == "vllm" and spec.architecture in VLLM_FULL_CACHE_ARCHITECTURES:
+        return SlidingCache(tokens, tokens, f"window {window:,} (chunked local attention), but vLLM v0.19.0 turns its "
+                                            "hybrid KV-cache manager off for it by default: every token")
     if engine == "vllm":
-        return SlidingCache(tokens, min(tokens, window),
-                            f"window {window:,}: vLLM's hybrid KV-cache manager frees the blocks outside it")
+        # vLLM v0.19.0 sizes a sliding-window layer's blocks per request for the window's last window - 1 tokens
+        # plus a whole chunked-prefill step: min(window - 1 + max_num_batched_tokens, max_model_len)
+        # (SlidingWindowSpec.max_memory_usage_bytes, plus one block for a window that starts mid-block,
+        # https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/kv_cache_interface.py)
+        held = min(tokens, window - 1 + batched_tokens) if batched_tokens else min(tokens, window)
+        return SlidingCache(tokens, held,
+                            f"window {window:,}" + (f" + a chunked-prefill step of {batched_tokens:,} tokens"
+                                                    if batched_tokens else "")
+                            + ": vLLM's hybrid KV-cache manager frees the blocks outside it")
     if transformers_version is not None and _version(transformers_version) < TRANSFORMERS_SLIDING_SINCE:
         if spec.architecture in HYBRID_CACHE_ARCHITECTURES:
             return SlidingCache(tokens, min(tokens, window), f"window {window:,}: transformers {transformers_version} "
@@ -104,6 +120,25 @@ def _version(text: str) -> tuple[int, int]:
     return parse_transformers_version(text)
 
 
+def vllm_layer_slots(spec: ModelSpec) -> tuple[int, int]:
+    """(full-attention, sliding-window) layers vLLM v0.19.0's hybrid KV-cache manager allots blocks for.
+
+    With both kinds, it groups the layers of each kind into KV-cache groups of one size (the smaller count, or
+    the larger when it is under 1.5 × the smaller) and pads the last group of a kind with empty layers; every
+    group's block takes a page in each of the group-size memory pools, so a kind of n layers costs
+    ceil(n / size) × size layers' memory (_get_kv_cache_groups_uniform_page_size and
+    get_kv_cache_config_from_groups, https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/core/kv_cache_utils.py;
+    "Add %d padding layers, may waste at most ... KV cache memory").  Gemma 3 27B: 10 full + 52 sliding layers in
+    groups of 10, so 10 + 60 layers' memory."""
+    full, sliding = _layer_counts(spec)
+    if not full or not sliding or spec.architecture in VLLM_FULL_CACHE_ARCHITECTURES:
+        return full, sliding
+    size = min(full, sliding)
+    if max(full, sliding) < size * 1.5:
+        size = max(full, sliding)
+    return -(-full // size) * size, -(-sliding // size) * size
+
+
 def _layer_counts(spec: ModelSpec) -> tuple[int, int]:
     """(full-attention, sliding-window) attention layers."""
     attn_layers = spec.num_attention_layers
@@ -113,22 +148,22 @@ def _layer_counts(spec: ModelSpec) -> tuple[int, int]:
 
 def kv_cache_bytes(spec: ModelSpec, *, tokens: int, sequences: int, kv_dtype: str, engine: str,
                    layers: int | None = None, prompt_tokens: int | None = None,
-                   transformers_version: str | None = None) -> int:
+                   transformers_version: str | None = None, batched_tokens: int | None = None) -> int:
     """KV-cache bytes for `sequences` sequences of `tokens` tokens each, at the cache's peak.
 
     `layers`: count only this many attention layers (partial offload, pipeline split); the
-    sliding/full mix is kept in proportion.  `prompt_tokens`, `transformers_version`: see
+    sliding/full mix is kept in proportion.  `prompt_tokens`, `transformers_version`, `batched_tokens`: see
     :func:`sliding_cache` (which tokens the sliding-window layers hold).
     """
     elem = KV_DTYPE_BYTES[kv_dtype]
     per_token = kv_elements_per_token(spec, engine)
     attn_layers = spec.num_attention_layers
-    full, sliding = _layer_counts(spec)
+    full, sliding = vllm_layer_slots(spec) if engine == "vllm" else _layer_counts(spec)
     if layers is not None and attn_layers:
         share = min(layers, attn_layers) / attn_layers
         full, sliding = full * share, sliding * share
     kept = sliding_cache(spec, engine, tokens=tokens, prompt_tokens=prompt_tokens,
-                         transformers_version=transformers_version)
+                         transformers_version=transformers_version, batched_tokens=batched_tokens)
     total = (full * kept.full_tokens + sliding * kept.sliding_tokens) * per_token * elem * sequences
     if spec.num_linear_layers and spec.linear_state_elements:
         lin = spec.num_linear_layers if layers is None else spec.num_linear_layers * min(layers, spec.num_layers) / spec.num_layers

@@ -104,8 +104,9 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     gpu_order = sorted(range(len(machine.gpus)), key=lambda i: _free(machine, "gpu", i)[0] or 0)
     gi = 0
     unified_gpu_need = 0
-    # vLLM reserves gpu_memory_utilization × total itself, leaving the rest free: its reservation
-    # only has to be free; the headroom applies to what must fit inside the reservation (below).
+    # vLLM reserves gpu_memory_utilization × total itself, leaving the rest free: its reservation (and what vLLM
+    # keeps beyond it: the CUDA context and CUDA graphs) only has to be free; the headroom applies to what must fit
+    # inside the reservation (below).
     # SGLang likewise reserves mem_fraction_static × total, for the weights and the KV pool only.
     reserved = estimate.fact("vllm_reserved_bytes")
     static = estimate.fact("sglang_static_bytes")
@@ -128,11 +129,14 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     # Both engines: TIGHT when what the request needs inside the reservation leaves less than the headroom of it,
     # i.e. the KV pool's spare beyond this request's KV cache is under headroom × the reservation.
     if reserved is not None:
-        inner, kv = max(((d.total_bytes - d.component("kv_pool_spare"), d.component("kv_cache")) for d in gpu_needs),
-                        default=(0, 0))
+        outside = estimate.fact("vllm_outside_reservation_bytes", 0) or 0
+        inner, kv = max(((d.total_bytes - d.component("kv_pool_spare") - outside, d.component("kv_cache"))
+                         for d in gpu_needs), default=(0, 0))
         if inner > reserved:
+            free = _least_free(devices)
             reasons.append(f"needs {format_gib(inner)} inside vLLM's reservation of {format_gib(reserved)} "
-                           + _pool_fix(inner, kv, reserved, _least_free(devices), "--gpu-memory-utilization"))
+                           + _pool_fix(inner, kv, reserved, None if free is None else free - outside,
+                                       "--gpu-memory-utilization"))
         elif inner > reserved * (1 - headroom) and not reasons:
             devices = _pool_tight(devices, _pool_reason("vLLM's", reserved - inner + kv, kv, reserved - inner,
                                                         headroom, "reservation", reserved))

@@ -376,7 +376,7 @@ def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sg
     from fitcheck.units import format_gib
 
     for engine, context, pool_fact, reserved_fact, what in (
-            ("vllm", 5120, "vllm_kv_pool_bytes", "vllm_reserved_bytes", "reservation"),
+            ("vllm", 10240, "vllm_kv_pool_bytes", "vllm_reserved_bytes", "reservation"),
             ("sglang", 9216, "sglang_kv_pool_bytes", "sglang_static_bytes", "mem_fraction_static share")):
         args = ("llama-3.1-8b", "--engine", engine, "--context", str(context), "--batch", "4", "--profile", "rtx-4090")
         doc = json.loads(run(*args, "--json").output)
@@ -423,11 +423,11 @@ def test_a_reservation_too_small_names_only_the_fixes_that_help():
         assert "raise --gpu-memory-utilization" not in line and "shorten --context" not in line, line
         assert "more than this GPU can give it: lower-precision weights or more GPUs" in line
     assert "(raise --gpu-memory-utilization, or shorten --context or lower --batch)" in \
-        verdict("llama-3.1-8b", "--engine", "vllm", "--context", "10240", "--batch", "4")
+        verdict("llama-3.1-8b", "--engine", "vllm", "--context", "13312", "--batch", "4")
     assert "(shorten --context or lower --batch)" in verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072",
                                                              "--batch", "4")
     assert "(raise --gpu-memory-utilization)" in verdict("llama-3.1-8b", "--engine", "vllm", "--context", "1310",
-                                                         "--batch", "4", "--gpu-memory-utilization", "0.7")
+                                                         "--batch", "4", "--gpu-memory-utilization", "0.6")
     assert "(raise --gpu-memory-utilization and shorten --context or lower --batch)" in \
         verdict("llama-3.1-8b", "--engine", "vllm", "--context", "131072", "--batch", "4",
                 "--gpu-memory-utilization", "0.5")

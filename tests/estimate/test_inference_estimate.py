@@ -80,7 +80,8 @@ def test_vllm_reserves_a_fraction_and_reports_concurrency():
     e = est(LLAMA3_8B, h100, engine="vllm", context=8192)
     reserved = e.fact("vllm_reserved_bytes")
     assert reserved == int(81559 * 2**20 * 0.9)
-    assert e.devices[0].total_bytes == reserved
+    # what must be free: the reservation and what vLLM v0.19.0 keeps beyond it (CUDA context, CUDA graphs)
+    assert e.devices[0].total_bytes == reserved + e.fact("vllm_outside_reservation_bytes") > reserved
     # KV pool ≈ reserved − 16 GB weights − activations − overhead ≈ 50+ GiB → ≈ 400k tokens.
     assert 300_000 < e.fact("vllm_kv_pool_tokens") < 500_000
     assert e.fact("vllm_max_concurrency") == pytest.approx(e.fact("vllm_kv_pool_tokens") / 8192, rel=0.01)

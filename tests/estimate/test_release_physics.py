@@ -98,8 +98,9 @@ def test_a_legacy_cache_holds_two_caches_at_the_last_decode_step():
 
 def test_vllm_activation_peak_does_not_shrink_with_tensor_parallelism_and_nccl_is_counted():
     assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2) == A.vllm_profile_bytes(LLAMA3_8B, 2, 2)
-    # vLLM PR #10511's log: 1.26 GiB for Meta-Llama-3-8B at tp 1 and 2; the formula within 15 %
-    assert A.vllm_profile_bytes(LLAMA3_8B, 2, 2) / 2**30 == pytest.approx(1.26, rel=0.15)
+    # vLLM PR #10511's log: 1.26 GiB for Meta-Llama-3-8B at tp 1 and 2 (that branch's sort-based sampler, 256 rows);
+    # the formula within 15 %
+    assert A.vllm_profile_bytes(LLAMA3_8B, 2, 2, sampler="sort") / 2**30 == pytest.approx(1.26, rel=0.15)
     _, one = _dev(LLAMA3_8B, m=H100x2, engine="vllm", gpus=1)
     _, two = _dev(LLAMA3_8B, m=H100x2, engine="vllm", gpus=2)
     assert two.component("overhead") - one.component("overhead") == VLLM_NCCL_TP
@@ -153,18 +154,58 @@ def test_each_architecture_leaves_the_every_expert_loop_at_its_own_release():
     assert transformers_expert_loop(olmoe, "5.0") == transformers_expert_loop(olmoe, None) == "grouped"
 
 
-def test_vllm_profiles_its_sampler_with_top_k_and_top_p_so_the_sort_is_inside_the_reserved_peak():
-    # _dummy_sampler_run: temperature 0.5, top_p 0.9, top_k vocab - 1 for max_num_seqs rows; apply_top_k_top_p's
-    # sort beside the model's 16-bit and the sampler's fp32 logits: values, int64 indices, ATen's reverse
-    # indices and cub's third key and value buffers, 38 B per vocabulary entry with 16-bit logits
+def test_vllm_profiles_its_sampler_with_top_k_and_top_p_so_the_sampler_is_inside_the_reserved_peak():
+    # _dummy_sampler_run: temperature 0.5, top_p 0.9, top_k vocab - 1 for min(max_num_seqs, max_num_batched_tokens)
+    # rows.  Before vLLM's Triton top-k/top-p: apply_top_k_top_p's sort beside the model's 16-bit and the sampler's
+    # fp32 logits: values, int64 indices, ATen's reverse indices and cub's third key and value buffers, 38 B per
+    # vocabulary entry with 16-bit logits
     assert A.vllm_sampler_bytes_per_entry(2) == 38
     sort = A.VLLM_MAX_NUM_SEQS * LLAMA3_8B.vocab_size * 38
     held = A.VLLM_PROFILE_TOKENS * LLAMA3_8B.hidden_size * 2       # the profile batch's hidden states
-    forward = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="logits") - A.VLLM_MAX_NUM_SEQS * LLAMA3_8B.vocab_size * 8
+    forward = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="none")
     # the two phases run one after the other: the peak is the larger (here the sampler's)
-    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2) == max(forward, held + sort) == held + sort
+    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="sort") == max(forward, held + sort) == held + sort
+    # v0.19.0: the Triton kernel masks in place; the model's logits, their fp32 copy, the probabilities and the
+    # exponential draw stay (14 B per entry), with one fp32 vocabulary row per SM (132 on an H100)
+    assert A.vllm_triton_sampler_bytes_per_entry(2) == 14 and A.vllm_triton_sampler_bytes_per_entry(4) == 12
+    rows, h, v = 1024, LLAMA3_8B.hidden_size, LLAMA3_8B.vocab_size
+    triton = 8192 * h * 2 + 2 * rows * h * 2 + rows * v * 14 + 132 * v * 4
+    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=rows, sms=132) == triton
+    # v0.19.0's logs read 1.89 GiB for Llama-3.1-8B (the same shapes) on an H100: within 3 %
+    assert triton / 2**30 == pytest.approx(1.89, rel=0.03)
+    # an 80 GB H100 gets `vllm serve`'s larger defaults: 8,192 batched tokens, 1,024 sequences
     plan = resolve_inference(Request(engine="vllm", gpus=1), LLAMA3_8B, H100x2)
     est = estimate_inference(LLAMA3_8B, plan)
-    assert est.devices[0].component("activations") == A.vllm_profile_bytes(LLAMA3_8B, 1, 2)
-    assert any("sampler's sort (38 B per vocabulary entry" in n and "inside the activation peak" in n
-               for n in est.notes)
+    assert est.devices[0].component("activations") == triton
+    assert (est.fact("vllm_max_num_batched_tokens"), est.fact("vllm_max_num_seqs")) == (8192, 1024)
+    assert any("sampler (14 B per vocabulary entry" in n and "inside the activation peak" in n for n in est.notes)
+    # below 8 rows vLLM sorts again
+    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=4) == max(
+        forward, held + 4 * v * A.vllm_sampler_bytes_per_entry(2))
+
+
+def test_vllm_batch_defaults_follow_the_gpu():
+    # EngineArgs.get_batch_defaults (v0.19.0): 70 GiB or more and not an A100 → 8192 / 1024; else 2048 / 256
+    gib = 2**30
+    assert A.vllm_batch_defaults(int(79.2 * gib), 9.0) == (8192, 1024)     # H100 80GB
+    assert A.vllm_batch_defaults(int(79.2 * gib), 8.0) == (2048, 256)      # A100 80GB
+    assert A.vllm_batch_defaults(int(23.6 * gib), 8.9) == (2048, 256)      # RTX 4090
+    assert A.vllm_batch_defaults(int(139.8 * gib), 9.0) == (8192, 1024)    # H200
+    assert A.vllm_batch_defaults(None, None) == (8192, 1024)               # unknown: the larger peak
+    small = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=2048, seqs=256, sms=128)
+    large = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=1024, sms=132)
+    assert small < large / 3
+
+
+def test_vllm_keeps_the_fused_moe_workspace_through_the_sampler():
+    from estimate_specs import MIXTRAL
+
+    # TritonExperts at tp 2: workspace13 = M × top-k × max(N/2, K), workspace2 = M × top-k × max(N, K), N = 2I/tp
+    n, k, m = 2 * MIXTRAL.moe_intermediate_size // 2, MIXTRAL.hidden_size, 8192
+    ws = (max(m * 2 * max(n // 2, k), m * k) + m * 2 * max(n, k)) * 2
+    assert A.vllm_moe_workspace_bytes(MIXTRAL, 2, 2, m) == ws
+    assert A.vllm_moe_workspace_bytes(LLAMA3_8B, 2, 2, m) == 0
+    plain = A.vllm_profile_bytes(MIXTRAL, 2, 2, tokens=m, seqs=1024, sms=132)
+    assert A.vllm_profile_bytes(MIXTRAL, 2, 2, tokens=m, seqs=1024, sms=132, moe_workspace=True) == plain + ws
+    # v0.19.0's log for Mixtral-8x7B-Instruct at tp 2 on H100s: 1.21 GiB
+    assert (plain + ws) / 2**30 == pytest.approx(1.21, rel=0.05)

@@ -65,8 +65,10 @@ def test_gemma3_per_engine():
     # a short prompt: the peak is at the end of generation, sliding layers at the window
     short, detail = kv_of("gemma-3-27b", "--profile", "h200", "--context", "32768", "--prompt", "1000")
     assert layer_tokens(detail) == (10, 32768, 52, 1024) and short < kv / 4
+    # vLLM v0.19.0: the window's last 1,023 tokens and a chunked-prefill step (8,192 on a 140 GB GPU); its KV-cache
+    # groups of 10 layers pad the 52 sliding-window layers to 60
     _, vllm = kv_of("gemma-3-27b", "--profile", "h200", "--context", "32768", "--engine", "vllm")
-    assert layer_tokens(vllm) == (10, 32768, 52, 1024) and "vLLM" in vllm
+    assert layer_tokens(vllm) == (10, 32768, 60, 1023 + 8192) and "vLLM" in vllm and "pads" in vllm
     _, gguf = kv_of("gemma-3-27b", "--profile", "h200", "--context", "32768", "-p", "q4_k_m")
     assert layer_tokens(gguf) == (10, 32768, 52, 1536) and "--swa-full" in gguf  # 1,024 + n_ubatch 512
 
