@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from fitcheck.engines import ENGINES
 from fitcheck.estimate import activations as A
+from fitcheck.estimate import llama_cpp as LC
 from fitcheck.estimate.allocator import load_waste_runs
 from fitcheck.estimate.expert_offload import (
     LLAMA_CPP_OFFLOAD_MIN_BATCH,
@@ -783,6 +784,12 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
 
 
 # ---- llama.cpp ---------------------------------------------------------------------------------
+def llama_cpp_devices(spec: ModelSpec, plan: Plan, setup: LC.LlamaCppSetup | None = None) -> list[DeviceNeed]:
+    """The llama.cpp estimate's devices for `plan`, with the context settings of `setup` where a load's
+    command line sets more than a plan says (-ub, -fa); `benchmarks/llamacpp_logs.py` scores them."""
+    return _llama_cpp(spec, plan)[0]
+
+
 def _llama_cpp(spec: ModelSpec, plan: Plan):
     wb = _weights(spec, plan.precision, plan.engine)
     weights_total, exact = _stored_weight_total(spec, plan.precision, wb.total)
