@@ -11,6 +11,7 @@ this project's own runs), compared by the module that owns it:
 - published QLoRA capacity (the longest sequence that fit): benchmarks/capacity.py, as
   the longest fitcheck says fits ÷ the longest that fit (above 1: "fits" where the run was
   out of memory); it is reported as the error of that ratio;
+- published llama.cpp load logs (buffers per device): benchmarks/llamacpp_logs.py;
 - our CPU runs (transformers 5.24, resident peaks and live tensors): benchmarks.measure.compare;
 - our CPU runs across transformers releases: benchmarks.measure.inference_peak;
 - the CUDA caching allocator replayed on recorded training steps: benchmarks.measure.alloc_trace.
@@ -114,6 +115,13 @@ def _swift_shared_order(source: str = SWIFT_LATER) -> list[float]:
     return [x["error"] * 100 for x in shared_order() if x["key"] in keys]
 
 
+def _llamacpp_logs() -> list[float]:
+    """Published llama.cpp load logs, device by device (benchmarks/llamacpp_logs.py)."""
+    from benchmarks.llamacpp_logs import device_total_errors
+
+    return device_total_errors()
+
+
 def _capacity() -> list[float]:
     from benchmarks.capacity import capacities
 
@@ -210,6 +218,9 @@ def sources() -> list[Source]:
          lambda: _accuracy_rows(calib, "inference"), None),
         ("inference", "Qwen2 speed benchmark: 0.5B–72B and 57B-A14B, A100, transformers 4.38 (published)",
          lambda: _accuracy_rows(DATA / "inference_reference.csv", "inference"), None),
+        ("inference", "llama.cpp load logs: each device's logged buffers (model, KV, compute) against the estimate "
+         "of the same buffers, single-GPU logs: Mistral-7B v0.1/v0.2, Qwen2.5-32B, gpt-oss-20b, TinyLlama, Phi-4-mini "
+         "(published; `python -m benchmarks.llamacpp_logs`)", _llamacpp_logs, None),
         ("inference", "our CPU runs: prefill and generate, resident peak, transformers 5.24",
          lambda: _cpu_runs(("prefill peak", "generate peak")), None),
         ("inference", "our CPU runs across transformers 4.35–5.24: live tensors",
