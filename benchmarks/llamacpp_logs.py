@@ -7,7 +7,10 @@ Reads `benchmarks/data/llamacpp_load_logs.csv`: buffers that llama.cpp printed a
 logs (GitHub issues and pull requests; each row's `source`), with the settings the log shows.  Each
 row is estimated with the same code as `fitcheck MODEL --engine llama.cpp` (`inference.llama_cpp_devices`)
 for that model, file type, context (-c), sequences (-np), micro-batch (-ub), flash attention (-fa), KV
-types (-ctk/-ctv), offloaded layers (-ngl) and GPUs, and compared with what the log printed:
+types (-ctk/-ctv), offloaded layers (-ngl) and GPUs -- and, where the release or the runner differs from
+today's llama-server, its n_ctx rounding (`ctx_pad`: 32 without flash attention before PR #17046), whether
+sliding-window layers had their own cache (`swa_cache` 0 before PR #13194) and whether the context returns
+embeddings (`embeddings` 1 under ollama) -- and compared with what the log printed:
 
 - model buffers: the GPUs' sum ("CUDA0 model buffer size" ...), and the host's ("CPU_Mapped") only
   when every layer is offloaded (then it holds token_embd alone; with layers on the CPU it is the
@@ -38,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from fitcheck.engines import FLOATS, GGUF_TYPES  # noqa: E402
 from fitcheck.estimate.inference import llama_cpp_devices  # noqa: E402
-from fitcheck.estimate.llama_cpp import LlamaCppSetup  # noqa: E402
+from fitcheck.estimate.llama_cpp import CTX_PAD, LlamaCppSetup  # noqa: E402
 from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, WEIGHTS  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
@@ -96,13 +99,16 @@ def setup_of(row: dict) -> LlamaCppSetup:
     return LlamaCppSetup(n_ctx=_int(row["n_ctx"], 4096) or 4096, n_seq=n_seq, n_ubatch=_int(row["n_ubatch"], 512) or 512,
                          flash_attn=row["flash_attn"].strip() == "1", type_k=row["type_k"] or "fp16",
                          type_v=row["type_v"] or "fp16",
-                         gpu_layers=None if offloaded is None or offloaded == total else offloaded, gpus=gpus)
+                         gpu_layers=None if offloaded is None or offloaded == total else offloaded, gpus=gpus,
+                         ctx_pad=_int(row["ctx_pad"], CTX_PAD) or CTX_PAD, swa_cache=row["swa_cache"].strip() != "0",
+                         embeddings=row["embeddings"].strip() == "1")
 
 
 def plan_of(row: dict, setup: LlamaCppSetup) -> Plan:
     precision = modelled_type(row) or PLACEHOLDER_TYPE
     partial = setup.gpu_layers is not None
-    return Plan(precision=precision, engine="llama.cpp", device="offload" if partial else ("gpu" if setup.gpus else "cpu"),
+    device = "cpu" if not setup.gpus else ("offload" if partial else "gpu")
+    return Plan(precision=precision, engine="llama.cpp", device=device,
                 gpus=setup.gpus, context=setup.n_ctx // setup.n_seq, batch=setup.n_seq, prompt_tokens=setup.n_ubatch,
                 kv_dtype=setup.type_k, gpu_layers=setup.gpu_layers, gpu_memory_utilization=0.9, gpu_total_bytes=None,
                 compute_capability=None)

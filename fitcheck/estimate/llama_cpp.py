@@ -39,12 +39,15 @@ CTX_PAD_NO_FA_BEFORE_PR17046 = 32
 # (sched->n_copies = parallel ? GGML_SCHED_MAX_COPIES : 1; llama.cpp's CMake default 4).  llama-context.cpp
 # enables it when the layers and the output layer sit on more than one GPU (--split-mode layer, KV offloaded).
 SCHED_MAX_COPIES = 4
-# n_tokens × n_embd f32 tensors live beside the attention scores in the worst-case graph: the residual
-# stream, the normed input (its slot stays while Q, K and V are made), Q and the attention output, as
-# ggml-alloc lays them out (llm_build_llama, models/llama.cpp L26).  Read off the graph; every logged
-# non-flash-attention compute buffer in benchmarks/data/llamacpp_load_logs.csv is the scores, the mask and
-# these four (Mistral-7B at 2048-32768 cells exactly, Llama-3-70B 0.4 % under).
-ATTN_ACTIVATIONS = 4
+# f32 tensors of n_tokens rows live beside the attention scores in the worst-case graph: the residual
+# stream and the normed input (its slot stays while Q, K and V are made), n_embd wide, and Q and the
+# attention output, n_head × head_dim wide, as ggml-alloc lays them out (llm_build_llama, models/llama.cpp
+# L26).  Read off the graph; every logged non-flash-attention compute buffer in
+# benchmarks/data/llamacpp_load_logs.csv is the scores, the masks and these four (Mistral-7B at 2048-32768
+# cells, Qwen2.5-32B and Gemma-2-27B, whose n_head × head_dim of 4096 differs from its n_embd of 4608,
+# exactly; Llama-3-70B 0.4 % under).
+ATTN_EMBD_ACTIVATIONS = 2
+ATTN_HEAD_ACTIVATIONS = 2
 # build_ffn (llama-graph.cpp L26): up and gate, then ggml_swiglu_split's output, all n_tokens × n_ff f32.
 # Releases before ggml's GLU op (mid 2025) ran silu and mul in place: two, not three.
 FFN_TENSORS = 3
@@ -64,6 +67,10 @@ class LlamaCppSetup:
     gpus: int = 1                   # devices the layers are split over (--split-mode layer)
     ctx_pad: int = CTX_PAD          # n_ctx rounding of the release (CTX_PAD_NO_FA_BEFORE_PR17046 for older
                                     # releases without flash attention)
+    swa_cache: bool = True          # sliding-window layers keep a window-sized cache (llama.cpp PR #13194,
+                                    # May 2025; False for older releases and --swa-full)
+    embeddings: bool = False        # the context also returns embeddings (ollama's runner: llama.go sets
+                                    # params.embeddings = true): the output buffer holds them too
 
 
 def setup_from_plan(plan) -> LlamaCppSetup:
@@ -96,12 +103,14 @@ def swa_cells(spec: ModelSpec, setup: LlamaCppSetup) -> int:
     n_swa × n_seq + n_ubatch), 256) -- the unified cache's rule; --swa-full keeps size_base.  llama.cpp has
     this cache since PR #13194 (May 2025); before it every layer kept every cell."""
     window = spec.sliding_window
-    if not window or not _has_swa_cache(spec):
+    if not window or not _has_swa_cache(spec) or not setup.swa_cache:
         return cells(setup)
     return min(cells(setup), _pad(window * setup.n_seq + setup.n_ubatch, LLAMA_CPP_SWA_PAD))
 
 
 def _layer_counts(spec: ModelSpec) -> tuple[int, int]:
+    """(full-attention, sliding-window) layers as llama.cpp's graph builds them: models with sliding layers
+    (LLAMA_CPP_SWA_ARCHITECTURES) build a mask for each kind, also in releases that cache every cell."""
     attn = spec.num_attention_layers
     sliding = min(spec.num_sliding_layers, attn) if _has_swa_cache(spec) else 0
     return attn - sliding, sliding
@@ -123,7 +132,8 @@ def kv_bytes(spec: ModelSpec, setup: LlamaCppSetup, layers: float | None = None)
 
 def mask_elements(spec: ModelSpec, setup: LlamaCppSetup) -> int:
     """Elements of the attention masks the graph takes as inputs: [n_kv, n_tokens] f32 per kind of
-    attention layer (llama-graph.cpp build_attn_inp_kv / _iswa, L26), n_kv the whole cache at reserve."""
+    attention layer (llama-graph.cpp build_attn_inp_kv / _iswa, L26; build_inp_KQ_mask and
+    build_inp_KQ_mask_swa, both n_kv wide, in L24's llm_build_gemma2), n_kv the whole cache at reserve."""
     t = micro_batch(setup)
     full, sliding = _layer_counts(spec)
     n = (cells(setup) if full else 0) + (swa_cells(spec, setup) if sliding else 0)
@@ -144,13 +154,15 @@ def _ffn_width(spec: ModelSpec) -> int:
 def phases(spec: ModelSpec, setup: LlamaCppSetup, *, mask_bytes: int) -> dict[str, int]:
     """Live bytes at the peaks of the worst-case graph on a device that runs layers:
     - attention: the scores kq = mul_mat(k, q) [n_kv, n_tokens, n_head] f32 without flash attention
-      (build_attn_mha), the mask, and ATTN_ACTIVATIONS n_tokens × n_embd tensors;
+      (build_attn_mha), the masks, ATTN_EMBD_ACTIVATIONS n_tokens × n_embd tensors and
+      ATTN_HEAD_ACTIVATIONS n_tokens × (n_head × head_dim) tensors;
     - feed-forward: FFN_TENSORS n_tokens × n_ff tensors, the residual and the normed input, the mask.
     ggml-alloc frees a tensor after its last use (inputs included) and never frees graph outputs."""
     t, h = micro_batch(setup), spec.hidden_size
+    q = spec.num_attention_heads * spec.attn_head_dim
     scores = 0 if setup.flash_attn else t * cells(setup) * spec.num_attention_heads * F32
     return {
-        "attention": mask_bytes + scores + ATTN_ACTIVATIONS * t * h * F32,
+        "attention": mask_bytes + scores + (ATTN_EMBD_ACTIVATIONS * h + ATTN_HEAD_ACTIVATIONS * q) * t * F32,
         "feed-forward": mask_bytes + FFN_TENSORS * t * _ffn_width(spec) * F32 + 2 * t * h * F32,
     }
 
@@ -213,8 +225,9 @@ def host_compute_bytes(spec: ModelSpec, setup: LlamaCppSetup, *, cpu_layers: int
 
 def output_buffer_bytes(spec: ModelSpec, setup: LlamaCppSetup) -> int:
     """The host output buffer: logits of max(n_outputs, n_seq) rows, n_seq at load (output_reserve, L26;
-    llama_output_reserve, L24).  Contexts created with embeddings on add n_embd per row (ollama's runner)."""
-    return max(setup.n_seq, 1) * spec.vocab_size * F32
+    llama_output_reserve, L24).  Contexts created with embeddings on add n_embd per row (ollama's runner, whose
+    patch 05-embeddings keeps the logits too)."""
+    return max(setup.n_seq, 1) * (spec.vocab_size + (spec.hidden_size if setup.embeddings else 0)) * F32
 
 
 def pipeline_copies(setup: LlamaCppSetup, num_layers: int) -> int:

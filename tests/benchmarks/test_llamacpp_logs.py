@@ -27,20 +27,21 @@ LIMITS = {
     "KV (host)": 0.1,                 # (0.00)
     "model (GPUs)": 0.5,              # (0.01: tensor alignment)
     "model (host)": 0.5,              # (0.00)
-    "compute + output (host)": 0.5,   # (0.07)
+    "compute + output (host)": 0.5,   # (0.07: the host buffers' last 0.01 MiB)
     "compute (first GPU)": 2.0,       # (1.39: gpt-oss-20b on Metal)
     "device total (GPU)": 2.0,        # (1.39)
 }
 
 
 def test_every_row_names_its_source_and_its_settings():
-    assert len(ROWS) == len(L.read_rows()) >= 10
+    assert len(ROWS) == len(L.read_rows()) >= 13
     for rid, r in ROWS.items():
         assert r["source"].startswith("https://github.com/"), rid
         gpus = int(r["gpus"])
         for col in ("model_gpu_mib", "kv_gpu_mib", "compute_gpu_mib"):
             assert len(L._mibs(r[col])) in (0, gpus), (rid, col)
         assert r["flash_attn"] in ("", "0", "1"), rid
+        assert r["swa_cache"] in ("", "0", "1") and r["embeddings"] in ("", "0", "1"), rid
 
 
 @pytest.mark.parametrize("component", sorted(LIMITS))
@@ -152,3 +153,39 @@ def test_partial_offload_copies_the_output_matrix_for_the_prompt():
     ffn = 512 * 4096 * 2 + 3 * 512 * 14336 * 4 + 2 * 512 * 4096 * 4  # f16 mask, gate/up/act, two hidden states
     assert gpu_full == pytest.approx(max(ffn, logits), rel=1e-6)  # the FFN phase is the peak with the layers
     assert gpu_part == pytest.approx(head + logits, rel=1e-3)     # the copied head and its logits are
+
+
+def test_two_masks_and_head_width_activations_without_a_swa_cache():
+    # ollama #6902 (September 2024): Gemma-2-27B, 4 x 2048 cells, no flash attention: CUDA0 578.00 MiB = scores
+    # 512 x 8192 x 32 heads + two f32 masks (full and sliding, both 8192 wide before the SWA cache) + two
+    # 512 x 4608 (n_embd) and two 512 x 4096 (32 heads x 128) activations; KV 2944 MiB: every layer every cell
+    g = spec("google/gemma-2-27b-it")
+    s = LC.LlamaCppSetup(n_ctx=8192, n_seq=4, flash_attn=False, ctx_pad=32, swa_cache=False, embeddings=True)
+    assert LC.gpu_compute_bytes(g, s, holds_output=True) == (512 * 8192 * 32 + 2 * 512 * 8192
+                                                             + 2 * 512 * 4608 + 2 * 512 * 4096) * 4
+    assert LC.gpu_compute_bytes(g, s, holds_output=True) / MIB == pytest.approx(578.00, abs=0.01)
+    assert LC.kv_bytes(g, s) / MIB == pytest.approx(2944.00, abs=0.01)
+    assert LC.host_compute_bytes(g, s, cpu_layers=0, output_on_cpu=False, has_gpu=True) / MIB == pytest.approx(41.01, abs=0.02)
+    # with the SWA cache (May 2025 on) the sliding layers keep 4 x 4096 + 512 cells, padded to 256
+    assert LC.swa_cells(g, replace(s, n_ctx=32768, swa_cache=True)) == 16896
+    assert LC.swa_cells(g, replace(s, swa_cache=True)) == 8192    # never more than the whole cache
+    assert LC.kv_bytes(g, replace(s, n_ctx=32768, swa_cache=True)) < LC.kv_bytes(g, replace(s, n_ctx=32768))
+
+
+def test_ollama_returns_embeddings_beside_the_logits():
+    # ollama's runner creates its context with embeddings on (llama.go) and keeps the logits (patch
+    # 05-embeddings): 4 x (152064 + 5120) f32 = "CUDA_Host output buffer size = 2.40 MiB" (ollama #9221)
+    q = spec("Qwen/Qwen2.5-32B-Instruct")
+    s = LC.LlamaCppSetup(n_ctx=8192, n_seq=4, embeddings=True)
+    assert LC.output_buffer_bytes(q, s) == 4 * (152064 + 5120) * 4
+    assert LC.output_buffer_bytes(q, replace(s, embeddings=False)) == 4 * 152064 * 4
+
+
+def test_cpu_only_compute_buffer_is_the_attention_phase():
+    # ollama #9496: Llama-3.1-8B on the CPU, 32384 cells (4 x 8096, padded to 32 without flash attention),
+    # "CPU compute buffer size = 2119.26 MiB": scores 512 x 32384 x 32, the f32 mask, four 512 x 4096 tensors
+    m = spec("meta-llama/Llama-3.1-8B-Instruct")
+    s = LC.LlamaCppSetup(n_ctx=32384, n_seq=4, flash_attn=False, ctx_pad=32, gpus=0)
+    assert LC.cells(s) == 32384
+    assert LC.host_compute_bytes(m, s, cpu_layers=m.num_layers, output_on_cpu=True, has_gpu=False) / MIB == \
+        pytest.approx(2119.26, abs=0.02)
