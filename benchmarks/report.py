@@ -219,7 +219,8 @@ def sources() -> list[Source]:
         ("inference", "Qwen2 speed benchmark: 0.5B–72B and 57B-A14B, A100, transformers 4.38 (published)",
          lambda: _accuracy_rows(DATA / "inference_reference.csv", "inference"), None),
         ("inference", "llama.cpp load logs: each device's logged buffers (model, KV, compute) against the estimate "
-         "of the same buffers, single-GPU logs: Mistral-7B v0.1/v0.2, Qwen2.5-32B, gpt-oss-20b, TinyLlama, Phi-4-mini "
+         "of the same buffers, single-GPU logs: Mistral-7B v0.1/v0.2, Qwen2.5-32B, Gemma-2-27B, gpt-oss-20b, TinyLlama, "
+         "Phi-4-mini "
          "(published; `python -m benchmarks.llamacpp_logs`)", _llamacpp_logs, None),
         ("inference", "our CPU runs: prefill and generate, resident peak, transformers 5.24",
          lambda: _cpu_runs(("prefill peak", "generate peak")), None),

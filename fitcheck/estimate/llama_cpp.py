@@ -19,6 +19,9 @@ Sources, pinned (the release a rule holds for is said next to it):
   (llama_kv_cache_get_padding, llama_output_reserve, build_inp_KQ_mask).
 Both were read in ollama's vendored copies of those commits (ollama/ollama, llama/llama.cpp and
 ml/backend/ggml at ef00199f and 96efd905), where ollama's patches do not touch these lines.
+- ollama's llama.cpp runner (LlamaCppSetup.embeddings):
+  https://github.com/ollama/ollama/blob/96efd9052f28827eea44282b8f2a5e819ed7277e/llama/llama.go
+  (params.embeddings = true) and .../llama/patches/05-embeddings.diff (the logits are kept beside them).
 """
 
 from __future__ import annotations
