@@ -13,6 +13,7 @@ this project's own runs), compared by the module that owns it:
 - published QLoRA capacity (the longest sequence that fit): benchmarks/capacity.py, as
   the longest fitcheck says fits ÷ the longest that fit (above 1: "fits" where the run was
   out of memory); it is reported as the error of that ratio;
+- published llama.cpp load logs (buffers per device): benchmarks/llamacpp_logs.py;
 - our CPU runs (transformers 5.24, resident peaks and live tensors): benchmarks.measure.compare;
 - our CPU runs across transformers releases: benchmarks.measure.inference_peak;
 - the CUDA caching allocator replayed on recorded training steps: benchmarks.measure.alloc_trace.
@@ -128,6 +129,13 @@ def _vllm_kv_capacity() -> list[float]:
     return kv_token_errors()
 
 
+def _llamacpp_logs() -> list[float]:
+    """Published llama.cpp load logs, device by device (benchmarks/llamacpp_logs.py)."""
+    from benchmarks.llamacpp_logs import device_total_errors
+
+    return device_total_errors()
+
+
 def _capacity() -> list[float]:
     from benchmarks.capacity import capacities
 
@@ -235,6 +243,10 @@ def sources() -> list[Source]:
          "GPTQ/MXFP4 (published)", _vllm_non_kv, None),
         ("inference*", "vLLM v0.19.0 startup logs: the KV cache's capacity in max_model_len-token requests (the error "
          "of the capacity promised, negative: more than vLLM holds; not pooled)", _vllm_kv_capacity, None),
+        ("inference", "llama.cpp load logs: each device's logged buffers (model, KV, compute) against the estimate "
+         "of the same buffers, single-GPU logs: Mistral-7B v0.1/v0.2, Qwen2.5-32B, Gemma-2-27B, gpt-oss-20b, TinyLlama, "
+         "Phi-4-mini "
+         "(published; `python -m benchmarks.llamacpp_logs`)", _llamacpp_logs, None),
         ("inference", "our CPU runs: prefill and generate, resident peak, transformers 5.24",
          lambda: _cpu_runs(("prefill peak", "generate peak")), None),
         ("inference", "our CPU runs across transformers 4.35–5.24: live tensors",

@@ -18,7 +18,6 @@ Qwen2.5-7B at 30,720 prompt tokens leaves 4.1 GiB beyond weights and KV cache; t
 
 from __future__ import annotations
 
-from fitcheck.engines import LLAMA_CPP_UBATCH
 from fitcheck.model.spec import ModelSpec
 
 # MoE dispatch in transformers runs experts one after another on the tokens routed to each;
@@ -246,35 +245,6 @@ def vllm_sampler_bytes_per_entry(act_bytes: int) -> int:
     masked = logits + (4 + 8) + 1 + 4 + 1 + 4  # values, indices, top-k mask, softmax, top-p mask, scatter
     draw = logits + 4 + 4 + 4                  # scattered logits, probabilities, exponential draw
     return max(sort, masked, draw)
-
-
-def llama_cpp_compute_bytes(spec: ModelSpec, *, context_cells: int, flash_attention: bool = True) -> int:
-    """llama.cpp's compute buffer for the worst-case graph of n_ubatch tokens (f32 intermediates).
-
-    The graph allocator reuses memory between the layer body and the output head, so the buffer
-    is the larger of: logits for n_ubatch outputs (n_ubatch × vocab × 4) and the layer body
-    (FFN intermediates 3 × I plus residual streams; without flash attention the K·Q scores
-    n_ubatch × n_ctx × heads); plus the input embeddings.  Matches logged buffers, e.g.
-    Llama-3-8B: 512 × 128,256 × 4 B = 250.5 MiB + 8 MiB ("CUDA0 compute buffer size = 258.50 MiB").
-    """
-    u = LLAMA_CPP_UBATCH
-    h = spec.hidden_size
-    ffn = _ffn_width_per_token(spec, dispatch_imbalance=1.0)
-    body = u * (3 * ffn + 4 * h) * 4
-    if not flash_attention:
-        body += u * context_cells * spec.num_attention_heads * 4
-    head = u * spec.vocab_size * 4
-    return int(max(body, head) + u * h * 4)
-
-
-def llama_cpp_host_compute_bytes(spec: ModelSpec) -> int:
-    """The host-side compute buffer llama.cpp keeps when layers run on a GPU (inputs, embeddings)."""
-    return int(LLAMA_CPP_UBATCH * spec.hidden_size * 4 * 3)
-
-
-def llama_cpp_output_bytes(spec: ModelSpec, sequences: int) -> int:
-    """Host output buffer: logits for one output per sequence (llama-context.cpp output_reserve)."""
-    return sequences * spec.vocab_size * 4
 
 
 def static_causal_mask_bytes(spec: ModelSpec, *, batch: int, act_bytes: int) -> tuple[int, int]:
