@@ -233,10 +233,11 @@ def sources() -> list[Source]:
         ("inference", "Qwen2 speed benchmark: 0.5B–72B and 57B-A14B, A100, transformers 4.38 (published)",
          lambda: _accuracy_rows(DATA / "inference_reference.csv", "inference"), None),
         ("inference", "Qwen1.5 transformers inference table: 0.5B–72B and MoE-A2.7B, BF16/GPTQ-Int4/AWQ, A100, "
-         "transformers of March 2024 (published; held out: found after the estimate, nothing fitted to it)",
+         "transformers of March 2024 (published; found after the estimate; it pointed at the first decoding step, priced "
+         "from transformers' source and a CPU run; no constant read from it)",
          lambda: _accuracy_rows(DATA / "qwen15_inference_reference.csv", "inference"), None),
         ("inference", "Qwen3 speed benchmark: 0.6B–32B and 30B-A3B, BF16/FP8/GPTQ-Int8/AWQ, H20, transformers "
-         "4.51.3 (published; held out: found after the estimate, nothing fitted to it)",
+         "4.51.3 (published; found after the estimate; it pointed at FP8 checkpoints' lm_head; no constant read from it)",
          lambda: _accuracy_rows(DATA / "qwen3_inference_reference.csv", "inference"), None),
         ("inference", "vLLM v0.19.0 startup logs: what vLLM subtracts from gpu_memory_utilization × total before "
          "the KV cache (weights + activation peak + non-torch), H100, TP 1–4, PP 2–4, BF16/FP16/FP32/FP8/INT8/"

@@ -166,9 +166,10 @@ class _Search:
             return out
         self.seen.add(key)
         if out.verdict.status in (FITS, TIGHT):
-            self.found.append(Alternative(title, request, out.plan, out.estimate, out.verdict,
+            # out.request: the request evaluated, which may carry what made it fit (pipeline.vllm_room's utilization)
+            self.found.append(Alternative(title, out.request, out.plan, out.estimate, out.verdict,
                                           cost + (COST_TIGHT if out.verdict.status == TIGHT else 0),
-                                          changed_fields(self.base, request)))
+                                          changed_fields(self.base, out.request)))
         return out
 
     def ranked(self, n: int) -> tuple[Alternative, ...]:

@@ -37,7 +37,7 @@ from fitcheck.estimate.speed import (
     estimate_speed,
     estimate_training_speed,
 )
-from fitcheck.estimate.verdict import CANNOT_RUN, FITS, UNKNOWN, Verdict, judge, with_software
+from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, UNKNOWN, Verdict, judge, with_software
 from fitcheck.machine import Machine, nodes_of
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
@@ -288,7 +288,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile, extra=extra),
                              engine_command=engine_command(model_ref, a.plan, repos, local=local),
                              download=download_of(a.plan))
-                     for a in find_alternatives(spec, request, plan, machine, checked))
+                     for a in find_alternatives(spec, request, plan, machine, vllm_room(checked, machine)))
 
     max_context = max_batch = None
     if search and verdict.status not in (CANNOT_RUN, UNKNOWN):
@@ -327,6 +327,31 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         launch=launch_lines(model_ref, plan, repos) if not plan.problems else (), download=download,
         better_layout=better,
     )
+
+
+def vllm_room(evaluate: Any, machine: Machine) -> Any:
+    """``evaluate`` where a vLLM request at the default --gpu-memory-utilization overflows only by what vLLM keeps
+    beyond its reservation (the CUDA context and graphs): the same request at the largest utilization that leaves
+    them room, when that still holds it (an alternative then prints the flag)."""
+    from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION
+
+    totals = [g.memory_total_bytes for g in machine.gpus if isinstance(g.memory_total_bytes, int)]
+    frees = [g.memory_free_bytes for g in machine.gpus if isinstance(g.memory_free_bytes, int)]
+
+    def evaluate_with_room(req: Request) -> Outcome | None:
+        out = evaluate(req)
+        if (out is None or out.verdict.status != DOES_NOT_FIT or not isinstance(out.plan, Plan)
+                or out.plan.engine != "vllm" or req.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION
+                or not totals or not frees):
+            return out
+        outside = out.estimate.fact("vllm_outside_reservation_bytes", 0) or 0
+        utilization = int((min(frees) - outside) / min(totals) * 100) / 100
+        if not 0.5 <= utilization < req.gpu_memory_utilization:
+            return out
+        lowered = evaluate(req.with_changes(gpu_memory_utilization=utilization))
+        return lowered if lowered is not None and lowered.verdict.status != DOES_NOT_FIT else out
+
+    return evaluate_with_room
 
 
 def _concurrency(est: Estimate) -> float | None:

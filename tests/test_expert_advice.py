@@ -378,9 +378,9 @@ def test_llama_cpp_pays_for_the_decode_speed_it_gives_up_as_vllm_does():
     slow = _slowdown_cost(rated[1][1], rated[1][0], rated)
     # the slower of the two pays, whichever it is: vLLM's AWQ reads fewer bytes, but pays its kernels' latency under
     # CUDA graphs (GRAPH_KERNEL_LATENCY_S) on 80 layers, and llama.cpp's Q4_K_M is now the faster one here
-    faster_gguf = rated[1][1].mid >= rated[0][1].mid
-    assert (slow == 0) if faster_gguf else (slow > 0)
-    assert _slowdown_cost(rated[0][1], rated[0][0], rated) > 0 if faster_gguf else True
+    assert rated[1][1].mid >= rated[0][1].mid, rated  # the GGUF build decodes faster
+    assert slow == 0
+    assert _slowdown_cost(rated[0][1], rated[0][0], rated) > 0  # so AWQ is the one that pays
     assert gguf.cost == 3 * COST_PER_QUALITY_STEP + COST_GGUF + slow
 
 

@@ -1,5 +1,5 @@
 """MoE decode under CUDA graphs (vLLM): a layer costs the kernels it launches (fitcheck.estimate.speed
-moe_layer_kernels × MOE_KERNEL_LATENCY_S, the per-kernel latency from DeepSeek measured on one node), so lighter
+graph_layer_kernels × GRAPH_KERNEL_LATENCY_S, the per-kernel latency from DeepSeek measured on one node), so lighter
 MoE layers than DeepSeek's (GQA attention, softmax top-k, no shared expert, 16-bit GEMMs) decode faster.
 Checked against published single-GPU batch-1 decode figures of non-DeepSeek MoE models; none of these figures
 went into the constants."""
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from fitcheck.estimate.speed import MOE_KERNEL_LATENCY_S, moe_layer_kernels, moe_layer_latency
+from fitcheck.estimate.speed import GRAPH_KERNEL_LATENCY_S, graph_layer_kernels, graph_layer_latency
 from fitcheck.model.resolve import resolve_model
 from fitcheck.pipeline import check
 from fitcheck.profiles import load_profile
@@ -45,12 +45,12 @@ def test_kernel_counts_follow_what_the_layer_launches():
     mixtral = resolve_model("mixtral-8x7b").spec
     # DeepSeek FP8: MLA 14 + block-FP8 quantization 3, MoE 8 + grouped top-k 7 + quantization 2, shared 4 + 2 = 40
     # per MoE layer; its 3 dense layers 23 (MLA 17, MLP 4 + quantization 2).
-    assert moe_layer_kernels(deepseek, "fp8") == pytest.approx((58 * 40 + 3 * 23) / 61)
-    assert moe_layer_kernels(qwen, "bf16") == 16  # GQA 6 + q/k norm 2, MoE 8
-    assert moe_layer_kernels(mixtral, "bf16") == 14
-    assert moe_layer_kernels(deepseek, "bf16") < moe_layer_kernels(deepseek, "fp8")
-    light, heavy = moe_layer_latency(qwen, "bf16"), moe_layer_latency(deepseek, "fp8")
+    assert graph_layer_kernels(deepseek, "fp8") == pytest.approx((58 * 40 + 3 * 23) / 61)
+    assert graph_layer_kernels(qwen, "bf16") == 16  # GQA 6 + q/k norm 2, MoE 8
+    assert graph_layer_kernels(mixtral, "bf16") == 14
+    assert graph_layer_kernels(deepseek, "bf16") < graph_layer_kernels(deepseek, "fp8")
+    light, heavy = graph_layer_latency(qwen, "bf16"), graph_layer_latency(deepseek, "fp8")
     assert light.high < heavy.high / 2
     # DeepSeek's own layer reproduces the measured per-layer latencies the per-kernel figure came from
     assert heavy.low == pytest.approx(0.17e-3, rel=0.05) and heavy.high == pytest.approx(0.485e-3, rel=0.05)
-    assert MOE_KERNEL_LATENCY_S.low < MOE_KERNEL_LATENCY_S.high
+    assert GRAPH_KERNEL_LATENCY_S.low < GRAPH_KERNEL_LATENCY_S.high

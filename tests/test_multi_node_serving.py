@@ -13,7 +13,7 @@ from fitcheck import engines
 from fitcheck.cli import cli
 from fitcheck.estimate.distributed import INTER_NODE_LATENCY, RPC_DEFAULT_GBPS, decode_comm
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.speed import moe_layer_latency
+from fitcheck.estimate.speed import graph_layer_latency
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Cluster
 from fitcheck.model import spec as S
@@ -256,7 +256,7 @@ PUBLISHED_TPOT_2X8_H100 = (
     ("vllm", 31.2e-3, "https://github.com/tenstorrent/tt-inference-server/issues/356"),
 )
 # The prediction's geometric middle lies within this factor of each published figure; the range's constants come
-# from single-node measurements (MOE_KERNEL_LATENCY_S) and link latencies, none from these figures.
+# from single-node measurements (GRAPH_KERNEL_LATENCY_S) and link latencies, none from these figures.
 TPOT_TOLERANCE = 2.5
 
 
@@ -274,7 +274,7 @@ def test_moe_kernel_latency_and_links_make_the_step(node):
     layers = r.spec.num_layers
     fastest = 1 / r.speed.decode.high
     # at least every layer's kernel latency and every all-reduce's inter-node latency, in turn
-    assert fastest >= layers * moe_layer_latency(r.spec, r.plan.precision).low + 2 * layers * INTER_NODE_LATENCY[0]
+    assert fastest >= layers * graph_layer_latency(r.spec, r.plan.precision).low + 2 * layers * INTER_NODE_LATENCY[0]
     # TP across nodes waits on the link at every layer; vLLM's PP crosses it once
     comm = r.speed.comm
     assert comm.pp_across_nodes is not None and comm.pp_across_nodes[0] < comm.seconds[0]

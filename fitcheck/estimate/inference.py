@@ -72,7 +72,30 @@ ALLOCATOR_SLACK_MIN = 64 * MiB
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (off by default)
 # (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/worker/gpu_worker.py, init_device and
 # determine_available_memory; https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/envs.py).
-VLLM_NON_TORCH = 1024 * MiB
+VLLM_NON_TORCH = 1024 * MiB  # SGLang's CUDA context and graphs (its reservation is mem_fraction_static's)
+# How much vLLM v0.19.0 keeps beyond its reservation.  No source sizes it (the CUDA context, NCCL's communicators
+# at init and the CUDA graphs' pool depend on the driver, NCCL and the capture sizes), so it is an upper envelope
+# of the published startup logs (benchmarks/data/vllm_startup_logs.csv, 48 v0.19.0 rows on H100s: "init non-torch"
+# plus "Graph capturing ... took"), read per piece from the code's structure:
+# - before the snapshot: the CUDA context alone on one rank (0.51 GiB logged on every single-rank row), the context
+#   with NCCL's communicators and custom all-reduce buffers with several ranks (1.43–2.05 GiB logged, TP 2/4, PP 2/4);
+# - the graphs: piecewise CUDA graphs split the model at every attention layer for each capture size, so their
+#   pool grows with the decoder layers on the rank: 0.51 GiB (8 layers) to 1.85 GiB (80) for dense models, within
+#   0.40 GiB + 18.5 MiB per layer; MoE layers' fused-expert graphs add up to 0.73 GiB more (DeepSeek-V2-Lite 1.57 GiB
+#   at 27 layers, gpt-oss-20b 1.55 at 24).  With --enforce-eager there are none.
+# tests/benchmarks/test_vllm_startup_logs.py holds every logged row at or under the envelope.
+VLLM_INIT_ONE_RANK = TORCH_CUDA_CONTEXT
+VLLM_INIT_RANKS = int(2.05 * 1024) * MiB
+VLLM_GRAPHS_BASE = int(0.40 * 1024) * MiB
+VLLM_GRAPHS_PER_LAYER = int(18.5 * MiB)
+VLLM_GRAPHS_MOE = int(0.75 * 1024) * MiB
+
+
+def vllm_outside_reservation(spec: ModelSpec, layers_on_rank: int, ranks: int) -> int:
+    """Bytes vLLM v0.19.0 keeps beyond gpu_memory_utilization × total on one GPU (the envelope above)."""
+    init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
+    graphs = VLLM_GRAPHS_BASE + layers_on_rank * VLLM_GRAPHS_PER_LAYER + (VLLM_GRAPHS_MOE if spec.is_moe else 0)
+    return init + graphs
 # vLLM with tensor parallelism: the NCCL buffers the profiling run's first large all-reduces allocate are non-torch
 # memory inside the reservation on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads
 # "non_torch_memory 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
@@ -335,13 +358,14 @@ def _transformers(spec: ModelSpec, plan: Plan):
     # `outputs = self(**model_inputs, ...)` rebinds only once the forward returns; 4.42 added `del outputs`).
     # Measured: Qwen1.5-7B-Chat at a 30,720-token prompt (transformers of March 2024) peaks at 62.29 GiB =
     # weights 14.38 + the prefill's fp32 logits 17.39 + two prompt caches 2 × 15.00 + rotary tables 0.50.
-    first_forward = kept_logits = 0
+    first_forward = kept_logits = step_held = 0
     if plan.legacy_cache and generates and decoding is not None and decoding.step.view_held:
         kv_prompt = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
                                    engine="transformers", prompt_tokens=plan.prompt_tokens,
                                    transformers_version=plan.transformers_version)
         kept_logits = decoding.prefill_logits
-        first_forward = 2 * kv_prompt + mask[0] + decoding.bytes(decoding.step.view_held)  # beside the kept logits
+        step_held = decoding.bytes(decoding.step.view_held)  # batch × vocabulary, where generate() works
+        first_forward = 2 * kv_prompt + mask[0]  # split with the layers, beside the kept logits and step_held
     rotary, rotary_why = rotary_table_bytes(spec, act_b) \
         if rotary_table_mode(spec.architecture, plan.transformers_version) else (0, "")
     scratch, scratch_why = _quant_scratch(spec, plan.precision, prefill_tokens) if on_gpu else (0, "")
@@ -388,8 +412,9 @@ def _transformers(spec: ModelSpec, plan: Plan):
                                    "prefill's peak)"))
         if first_forward:
             # the prompt's caches split with the layers; the kept logits where generate() works (the input's GPU)
-            here = int(first_forward * layer_share) + (kept_logits if i == input_gpu else 0)
-            first_extra = here - sum(c.bytes for c in comps[1:]) - (copy if i == input_gpu else 0)
+            here = int(first_forward * layer_share) + (kept_logits + step_held if i == input_gpu else 0)
+            transient = sum(c.bytes for c in comps[1:] if c.name != WEIGHTS)  # the rotary tables etc. stay
+            first_extra = here - transient - (copy if i == input_gpu else 0)
             if first_extra > 0:
                 comps.append(Component(KV_CACHE, first_extra,
                                        "the first decoding step (transformers < 4.42): the prompt's cache twice, "
@@ -618,9 +643,14 @@ def _vllm(spec: ModelSpec, plan: Plan):
     nccl = VLLM_NCCL_TP if tp > 1 else 0
     nccl_c = Component(OVERHEAD, nccl, f"NCCL buffers of tensor parallel {tp}, allocated by the profiling run's "
                        "all-reduces: non-torch memory inside the reservation", counted_in="runtime") if nccl else None
-    outside_c = Component(OVERHEAD, VLLM_NON_TORCH, "CUDA context and CUDA graphs, beyond vLLM's reservation "
-                          "(its memory snapshot is taken after the CUDA context exists; the graphs are captured "
-                          "after the KV cache)", counted_in="runtime")
+    ranks = tp * pp
+
+    def outside_c(layers: int) -> Component:
+        return Component(OVERHEAD, vllm_outside_reservation(spec, layers, ranks),
+                         "CUDA context" + (", NCCL's communicators" if ranks > 1 else "") + f" and the CUDA graphs of "
+                         f"{layers} layers, beyond vLLM's reservation (its memory snapshot is taken after the context "
+                         "exists; the graphs are captured after the KV cache): the upper envelope of vLLM v0.19.0's "
+                         "startup logs", counted_in="runtime")
     rows = min(seqs, batched)
     sampler = rows * spec.vocab_size * A.vllm_triton_sampler_bytes_per_entry(act_b)
     act_c = Component(ACTIVATIONS, act, f"profiled peak for {batched:,} batched tokens and {rows:,} sampled sequences "
@@ -677,7 +707,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
         stage_act = stage_comps[stage]
         inside = [weights_c, kv_c, stage_act] + ([nccl_c] if nccl_c else [])
-        comps = inside + [outside_c]
+        comps = inside + [outside_c(layers)]
         need = sum(c.bytes for c in inside)
         if reserved is not None:
             pool = reserved - weights_c.bytes - stage_act.bytes - nccl
@@ -691,7 +721,8 @@ def _vllm(spec: ModelSpec, plan: Plan):
                 first_comps = comps  # the stage whose pool is the smallest
         for i in range(tp):
             devices.append(DeviceNeed(f"gpu{stage * tp + i}", "gpu", tuple(comps)))
-    facts.append(("vllm_outside_reservation_bytes", VLLM_NON_TORCH))
+    outside = max(vllm_outside_reservation(spec, layers, ranks) for layers in stages)
+    facts.append(("vllm_outside_reservation_bytes", outside))
     facts += [("vllm_max_num_batched_tokens", batched), ("vllm_max_num_seqs", seqs)]
     if reserved is not None:
         # Every stage holds the KV of its own layers for every token: the pool is the smallest stage's.
@@ -711,7 +742,8 @@ def _vllm(spec: ModelSpec, plan: Plan):
         facts.append(("cpu_offload_bytes", ram_bytes))
     notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start for "
              f"the weights, the profiled activation peak, NCCL and the KV cache; the CUDA context and CUDA graphs "
-             f"({VLLM_NON_TORCH / GiB:.2f} GiB here) come on top (vLLM v0.19.0's accounting)",
+             f"({outside / GiB:.2f} GiB here, the most vLLM v0.19.0's published startup logs show for this many "
+             f"layers) come on top, in what the reservation leaves free: the headroom applies inside it",
              f"vLLM's profiling run: {batched:,} batched tokens and {rows:,} sampled sequences, the "
              f"max_num_batched_tokens and max_num_seqs `vllm serve` v0.19.0 picks for this GPU; it samples them with "
              f"top-k and top-p, so the sampler ({A.vllm_triton_sampler_bytes_per_entry(act_b)} B per vocabulary entry "
@@ -840,22 +872,34 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
                         batched_tokens=batched if plan.engine == "vllm" else None)
     kv_c = Component(KV_CACHE, kv, _kv_detail(spec, plan, plan.engine, 1.0)
                      + f"; each data-parallel rank caches only its own sequences ({per_rank} here)")
-    if plan.engine == "vllm":
+    vllm = plan.engine == "vllm"
+    if vllm:
+        triton_moe = weight_format(plan.precision).name in ("bf16", "fp16", "fp32")
         act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, tokens=batched, seqs=seqs,
-                                                             sms=A.max_sms(plan.compute_capability)),
+                                                             sms=A.max_sms(plan.compute_capability),
+                                                             moe_workspace=triton_moe),
                           f"profiled peak for {batched:,} batched tokens per rank and the sampler")
+        # NCCL and all-to-all buffers inside the reservation; the context, NCCL's communicators and the graphs
+        # beyond it (vllm_outside_reservation)
+        over_c = Component(OVERHEAD, VLLM_NCCL_TP, "NCCL and all-to-all buffers, inside the reservation",
+                           counted_in="runtime")
     else:
         act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, sampler="logits"),
                           f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")
-    over_c = Component(OVERHEAD, VLLM_NON_TORCH + VLLM_NCCL_TP, "CUDA context and CUDA graphs, NCCL and all-to-all "
-                       "buffers", counted_in="runtime")
-    vllm = plan.engine == "vllm"
+        over_c = Component(OVERHEAD, VLLM_NON_TORCH + VLLM_NCCL_TP, "CUDA context and CUDA graphs, NCCL and "
+                           "all-to-all buffers", counted_in="runtime")
     fraction = plan.gpu_memory_utilization if vllm else (plan.mem_fraction_static or 0.88)
     static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
     name = "vLLM" if vllm else "SGLang"
     comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm)
-    devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(world)]
     facts: list[tuple[str, float | int | str]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
+    if vllm:
+        outside = vllm_outside_reservation(spec, spec.num_layers, world)
+        comps.insert(4, Component(OVERHEAD, outside, f"CUDA context, NCCL's communicators and the CUDA graphs of "
+                                  f"{spec.num_layers} layers, beyond vLLM's reservation: the upper envelope of vLLM "
+                                  "v0.19.0's startup logs", counted_in="runtime"))
+        facts.append(("vllm_outside_reservation_bytes", outside))
+    devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(world)]
     prefix = "vllm" if vllm else "sglang"
     if static is not None and pool is not None:
         per_token = kv / max(plan.context * per_rank, 1)

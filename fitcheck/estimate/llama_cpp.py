@@ -74,6 +74,8 @@ class LlamaCppSetup:
                                     # May 2025; False for older releases and --swa-full)
     embeddings: bool = False        # the context also returns embeddings (ollama's runner: llama.go sets
                                     # params.embeddings = true): the output buffer holds them too
+    kv_unified: bool = False        # --kv-unified: one cache stream for all sequences; llama-server turns it on
+                                    # only for -np auto, and fitcheck's commands pass -np N (one stream each)
 
 
 def setup_from_plan(plan) -> LlamaCppSetup:
@@ -103,12 +105,16 @@ def _has_swa_cache(spec: ModelSpec) -> bool:
 
 def swa_cells(spec: ModelSpec, setup: LlamaCppSetup) -> int:
     """Cells of the sliding-window layers' cache (llama-kv-cache-iswa.cpp, L26): GGML_PAD(min(size_base,
-    n_swa × n_seq + n_ubatch), 256) -- the unified cache's rule; --swa-full keeps size_base.  llama.cpp has
-    this cache since PR #13194 (May 2025); before it every layer kept every cell."""
+    n_swa × (unified ? n_seq : 1) + n_ubatch), 256) per stream, one stream per sequence unless the cache is
+    unified; --swa-full keeps size_base.  llama.cpp has this cache since PR #13194 (May 2025); before it every
+    layer kept every cell."""
     window = spec.sliding_window
     if not window or not _has_swa_cache(spec) or not setup.swa_cache:
         return cells(setup)
-    return min(cells(setup), _pad(window * setup.n_seq + setup.n_ubatch, LLAMA_CPP_SWA_PAD))
+    if setup.kv_unified or setup.n_seq <= 1:
+        return min(cells(setup), _pad(window * setup.n_seq + setup.n_ubatch, LLAMA_CPP_SWA_PAD))
+    per_stream = -(-cells(setup) // setup.n_seq)
+    return setup.n_seq * min(per_stream, _pad(window + setup.n_ubatch, LLAMA_CPP_SWA_PAD))
 
 
 def _layer_counts(spec: ModelSpec) -> tuple[int, int]:
@@ -214,16 +220,18 @@ def host_compute_bytes(spec: ModelSpec, setup: LlamaCppSetup, *, cpu_layers: int
 
     With a GPU: the graph's inputs the host makes -- token embeddings (get_rows on token_embd, which stays
     on the CPU: n_tokens × n_embd f32) and the masks in f32 (also with flash attention) -- plus, when
-    layers run on the CPU, their phases.  Without a GPU: every phase, the output layer's included."""
+    layers run on the CPU, their phases, and the output layer's when it stays there.  Without a GPU: every phase,
+    the output layer's included."""
     t, h = micro_batch(setup), spec.hidden_size
     inputs = t * h * F32 + mask_elements(spec, setup) * F32
     if not has_gpu:
         peaks = phases(spec, setup, mask_bytes=mask_elements(spec, setup) * F32)
         peaks["output"] = output_phase_bytes(spec, setup)
         return int(max(peaks.values()))
-    if cpu_layers:
-        return int(max(phases(spec, setup, mask_bytes=0).values()) + inputs)
-    return int(inputs)
+    peaks = dict(phases(spec, setup, mask_bytes=0)) if cpu_layers else {}
+    if output_on_cpu:  # -ngl without the output layer: the host computes the logits
+        peaks["output"] = output_phase_bytes(spec, setup)
+    return int(max(peaks.values(), default=0) + inputs)
 
 
 def output_buffer_bytes(spec: ModelSpec, setup: LlamaCppSetup) -> int:

@@ -37,7 +37,7 @@ from typing import TypeGuard
 
 from fitcheck.engines import ENGINES, LLAMA_CPP_UBATCH, shard_degree
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.activations import VLLM_PROFILE_TOKENS
+from fitcheck.estimate.activations import vllm_batch_defaults
 from fitcheck.estimate.distributed import DecodeComm, NodeTraffic, decode_comm, overlapped_step, training_traffic
 from fitcheck.estimate.expert_offload import LLAMA_CPP_OFFLOAD_MIN_BATCH, cpu_offload_bytes, offloaded_expert_bytes
 from fitcheck.estimate.formats import weight_format
@@ -157,7 +157,6 @@ _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
 GRAPH_KERNEL_LATENCY_S = Efficiency("decode latency per kernel (CUDA graphs)", 4.4e-6, 12.4e-6,
                                     "DeepSeek-V3/R1 on one 8× H200 node: 4.4 µs (SGLang 0.5.7) to 12.4 µs "
                                     "(SGLang 0.4.1) per kernel of its ~39 a layer at small batch")
-MOE_KERNEL_LATENCY_S = GRAPH_KERNEL_LATENCY_S  # the name it had while only MoE layers paid it
 GQA_ATTENTION_KERNELS = 6
 QK_NORM_KERNELS = 2
 MLA_ATTENTION_KERNELS = 14
@@ -195,8 +194,6 @@ def graph_layer_latency(spec: ModelSpec, precision: str) -> Efficiency:
                       f"{k:.0f} kernels a layer at {e.low * 1e6:.1f}–{e.high * 1e6:.1f} µs each ({e.why})")
 
 
-moe_layer_kernels = graph_layer_kernels    # the names they had while only MoE layers paid it
-moe_layer_latency = graph_layer_latency
 
 
 def under_graphs(spec: ModelSpec | None, engine: str) -> bool:
@@ -248,7 +245,6 @@ EXPERT_HIT_LOOP_SINCE = {"mixtral": (4, 52), "qwen2_moe": (4, 52), "qwen3_moe": 
 # https://github.com/huggingface/transformers/blob/v5.0.0/src/transformers/integrations/moe.py
 GROUPED_MM_EXPERTS_SINCE = (5, 0)
 TRANSFORMERS_GROUPED_MOE_OPS = 23
-HOST_PER_EXPERT_OF_LAYER = TRANSFORMERS_EXPERT_VISIT_OPS / TRANSFORMERS_LAYER_OPS  # a Qwen2-like layer's share
 
 
 def transformers_layer_ops(spec: ModelSpec) -> int:
@@ -746,7 +742,8 @@ def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate 
         copied = moved / (pcie_bytes_per_s(machine) * ubatch)
         parts = [(1.0, 1.0, dev) for _, _, dev in parts if dev.kind == "gpu"]
     elif plan.cpu_offload_gb and machine.gpus:
-        chunk = min(plan.prompt_tokens, VLLM_PROFILE_TOKENS)
+        # vLLM's chunked prefill runs max_num_batched_tokens per step, the weights streamed once per step
+        chunk = min(plan.prompt_tokens, vllm_batch_defaults(plan.gpu_total_bytes, plan.compute_capability)[0])
         copied = cpu_offload_bytes(plan.cpu_offload_gb) / (pcie_bytes_per_s(machine) * chunk)
     ends = []
     for pick in (lambda e: e.low, lambda e: e.high):

@@ -140,6 +140,17 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
         elif inner > reserved * (1 - headroom) and not reasons:
             devices = _pool_tight(devices, _pool_reason("vLLM's", reserved - inner + kv, kv, reserved - inner,
                                                         headroom, "reservation", reserved))
+        free = _least_free(devices)
+        total = _gpu_total(machine)
+        if (any(d.kind == "gpu" and d.status == DOES_NOT_FIT for d in devices) and inner <= reserved
+                and free is not None and total):
+            # what overflows is what vLLM keeps beyond its reservation: a smaller reservation that still holds the
+            # request inside its headroom leaves room for it
+            utilization = int((free - outside) / total * 100) / 100
+            if inner <= utilization * total * (1 - headroom):
+                reasons.append(f"vLLM keeps {format_gib(outside)} beyond its reservation of {format_gib(reserved)} "
+                               f"(CUDA context and graphs): --gpu-memory-utilization {utilization:.2f} leaves room "
+                               "for them and still holds this request")
     if static is not None:
         inner, kv = max(((d.component("weights") + d.component("kv_cache"), d.component("kv_cache"))
                          for d in gpu_needs), default=(0, 0))
@@ -158,6 +169,12 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     if reasons:
         status = DOES_NOT_FIT
     return Verdict(status, tuple(devices), headroom, tuple(reasons))
+
+
+def _gpu_total(machine: Machine) -> int | None:
+    """The smallest GPU's total memory, where known."""
+    totals = [g.memory_total_bytes for g in machine.gpus if isinstance(g.memory_total_bytes, int)]
+    return min(totals) if totals else None
 
 
 def _least_free(devices: list[DeviceVerdict]) -> int | None:

@@ -167,7 +167,10 @@ def test_two_masks_and_head_width_activations_without_a_swa_cache():
     assert LC.kv_bytes(g, s) / MIB == pytest.approx(2944.00, abs=0.01)
     assert LC.host_compute_bytes(g, s, cpu_layers=0, output_on_cpu=False, has_gpu=True) / MIB == pytest.approx(41.01, abs=0.02)
     # with the SWA cache (May 2025 on) the sliding layers keep 4 x 4096 + 512 cells, padded to 256
-    assert LC.swa_cells(g, replace(s, n_ctx=32768, swa_cache=True)) == 16896
+    # a unified cache (-np auto): GGML_PAD(4,096 × 4 + 512, 256); one stream per sequence (-np 4, what fitcheck's
+    # commands pass): 4 × GGML_PAD(4,096 + 512, 256)
+    assert LC.swa_cells(g, replace(s, n_ctx=32768, swa_cache=True, kv_unified=True)) == 16896
+    assert LC.swa_cells(g, replace(s, n_ctx=32768, swa_cache=True)) == 4 * 4608
     assert LC.swa_cells(g, replace(s, swa_cache=True)) == 8192    # never more than the whole cache
     assert LC.kv_bytes(g, replace(s, n_ctx=32768, swa_cache=True)) < LC.kv_bytes(g, replace(s, n_ctx=32768))
 

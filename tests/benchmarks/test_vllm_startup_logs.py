@@ -157,7 +157,10 @@ def test_the_kv_cache_capacity():
     assert V.kv_token_errors(DATA) == [-e for e in errs]
 
 
-def test_what_vllm_keeps_beyond_its_reservation_is_under_counted_and_said_so():
-    # the CUDA context, NCCL at init and the CUDA graphs: 1.2–3.6 GiB logged, VLLM_NON_TORCH (1 GiB) counted
+def test_what_vllm_keeps_beyond_its_reservation_is_within_the_envelope():
+    # the CUDA context, NCCL at init and the CUDA graphs: 1.2–3.6 GiB logged; the estimate is the upper envelope of
+    # those logs (inference.vllm_outside_reservation), so no row is under-counted beyond the logs' 0.01 GiB rounding
+    # and none by more than 40 % over
     errs = _errors("outside")
-    assert all(-75.0 < e < 0 for e in errs)
+    assert len(errs) >= 40
+    assert all(-1.0 <= e < 40.0 for e in errs), sorted(errs)

@@ -105,8 +105,8 @@ def test_qwen2_speed_benchmark_multi_gpu_rows_are_within_fifteen_percent():
     assert min(r.error_pct for r in multi) >= -15.0
     worst_int4 = next(r for r in multi if "GPTQ-Int4 in=30720" in r.label and "72B" in r.label)
     # 94.5 until the first decoding step of releases before 4.42 was priced: GPU0's kept fp32 logits beside the
-    # prompt's two legacy caches (docs/accuracy.md, "Qwen1.5's transformers table")
-    assert worst_int4.predicted_gib == pytest.approx(97.8, abs=0.5)
+    # prompt's two legacy caches, the rotary tables kept (docs/accuracy.md, "Qwen1.5's transformers table")
+    assert worst_int4.predicted_gib == pytest.approx(98.3, abs=0.5)
 
 
 def test_a_tied_lm_head_sits_with_the_embedding_on_gpu0_so_nothing_is_copied():
