@@ -37,7 +37,16 @@ from fitcheck.estimate.speed import (
     estimate_speed,
     estimate_training_speed,
 )
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, FITS, UNKNOWN, Verdict, judge, with_software
+from fitcheck.estimate.verdict import (
+    CANNOT_RUN,
+    DOES_NOT_FIT,
+    FITS,
+    UNKNOWN,
+    Verdict,
+    judge,
+    vllm_room_utilization,
+    with_software,
+)
 from fitcheck.machine import Machine, nodes_of
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
@@ -345,7 +354,7 @@ def vllm_room(evaluate: Any, machine: Machine) -> Any:
                 or not totals or not frees):
             return out
         outside = out.estimate.fact("vllm_outside_reservation_bytes", 0) or 0
-        utilization = int((min(frees) - outside) / min(totals) * 100) / 100
+        utilization = vllm_room_utilization(min(frees), outside, min(totals))
         if not 0.5 <= utilization < req.gpu_memory_utilization:
             return out
         lowered = evaluate(req.with_changes(gpu_memory_utilization=utilization))

@@ -146,7 +146,7 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
                 and free is not None and total):
             # what overflows is what vLLM keeps beyond its reservation: a smaller reservation that still holds the
             # request inside its headroom leaves room for it
-            utilization = int((free - outside) / total * 100) / 100
+            utilization = vllm_room_utilization(free, outside, total)
             if inner <= utilization * total * (1 - headroom):
                 reasons.append(f"vLLM keeps {format_gib(outside)} beyond its reservation of {format_gib(reserved)} "
                                f"(CUDA context and graphs): --gpu-memory-utilization {utilization:.2f} leaves room "
@@ -169,6 +169,12 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     if reasons:
         status = DOES_NOT_FIT
     return Verdict(status, tuple(devices), headroom, tuple(reasons))
+
+
+def vllm_room_utilization(free: int, outside: int, total: int) -> float:
+    """The largest --gpu-memory-utilization (two decimals, rounded down) whose reservation leaves ``outside``
+    bytes (what vLLM keeps beyond it) room in ``free`` on a GPU of ``total`` bytes."""
+    return int((free - outside) / total * 100) / 100
 
 
 def _gpu_total(machine: Machine) -> int | None:
