@@ -255,7 +255,8 @@ def sources() -> list[Source]:
         ("training", "Qwen fine-tuning table: 1.8B–72B LoRA, Q-LoRA, full, A100 (published)",
          lambda: _accuracy_rows(calib, "training"), None),
         ("training", "ms-swift benchmark: Qwen 1.8B–14B, `max_memory_reserved`, varying lengths (published; "
-         "shaped no formula): the counter, the allocator replayed over the recipe's lengths",
+         "shaped no formula): the counter, the allocator replayed over the recipe's lengths (their shape from the "
+         "tables' time columns)",
          _swift_counter, None),
         ("training*", "ms-swift benchmark, the same counter on the sample order the other rows of each length "
          "pick (all of a length trained on one order; leave-one-out; not pooled)",

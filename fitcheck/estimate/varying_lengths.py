@@ -77,6 +77,43 @@ class LengthMix:
 
 
 @dataclass(frozen=True)
+class BinnedLengths:
+    """A data set's token lengths as a histogram: (low, high, share) bins, lengths uniform within a
+    bin -- what a table's time column tells of the lengths when the rows themselves are not at hand
+    (benchmarks/swift_lengths.py)."""
+
+    bins: tuple[tuple[float, float, float], ...]
+
+    @property
+    def mean(self) -> float:
+        return sum(w * (lo + hi) / 2 for lo, hi, w in self.bins) / sum(w for _, _, w in self.bins)
+
+    @property
+    def sd(self) -> float:
+        second = sum(w * (lo * lo + lo * hi + hi * hi) / 3 for lo, hi, w in self.bins) / sum(w for _, _, w in self.bins)
+        return math.sqrt(max(second - self.mean ** 2, 0.0))
+
+    def draw(self, samples: int, max_length: int, *, delete_longer: bool, seed: int = 0) -> tuple[int, ...]:
+        """As LengthMix.draw, from the histogram."""
+        rng = random.Random(seed)
+        total = sum(w for _, _, w in self.bins)
+        out = []
+        for _ in range(samples):
+            u, k = rng.random() * total, 0
+            while k < len(self.bins) - 1 and u >= self.bins[k][2]:
+                u -= self.bins[k][2]
+                k += 1
+            lo, hi, _ = self.bins[k]
+            n = min(int(hi), int(rng.uniform(lo, hi + 1)))
+            if n > max_length:
+                if delete_longer:
+                    continue
+                n = max_length
+            out.append(n)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
 class TrainedParams:
     """Full fine-tuning's trained parameters, as the replay gives them gradients and AdamW's tensors
     (element counts; one layer's shape repeated over StepTensors.layers).

@@ -2,7 +2,7 @@
 over the estimate's own step tensors (fitcheck.estimate.varying_lengths)."""
 
 from fitcheck.estimate.training import step_activations, step_tensors
-from fitcheck.estimate.varying_lengths import LengthMix, replay_steps
+from fitcheck.estimate.varying_lengths import BinnedLengths, LengthMix, replay_steps
 from fitcheck.model.resolve import resolve_model
 from fitcheck.plan import TrainingPlan
 
@@ -35,6 +35,25 @@ def test_delete_drops_longer_samples_truncate_clips_them():
     clipped = mix.draw(1000, 2048, delete_longer=False)
     assert len(clipped) == 1000 and max(clipped) == 2048
     assert len(kept) < 600 and max(kept) <= 2048 and min(kept) >= 91
+
+
+def test_a_histogram_draws_its_shares_uniformly_within_each_bin_and_states_its_moments():
+    import statistics
+
+    h = BinnedLengths(((100, 200, 0.25), (200, 1000, 0.5), (1000, 5000, 0.25)))
+    got = h.draw(40_000, 10_000, delete_longer=True, seed=3)
+    assert len(got) == 40_000 and min(got) >= 100 and max(got) <= 5000
+    shares = [sum(lo <= n < hi for n in got) / len(got) for lo, hi in ((100, 200), (200, 1000), (1000, 5001))]
+    assert all(abs(a - b) < 0.01 for a, b in zip(shares, (0.25, 0.5, 0.25), strict=True)), shares
+    # uniform within a bin: the first bin's lengths average its middle
+    assert abs(statistics.fmean(n for n in got if n < 200) - 150) < 2
+    assert abs(statistics.fmean(got) / h.mean - 1) < 0.01 and abs(statistics.pstdev(got) / h.sd - 1) < 0.02
+    # the same rules as the card's log-normal: delete drops, truncation clips, a seed is an order
+    kept = h.draw(1000, 1000, delete_longer=True, seed=1)
+    clipped = h.draw(1000, 1000, delete_longer=False, seed=1)
+    assert max(kept) <= 1000 and len(kept) < 800
+    assert len(clipped) == 1000 and max(clipped) == 1000
+    assert h.draw(50, 800, delete_longer=True, seed=7) == h.draw(50, 800, delete_longer=True, seed=7)
 
 
 
