@@ -52,9 +52,9 @@ def _mix(notes: str) -> LengthMix | None:
 
 def _lengths(notes: str) -> LengthMix | BinnedLengths | None:
     """What the replay draws a row's sample lengths from: for cls-fudan-news-zh the histogram its tables'
-    time columns give (benchmarks/swift_lengths.py: the card's log-normal misses the later table's times
-    by 13–18 % rms, the histogram by 0.6–2 %, and it holds out on the earlier table), the mean and sd of
-    the card the notes state; another data set's card, a log-normal with its moments."""
+    time columns give with the mean and sd of the card the notes state (benchmarks/swift_lengths.py: the
+    card's log-normal misses the later table's times by 13–18 % rms, the histogram by 0.6–2 %, and the
+    earlier table's, not fitted, by 0.5–1.6 %); another data set's card, a log-normal with its moments."""
     card = _mix(notes)
     if card is None or "cls-fudan-news-zh" not in notes:
         return card

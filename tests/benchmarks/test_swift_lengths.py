@@ -1,6 +1,18 @@
 """benchmarks.swift_lengths: cls-fudan-news-zh's token lengths from ms-swift's time columns."""
 
-from benchmarks.swift_lengths import CARD, FIT_MODELS, edges, fit, speed_rows, stored, table
+from benchmarks.swift_lengths import (
+    CARD,
+    FIT_MODELS,
+    _specs,
+    _work_moments,
+    edges,
+    expected_work,
+    fit,
+    residuals,
+    speed_rows,
+    stored,
+    table,
+)
 
 
 def test_the_stored_histogram_keeps_the_cards_moments_and_range():
@@ -14,11 +26,11 @@ def test_the_stored_histogram_keeps_the_cards_moments_and_range():
 def test_the_histogram_explains_the_time_columns_the_cards_log_normal_does_not():
     got = {label.split()[0] + " " + label.split()[1] + " " + label.split()[2]: (rms, base)
            for label, rms, base, _ in table(stored().bins)}
-    for key in FIT_MODELS:
-        for mode in ("lora", "full"):
-            if f"later {key} {mode}" in got:
-                rms, base = got[f"later {key} {mode}"]
-                assert rms < 0.03 and base > 0.10, (key, mode, rms, base)
+    fitted = ("later Qwen-7B lora", "later Qwen-14B lora", "later Qwen-7B full")
+    assert {f"later {k} {m}" for k in FIT_MODELS for m in ("lora", "full")} & set(got) == set(fitted)
+    for name in fitted:
+        rms, base = got[name]
+        assert rms < 0.03 and base > 0.10, (name, rms, base)
     # held out: the earlier table (truncation, the first 1,000 rows) and the later table's Qwen-1.8B series
     for name in ("earlier Qwen-7B lora", "earlier Qwen-14B lora", "earlier Qwen-7B full"):
         rms, base = got[name]
@@ -31,3 +43,41 @@ def test_the_histogram_explains_the_time_columns_the_cards_log_normal_does_not()
 def test_the_fit_reproduces_the_stored_histogram():
     got = fit(starts=2)
     assert all(abs(w - s) < 0.01 for (_, _, w), (_, _, s) in zip(got, stored().bins, strict=True))
+
+
+def _qwen7b():
+    rows = [r for r in speed_rows() if r["config_key"] == "Qwen-7B"]
+    return _specs(rows)["Qwen-7B"]
+
+
+def test_a_samples_work_integrates_the_forward_flops_in_closed_form():
+    # F(l) = 2 P l + 2 layers d_attn l^2 (prefill_flops_per_token x l): its integral over [lo, hi]
+    from fitcheck.estimate.speed import matmul_params
+
+    spec = _qwen7b()
+    p, d = matmul_params(spec), spec.num_attention_heads * spec.attn_head_dim
+    for lo, hi in ((91, 512), (2048, 4096), (8192, 19548)):
+        exact = p * (hi * hi - lo * lo) + 2 / 3 * spec.num_attention_layers * d * (hi ** 3 - lo ** 3)
+        assert abs(_work_moments(spec, lo, hi) / exact - 1) < 1e-9
+
+
+def test_the_expected_work_is_what_drawn_samples_average():
+    from fitcheck.estimate.speed import prefill_flops_per_token
+
+    spec = _qwen7b()
+    h = stored()
+    for cut in (1024, 4096):
+        for delete in (True, False):
+            drawn = h.draw(40_000, cut, delete_longer=delete, seed=5)
+            mc = sum(prefill_flops_per_token(spec, n) * n for n in drawn) / len(drawn)
+            assert abs(expected_work(spec, h.bins, cut, delete) / mc - 1) < 0.02, (cut, delete)
+
+
+def test_runs_whose_time_is_exactly_linear_in_the_work_leave_no_residual():
+    spec = _qwen7b()
+    h = stored()
+    group = [{"max_length": str(c), "truncation_strategy": "delete", "metric": "samples_per_s",
+              "value": str(1 / (0.07 + 3e-14 * expected_work(spec, h.bins, c, True)))} for c in (512, 1024, 2048, 4096)]
+    assert max(abs(e) for e in residuals(h.bins, group, spec)) < 1e-9
+    # and a wrong histogram does leave one
+    assert max(abs(e) for e in residuals(((91, 19548, 1.0),), group, spec)) > 0.02
