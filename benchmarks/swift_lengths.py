@@ -1,6 +1,6 @@
 """cls-fudan-news-zh's token lengths, read off ms-swift's own time columns.
 
-    python -m benchmarks.swift_lengths [--write]
+    python -m benchmarks.swift_lengths [--within uniform|log-uniform] [--write [--out FILE]]
 
 The ms-swift benchmark (benchmarks/varying_reserve.py) trains on cls-fudan-news-zh, whose rows are
 not at hand: the data set's card states its token lengths as 3234.4 ± 2547.5, min 91, max 19548
@@ -54,6 +54,10 @@ STORED = DATA / "cls-fudan-news-zh-lengths.csv"
 CARD = LengthMix(3234.4, 2547.5, 91, 19548)
 # The fitted series: compute-bound ones (see the module's docstring).
 FIT_MODELS = ("Qwen-7B", "Qwen-14B")
+# Sub-bins per bin when lengths are log-uniform within each bin (`--within log-uniform`, the check of the
+# uniform reading): geometric, each a share of its bin in proportion to its log-width.  Unit: sub-bins;
+# 16 puts every sub-bin within 12 % of its neighbours' lengths.
+LOG_UNIFORM_STEPS = 16
 # How hard the fit holds the histogram's mean and sd to the card's: the weight of a relative miss
 # against the sum of the time series' squared relative residuals.  Unit: none; large enough that the
 # moments land within 0.1 % (the fit's rms residual is a few per cent).
@@ -147,10 +151,24 @@ def lognormal_fine(cuts: Sequence[int], per_cut: int = 64) -> list[tuple[float, 
     return [(lo, hi, b - a) for lo, hi, a, b in zip(points, points[1:], cdf, cdf[1:], strict=False)]
 
 
-def _bins(cuts: Sequence[int], z: Sequence[float]) -> list[tuple[float, float, float]]:
+def _bins(cuts: Sequence[int], z: Sequence[float], within: str = "uniform") -> list[tuple[float, float, float]]:
+    """The histogram of shares softmax(z) on `cuts`: lengths uniform within each bin, or log-uniform
+    (LOG_UNIFORM_STEPS geometric sub-bins, each uniform)."""
     top = max(z)
     e = [math.exp(v - top) for v in z]
-    return [(lo, hi, w / sum(e)) for lo, hi, w in zip(cuts, cuts[1:], e, strict=False)]
+    coarse = [(lo, hi, w / sum(e)) for lo, hi, w in zip(cuts, cuts[1:], e, strict=False)]
+    if within == "uniform":
+        return coarse
+    out = []
+    for lo, hi, w in coarse:
+        points = [lo * (hi / lo) ** (k / LOG_UNIFORM_STEPS) for k in range(LOG_UNIFORM_STEPS)] + [hi]
+        out += [(a, b, w * math.log(b / a) / math.log(hi / lo)) for a, b in zip(points, points[1:], strict=False)]
+    return out
+
+
+def coarse_shares(bins: Sequence[tuple[float, float, float]], cuts: Sequence[int]) -> list[float]:
+    """A histogram's shares summed over the bins of `cuts` (its sub-bins lie inside them)."""
+    return [sum(w for lo, hi, w in bins if lo >= a - 1e-6 and hi <= b + 1e-6) for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 def _nelder_mead(f: Callable[[list[float]], float], x0: list[float], step: float = 1.0,
@@ -191,16 +209,17 @@ def _nelder_mead(f: Callable[[list[float]], float], x0: list[float], step: float
     return simplex[i], values[i]
 
 
-def fit(rows: Sequence[dict] | None = None, starts: int = 8) -> list[tuple[float, float, float]]:
+def fit(rows: Sequence[dict] | None = None, starts: int = 8, within: str = "uniform") -> list[tuple[float, float, float]]:
     """The histogram that best explains the later table's compute-bound series, its mean and sd held to
-    the card's; Nelder–Mead from the log-normal's shares and `starts` − 1 seeded perturbations of them."""
+    the card's; Nelder–Mead from the log-normal's shares and `starts` − 1 seeded perturbations of them;
+    lengths uniform or log-uniform `within` each bin (`_bins`)."""
     rows = speed_rows() if rows is None else rows
     cuts = edges(rows)
     specs = _specs(rows)
     groups = [(g, specs[k[1]]) for k, g in series(rows).items() if k[0] == "later" and k[1] in FIT_MODELS]
 
     def loss(z: list[float]) -> float:
-        bins = _bins(cuts, z)
+        bins = _bins(cuts, z, within)
         h = BinnedLengths(tuple(bins))
         miss = ((h.mean - CARD.mean) / CARD.mean) ** 2 + ((h.sd - CARD.sd) / CARD.sd) ** 2
         return sum(e * e for g, spec in groups for e in residuals(bins, g, spec)) + MOMENT_WEIGHT * miss
@@ -215,12 +234,12 @@ def fit(rows: Sequence[dict] | None = None, starts: int = 8) -> list[tuple[float
         if best is None or v < best[1]:
             best = (x, v)
     assert best is not None
-    return _bins(cuts, best[0])
+    return _bins(cuts, best[0], within)
 
 
-def stored() -> BinnedLengths:
-    """The histogram `--write` stored."""
-    with STORED.open(newline="") as f:
+def stored(path: Path = STORED) -> BinnedLengths:
+    """The histogram `--write` stored (or another in its format)."""
+    with path.open(newline="") as f:
         return BinnedLengths(tuple((int(r["low"]), int(r["high"]), float(r["share"])) for r in csv.DictReader(f)))
 
 
@@ -229,7 +248,7 @@ def write(bins: Sequence[tuple[float, float, float]], path: Path = STORED) -> No
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["low", "high", "share"])
         for lo, hi, share in bins:
-            w.writerow([int(lo), int(hi), f"{share:.4f}"])
+            w.writerow([round(lo), round(hi), f"{share:.4f}"])
 
 
 def table(bins: Sequence[tuple[float, float, float]], rows: Sequence[dict] | None = None) -> list[tuple[str, float, float, list[float]]]:
@@ -252,20 +271,27 @@ def _rms(xs: Sequence[float]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help=f"store the fitted histogram in {STORED.name}")
+    ap.add_argument("--within", choices=("uniform", "log-uniform"), default="uniform",
+                    help="lengths within a bin (log-uniform: the check of the stored, uniform reading)")
+    ap.add_argument("--write", action="store_true", help=f"store the fitted histogram in {STORED.name} (or --out)")
+    ap.add_argument("--out", type=Path, help="where --write puts it (required with --within log-uniform)")
     args = ap.parse_args(argv)
-    bins = fit()
+    if args.write and args.within != "uniform" and args.out is None:
+        ap.error(f"{STORED.name} keeps the uniform reading: give --out for another")
+    bins = fit(within=args.within)
     h = BinnedLengths(tuple(bins))
-    print("bin (tokens)    fitted share   the card's log-normal")
-    for (lo, hi, w), (_, _, b) in zip(bins, lognormal_bins(edges(speed_rows())), strict=True):
-        print(f"{int(lo):>6}–{int(hi):<7} {w:10.3f} {b:14.3f}")
+    cuts = edges(speed_rows())
+    print(f"bin (tokens)    fitted share ({args.within} within)   the card's log-normal")
+    for (lo, hi), w, (_, _, b) in zip(zip(cuts, cuts[1:], strict=False), coarse_shares(bins, cuts),
+                                      lognormal_bins(cuts), strict=True):
+        print(f"{int(lo):>6}–{int(hi):<7} {w:10.3f} {b:24.3f}")
     print(f"mean {h.mean:.0f} (card {CARD.mean}), sd {h.sd:.0f} (card {CARD.sd})")
     print("\nseconds per sample, relative residuals after each series' own t0 and a (rms: histogram / log-normal)")
     for label, rms, base, got in table(bins):
         print(f"{label:30s} rms {rms:6.1%} / {base:6.1%}   " + " ".join(f"{e:+.1%}" for e in got))
     if args.write:
-        write(bins)
-        print(f"wrote {STORED}")
+        write(bins, args.out or STORED)
+        print(f"wrote {args.out or STORED}")
     return 0
 
 

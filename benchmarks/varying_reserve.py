@@ -1,6 +1,7 @@
 """ms-swift's benchmark against the caching allocator replayed over steps of varying length.
 
     python -m benchmarks.varying_reserve [--orders 16] [--max-orders 64] [--extend] [--jobs 2] [--write]
+    python -m benchmarks.varying_reserve --lengths FILE [--jobs 2]   (another reading of the lengths)
     python -m benchmarks.varying_reserve --shared-order
 
 The ms-swift table reads `torch.cuda.max_memory_reserved` at the end of a run on an 80 GB A100
@@ -33,6 +34,7 @@ import re
 import statistics
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, is_oom, row_spec, training_row
 from benchmarks.report import DATA, RESULTS
@@ -50,11 +52,13 @@ def _mix(notes: str) -> LengthMix | None:
     return LengthMix(float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))) if m else None
 
 
-def _lengths(notes: str) -> LengthMix | BinnedLengths | None:
+def _lengths(notes: str, histogram: Path | None = None) -> LengthMix | BinnedLengths | None:
     """What the replay draws a row's sample lengths from: for cls-fudan-news-zh the histogram its tables'
     time columns give with the mean and sd of the card the notes state (benchmarks/swift_lengths.py: the
     card's log-normal misses the later table's times by 13–18 % rms, the histogram by 0.6–2 %, and the
-    earlier table's, not fitted, by 0.5–1.6 %); another data set's card, a log-normal with its moments."""
+    earlier table's, not fitted, by 0.5–1.6 %), or the one in `histogram` (`--lengths`: another reading, as
+    `python -m benchmarks.swift_lengths --within log-uniform --write --out` gives); another data set's card, a
+    log-normal with its moments."""
     card = _mix(notes)
     if card is None or "cls-fudan-news-zh" not in notes:
         return card
@@ -64,7 +68,7 @@ def _lengths(notes: str) -> LengthMix | BinnedLengths | None:
     # the notes round the card's 3234.4 ± 2547.5 to whole tokens
     assert abs(card.mean - CARD.mean) < 1 and abs(card.sd - CARD.sd) < 1, "another card than the histogram's"
     assert (card.minimum, card.maximum) == (CARD.minimum, CARD.maximum), "another card than the histogram's"
-    return stored_lengths()
+    return stored_lengths() if histogram is None else stored_lengths(histogram)
 
 
 def _delete_longer(notes: str) -> bool:
@@ -139,11 +143,12 @@ MAX_ORDERS = 256
 
 
 def rows(orders: int = ORDERS, select=None, jobs: int = 1, max_orders: int | None = None,
-         extend: bool = False) -> list[dict]:
+         extend: bool = False, lengths: Path | None = None) -> list[dict]:
     """Every varying-length `max_memory_reserved` row (or those `select(row)` keeps), replayed over
     `orders` sample orders (seeds 0 … orders − 1) and more where the median is not yet precise, up to
     `max_orders` (default: `orders`, no more), `jobs` rows at a time in worker processes; `extend`
-    starts from the stored orders' figures instead of replaying them again."""
+    starts from the stored orders' figures instead of replaying them again; `lengths`: a histogram file to draw
+    cls-fudan-news-zh's lengths from instead of the stored one (`_lengths`)."""
     max_orders = orders if max_orders is None else max_orders
     kept = stored() if extend else {}
     configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())
@@ -164,9 +169,9 @@ def rows(orders: int = ORDERS, select=None, jobs: int = 1, max_orders: int | Non
 
         with ProcessPoolExecutor(jobs) as pool:
             done = list(pool.map(_row, todo, [configs] * len(todo), [orders] * len(todo), [max_orders] * len(todo),
-                                 [_known(kept, r) for r in todo]))
+                                 [_known(kept, r) for r in todo], [lengths] * len(todo)))
     else:
-        done = [_row(r, configs, orders, max_orders, _known(kept, r)) for r in todo]
+        done = [_row(r, configs, orders, max_orders, _known(kept, r), lengths) for r in todo]
     return [x for x in done if x is not None]
 
 
@@ -188,14 +193,14 @@ def _precise(values: list[float]) -> bool:
 
 
 def _row(r: dict, configs: dict, orders: int, max_orders: int = MAX_ORDERS,
-         known: tuple[list[float], float] | None = None) -> dict | None:
+         known: tuple[list[float], float] | None = None, lengths: Path | None = None) -> dict | None:
     """One row replayed (None where the row does not map onto a request): `orders` sample orders, then
     ORDERS_STEP more at a time until the median is precise (`_precise`) or `max_orders` are replayed;
     `known`: the figures of the first orders already replayed and the need they were floored at (the
     store's, to extend it).  An order's figure is the larger of the estimate's need and the replay's, so
     where the estimate's need has changed since, the orders that read the old floor are replayed again and
     the others take the new floor: the store follows the estimate without replaying every order."""
-    mix = _lengths(r["notes"])
+    mix = _lengths(r["notes"], lengths)
     assert mix is not None
     try:
         row = training_row(r, configs)
@@ -330,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extend", action="store_true", help="start from the stored orders instead of replaying them")
     ap.add_argument("--jobs", type=int, default=1, help="rows replayed at a time (worker processes)")
     ap.add_argument("--write", action="store_true", help=f"store the rows in {STORED.relative_to(RESULTS.parent.parent)}")
+    ap.add_argument("--lengths", type=Path,
+                    help="draw cls-fudan-news-zh's lengths from this histogram file (a check; not with --write)")
     ap.add_argument("--shared-order", action="store_true",
                     help="read the stored rows on the orders their siblings pick (no replay; see shared_order)")
     args = ap.parse_args(argv)
@@ -341,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {y['row']} | {y['measured']:.2f} | {y['siblings']} | {' '.join(map(str, y['seeds']))} | "
                   f"{y['siblings_error']:+.1%} | {y['replayed']:.2f} | {y['error']:+.1%} | {y['median_error']:+.1%} |")
         return 0
-    res = rows(args.orders, jobs=args.jobs, max_orders=args.max_orders, extend=args.extend)
+    if args.lengths and (args.write or args.extend):
+        ap.error("--lengths replays another reading of the lengths: the store keeps the stored histogram's")
+    res = rows(args.orders, jobs=args.jobs, max_orders=args.max_orders, extend=args.extend, lengths=args.lengths)
     if args.write:
         with STORED.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
@@ -358,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{x['roomy_median']:.2f} / {x['roomy_max']:.2f} | {x['orders_at_or_below']} / {x['orders']} |")
     print(f"\n{len(res)} rows: {between} between the estimate and the largest replayed reserve, "
           f"{inside} within the replayed orders' range")
+    for name, truncated in (("later table (deleted)", False), ("earlier table (truncated)", True)):
+        errs = [x["roomy_median"] / x["measured"] - 1 for x in res if ("truncated" in x["row"]) == truncated]
+        if errs:
+            print(f"{name}: the median of the orders against the counter, median |error| "
+                  f"{statistics.median(abs(e) for e in errs):.2%}, worst {min(errs):+.2%} ({len(errs)} rows)")
     for label, need, status in oom_rows():
         print(f"published out of memory: {label}: fitcheck needs {need:.2f} GiB on the GPU, {status}")
     return 0

@@ -81,3 +81,38 @@ def test_runs_whose_time_is_exactly_linear_in_the_work_leave_no_residual():
     assert max(abs(e) for e in residuals(h.bins, group, spec)) < 1e-9
     # and a wrong histogram does leave one
     assert max(abs(e) for e in residuals(((91, 19548, 1.0),), group, spec)) > 0.02
+
+
+def test_log_uniform_within_bins_keeps_each_bins_share_and_spreads_it_by_log_width():
+    import math
+
+    from benchmarks.swift_lengths import LOG_UNIFORM_STEPS, _bins, coarse_shares
+
+    cuts = [91, 512, 2048, 19548]
+    z = [0.0, 1.0, -0.5]
+    flat = _bins(cuts, z)
+    fine = _bins(cuts, z, "log-uniform")
+    assert len(fine) == LOG_UNIFORM_STEPS * len(flat)
+    assert all(abs(a - b) < 1e-12 for a, b in zip(coarse_shares(fine, cuts), (w for _, _, w in flat), strict=True))
+    first = fine[:LOG_UNIFORM_STEPS]
+    assert first[0][0] == 91 and abs(first[-1][1] - 512) < 1e-9
+    # equal log-widths, equal shares; more of the bin's lengths near its low edge than uniform puts there
+    assert max(w for _, _, w in first) - min(w for _, _, w in first) < 1e-12
+    assert abs(first[0][2] / flat[0][2] - 1 / LOG_UNIFORM_STEPS) < 1e-12
+    assert (first[0][1] - first[0][0]) / (512 - 91) < 1 / LOG_UNIFORM_STEPS
+    assert math.isclose(sum(w for _, _, w in fine), 1.0)
+
+
+def test_the_replay_takes_another_reading_of_the_lengths_only_as_a_check(tmp_path):
+    import pytest
+
+    from benchmarks.swift_lengths import write
+    from benchmarks.varying_reserve import _lengths, main
+
+    path = tmp_path / "h.csv"
+    write([(91, 4000, 0.5), (4000, 19548, 0.5)], path)
+    notes = "cls-fudan-news-zh (token lengths 3234±2547, min 91, max 19548, samples deleted)"
+    assert _lengths(notes, path) == stored(path) != stored()
+    with pytest.raises(SystemExit) as exc:
+        main(["--lengths", str(path), "--write"])
+    assert exc.value.code == 2
