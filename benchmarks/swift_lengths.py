@@ -126,29 +126,19 @@ def residuals(bins: Sequence[tuple[float, float, float]], group: Sequence[dict],
     return [(t0 + a * xi) / yi - 1 for xi, yi in zip(x, y, strict=True)]
 
 
-def lognormal_bins(cuts: Sequence[int]) -> list[tuple[float, float, float]]:
-    """The card's log-normal (LengthMix.draw) as a histogram on the same edges."""
-    s2 = math.log1p((CARD.sd / CARD.mean) ** 2)
-    mu, s = math.log(CARD.mean) - s2 / 2, math.sqrt(s2)
-
-    def cdf(x: float) -> float:
-        return 0.5 * (1 + math.erf((math.log(x) - mu) / (s * math.sqrt(2))))
-
-    # LengthMix clamps to [min, max]: the tails land on the first and last bins
-    inner = [cdf(c) for c in cuts[1:-1]]
-    shares = [b - a for a, b in zip([0.0, *inner], [*inner, 1.0], strict=True)]
-    return [(lo, hi, w) for lo, hi, w in zip(cuts, cuts[1:], shares, strict=False)]
-
-
 def lognormal_fine(cuts: Sequence[int], per_cut: int = 64) -> list[tuple[float, float, float]]:
-    """The card's log-normal itself, for comparing times: `per_cut` geometric bins between each two edges
-    (the coarse bins' uniform spread would hide its shape within them)."""
-    s2 = math.log1p((CARD.sd / CARD.mean) ** 2)
-    mu, s = math.log(CARD.mean) - s2 / 2, math.sqrt(s2)
+    """The card's log-normal (LengthMix.draw, its tails clamped onto the first and last bins) as a histogram:
+    `per_cut` geometric bins between each two edges, fine enough to compare times (uniform within the
+    coarse bins would hide its shape in them)."""
     points = [lo * (hi / lo) ** (k / per_cut) for lo, hi in zip(cuts, cuts[1:], strict=False) for k in range(per_cut)]
     points.append(cuts[-1])
-    cdf = [0.0] + [0.5 * (1 + math.erf((math.log(x) - mu) / (s * math.sqrt(2)))) for x in points[1:-1]] + [1.0]
+    cdf = [0.0] + [CARD.cdf(x) for x in points[1:-1]] + [1.0]
     return [(lo, hi, b - a) for lo, hi, a, b in zip(points, points[1:], cdf, cdf[1:], strict=False)]
+
+
+def lognormal_shares(cuts: Sequence[int]) -> list[float]:
+    """The card's log-normal's share of each bin of `cuts`."""
+    return [w for _, _, w in lognormal_fine(cuts, per_cut=1)]
 
 
 def _bins(cuts: Sequence[int], z: Sequence[float], within: str = "uniform") -> list[tuple[float, float, float]]:
@@ -209,23 +199,24 @@ def _nelder_mead(f: Callable[[list[float]], float], x0: list[float], step: float
     return simplex[i], values[i]
 
 
-def fit(rows: Sequence[dict] | None = None, starts: int = 8, within: str = "uniform") -> list[tuple[float, float, float]]:
-    """The histogram that best explains the later table's compute-bound series, its mean and sd held to
-    the card's; Nelder–Mead from the log-normal's shares and `starts` − 1 seeded perturbations of them;
-    lengths uniform or log-uniform `within` each bin (`_bins`)."""
+def fit(rows: Sequence[dict] | None = None, starts: int = 8, within: str = "uniform",
+        models: Sequence[str] = FIT_MODELS, moment_weight: float = MOMENT_WEIGHT) -> list[tuple[float, float, float]]:
+    """The histogram that best explains the later table's series of `models`, its mean and sd held to the
+    card's with `moment_weight`; Nelder–Mead from the log-normal's shares and `starts` − 1 seeded
+    perturbations of them; lengths uniform or log-uniform `within` each bin (`_bins`)."""
     rows = speed_rows() if rows is None else rows
     cuts = edges(rows)
     specs = _specs(rows)
-    groups = [(g, specs[k[1]]) for k, g in series(rows).items() if k[0] == "later" and k[1] in FIT_MODELS]
+    groups = [(g, specs[k[1]]) for k, g in series(rows).items() if k[0] == "later" and k[1] in models]
 
     def loss(z: list[float]) -> float:
         bins = _bins(cuts, z, within)
         h = BinnedLengths(tuple(bins))
         miss = ((h.mean - CARD.mean) / CARD.mean) ** 2 + ((h.sd - CARD.sd) / CARD.sd) ** 2
-        return sum(e * e for g, spec in groups for e in residuals(bins, g, spec)) + MOMENT_WEIGHT * miss
+        return sum(e * e for g, spec in groups for e in residuals(bins, g, spec)) + moment_weight * miss
 
     rng = random.Random(0)
-    z0 = [math.log(max(w, 1e-4)) for _, _, w in lognormal_bins(cuts)]
+    z0 = [math.log(max(w, 1e-4)) for w in lognormal_shares(cuts)]
     best: tuple[list[float], float] | None = None
     for k in range(starts):
         start = z0 if k == 0 else [v + rng.gauss(0, 1) for v in z0]
@@ -282,8 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     h = BinnedLengths(tuple(bins))
     cuts = edges(speed_rows())
     print(f"bin (tokens)    fitted share ({args.within} within)   the card's log-normal")
-    for (lo, hi), w, (_, _, b) in zip(zip(cuts, cuts[1:], strict=False), coarse_shares(bins, cuts),
-                                      lognormal_bins(cuts), strict=True):
+    for (lo, hi), w, b in zip(zip(cuts, cuts[1:], strict=False), coarse_shares(bins, cuts),
+                              lognormal_shares(cuts), strict=True):
         print(f"{int(lo):>6}–{int(hi):<7} {w:10.3f} {b:24.3f}")
     print(f"mean {h.mean:.0f} (card {CARD.mean}), sd {h.sd:.0f} (card {CARD.sd})")
     print("\nseconds per sample, relative residuals after each series' own t0 and a (rms: histogram / log-normal)")

@@ -58,16 +58,26 @@ class LengthMix:
     minimum: int
     maximum: int
 
+    @property
+    def log_params(self) -> tuple[float, float]:
+        """(mu, sigma) of the log-normal with this mean and sd."""
+        sigma2 = math.log1p((self.sd / self.mean) ** 2)
+        return math.log(self.mean) - sigma2 / 2, math.sqrt(sigma2)
+
+    def cdf(self, x: float) -> float:
+        """The share of lengths at most `x` (the log-normal's; `draw` clamps its tails to [minimum, maximum])."""
+        mu, sigma = self.log_params
+        return 0.5 * (1 + math.erf((math.log(x) - mu) / (sigma * math.sqrt(2))))
+
     def draw(self, samples: int, max_length: int, *, delete_longer: bool, seed: int = 0) -> tuple[int, ...]:
         """`samples` lengths in training order: a log-normal with the stated mean and sd, kept within
         [minimum, maximum]; samples longer than `max_length` dropped (`delete_longer`, ms-swift's
         truncation_strategy 'delete') or truncated to it."""
         rng = random.Random(seed)
-        sigma2 = math.log1p((self.sd / self.mean) ** 2)
-        mu = math.log(self.mean) - sigma2 / 2
+        mu, sigma = self.log_params
         out = []
         for _ in range(samples):
-            n = min(self.maximum, max(self.minimum, int(rng.lognormvariate(mu, math.sqrt(sigma2)))))
+            n = min(self.maximum, max(self.minimum, int(rng.lognormvariate(mu, sigma))))
             if n > max_length:
                 if delete_longer:
                     continue
