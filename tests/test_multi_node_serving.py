@@ -143,7 +143,8 @@ def test_expert_parallel_splits_the_experts_and_keeps_the_rest_whole(node):
     groups = dict(wb.by_group)
     experts = groups[S.EXPERTS]
     scale = ep.spec.stored_weight_bytes / wb.total if ep.spec.stored_weight_bytes else 1.0
-    expect = (experts / 16 + wb.total - experts) * scale
+    rope = ep.spec.rope_table_elements() * 2  # vLLM's rotary cos/sin cache (bf16), whole on every GPU
+    expect = (experts / 16 + wb.total - experts) * scale + rope
     assert ep.estimate.devices[0].component("weights") == pytest.approx(expect, rel=1e-6)
     # SGLang keeps the dense MLPs tensor parallel over the group: a little less per GPU.
     sg = _check("deepseek-r1", node, engine="sglang", nodes=2, expert_parallel=True)

@@ -96,6 +96,31 @@ def vllm_outside_reservation(spec: ModelSpec, layers_on_rank: int, ranks: int) -
     init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
     graphs = VLLM_GRAPHS_BASE + layers_on_rank * VLLM_GRAPHS_PER_LAYER + (VLLM_GRAPHS_MOE if spec.is_moe else 0)
     return init + graphs
+# vLLM and SGLang build each distinct rotary embedding's cos/sin cache at load (ModelSpec.rope_tables) as a
+# non-persistent buffer of every GPU's model, whole on every tensor-parallel rank and pipeline stage: vLLM in the
+# model dtype (RotaryEmbedding.__init__ ``cache.to(dtype)``, https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/
+# model_executor/layers/rotary_embedding/base.py), SGLang in fp32 on CUDA ("cache needs to be in FP32 for numerical
+# stability": ``if not _is_cuda: cache = cache.to(dtype)``, sgl-project/sglang python/sglang/srt/layers/
+# rotary_embedding.py, and its pull request #29729).  vLLM's log counts it in "model weights take": Llama-4-Scout's
+# 10,485,760 positions × 128 dims are 2.50 GiB on each of 4 H100s (logged 53.12 GiB against 50.59 of parameters),
+# Gemma 3's two tables (the global one linear-scaled × 8) 0.28–0.56 GiB, Llama-3.1's 0.03 GiB at TP 1, 2 and 4
+# alike and 0.06 GiB in fp32 (benchmarks/data/vllm_startup_logs.csv).
+ROPE_CACHE_BYTES_SGLANG_CUDA = 4
+
+
+def rope_cache_component(spec: ModelSpec, engine: str, act_b: int) -> Component | None:
+    """The rotary cos/sin cache `engine` keeps on every GPU (None: the model has no rotary tables)."""
+    elements = spec.rope_table_elements()
+    if not elements:
+        return None
+    entry = ROPE_CACHE_BYTES_SGLANG_CUDA if engine == "sglang" else act_b
+    tables = " and ".join(f"{p:,} positions × {d}" for p, d in spec.rope_tables)
+    dtype = "fp32" if entry == 4 else "16-bit" if entry == 2 else f"{entry} B"
+    return Component(WEIGHTS, elements * entry,
+                     f"rotary cos/sin cache of {tables} dims in {dtype}, whole on every GPU "
+                     f"({'SGLang' if engine == 'sglang' else 'vLLM'} builds it at load; not sharded)")
+
+
 # vLLM with tensor parallelism: the NCCL buffers the profiling run's first large all-reduces allocate are non-torch
 # memory inside the reservation on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads
 # "non_torch_memory 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
@@ -673,6 +698,8 @@ def _vllm(spec: ModelSpec, plan: Plan):
     # A tied lm_head is the embedding: with pp > 1 the last stage holds its own copy (vLLM's PPMissingLayer
     # elsewhere; ParallelLMHead ties to embed_tokens only where both live).
     head = wb.lm_head_bytes or (wb.embed_bytes if pp > 1 else 0)
+    rope = [c for c in [rope_cache_component(spec, "vllm", act_b)] if c]
+    rope_bytes = sum(c.bytes for c in rope)
     devices = []
     facts: list[tuple[str, float | int | str]] = []
     pools: list[int] = []
@@ -706,11 +733,11 @@ def _vllm(spec: ModelSpec, plan: Plan):
                                 "streamed over PCIe every forward pass")
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
         stage_act = stage_comps[stage]
-        inside = [weights_c, kv_c, stage_act] + ([nccl_c] if nccl_c else [])
+        inside = [weights_c, *rope, kv_c, stage_act] + ([nccl_c] if nccl_c else [])
         comps = inside + [outside_c(layers)]
         need = sum(c.bytes for c in inside)
         if reserved is not None:
-            pool = reserved - weights_c.bytes - stage_act.bytes - nccl
+            pool = reserved - weights_c.bytes - rope_bytes - stage_act.bytes - nccl
             spare = reserved - need
             if spare > 0:
                 comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
@@ -727,7 +754,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
     if reserved is not None:
         # Every stage holds the KV of its own layers for every token: the pool is the smallest stage's.
         pool_tokens = min(pools) if pools else 0
-        w = next(c for c in first_comps if c.name == WEIGHTS).bytes
+        w = sum(c.bytes for c in first_comps if c.name == WEIGHTS)
         a = next(c for c in first_comps if c.name == ACTIVATIONS).bytes
         facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - a - nccl, 0)),
                   ("vllm_kv_pool_tokens", pool_tokens),
@@ -779,7 +806,8 @@ def _tp_weights(spec: ModelSpec, plan: Plan, wb: WeightBytes, tp: int) -> Compon
 
 
 def _static_pool(plan: Plan, engine_name: str, weights_c: Component, kv_c: Component, act_c: Component,
-                 over_c: Component, static: int | None, *, vllm: bool) -> tuple[list[Component], int | None]:
+                 over_c: Component, static: int | None, *, vllm: bool,
+                 rope_c: Component | None = None) -> tuple[list[Component], int | None]:
     """Components of one GPU, with the part of the engine's up-front reservation the KV pool takes beyond
     what this request needs (``kv_pool_spare``); and the pool's size in bytes (None: total memory unknown).
 
@@ -787,10 +815,10 @@ def _static_pool(plan: Plan, engine_name: str, weights_c: Component, kv_c: Compo
     SGLang reserves mem_fraction_static × total for weights and the KV pool only (model_runner.py
     profile_max_num_token: rest_memory = available − total × (1 − mem_fraction_static)), activations,
     CUDA graphs and NCCL living in the remaining share."""
-    comps = [weights_c, kv_c, act_c, over_c]
+    comps = [weights_c, *([rope_c] if rope_c else []), kv_c, act_c, over_c]
     if static is None:
         return comps, None
-    inside = weights_c.bytes + (act_c.bytes + over_c.bytes if vllm else 0)
+    inside = weights_c.bytes + (rope_c.bytes if rope_c else 0) + (act_c.bytes + over_c.bytes if vllm else 0)
     pool = static - inside
     spare = pool - kv_c.bytes
     if spare > 0:
@@ -825,7 +853,8 @@ def _sglang(spec: ModelSpec, plan: Plan):
                        counted_in="runtime")
     fraction = plan.mem_fraction_static or 0.88
     static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
-    comps, pool = _static_pool(plan, "SGLang", weights_c, kv_c, act_c, over_c, static, vllm=False)
+    comps, pool = _static_pool(plan, "SGLang", weights_c, kv_c, act_c, over_c, static, vllm=False,
+                               rope_c=rope_cache_component(spec, "sglang", _act_bytes(plan.precision)))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
     facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
     if static is not None and pool is not None:
@@ -891,13 +920,15 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
     fraction = plan.gpu_memory_utilization if vllm else (plan.mem_fraction_static or 0.88)
     static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
     name = "vLLM" if vllm else "SGLang"
-    comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm)
+    comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm,
+                               rope_c=rope_cache_component(spec, plan.engine, _act_bytes(plan.precision)))
     facts: list[tuple[str, float | int | str]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
     if vllm:
         outside = vllm_outside_reservation(spec, spec.num_layers, world)
-        comps.insert(4, Component(OVERHEAD, outside, f"CUDA context, NCCL's communicators and the CUDA graphs of "
-                                  f"{spec.num_layers} layers, beyond vLLM's reservation: the upper envelope of vLLM "
-                                  "v0.19.0's startup logs", counted_in="runtime"))
+        beyond = Component(OVERHEAD, outside, f"CUDA context, NCCL's communicators and the CUDA graphs of "
+                           f"{spec.num_layers} layers, beyond vLLM's reservation: the upper envelope of vLLM "
+                           "v0.19.0's startup logs", counted_in="runtime")
+        comps.insert(comps.index(over_c) + 1, beyond)
         facts.append(("vllm_outside_reservation_bytes", outside))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(world)]
     prefix = "vllm" if vllm else "sglang"

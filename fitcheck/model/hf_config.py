@@ -722,6 +722,72 @@ def stored_format_of(quant: Any, source: str = "config.json") -> str | None:
     return method
 
 
+# ---- rotary tables: what vLLM and SGLang cache at load ------------------------------------------
+# vLLM's get_rope builds one RotaryEmbedding per distinct setting (_ROPE_DICT) and each registers a cos/sin cache
+# of [positions, rotary_dim] (base.py RotaryEmbedding.__init__, _compute_cos_sin_cache); the positions follow the
+# scaling type: `linear` and `dynamic` (factor) max_position × factor, `yarn` and `deepseek_yarn`
+# original_max_position_embeddings × factor, `longrope` the short table of original_max_position_embeddings and
+# the long one of max_position, every other type max_position
+# (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/model_executor/layers/rotary_embedding/__init__.py and
+# linear_scaling_rope.py, dynamic_ntk_scaling_rope.py, yarn_scaling_rope.py, phi3_long_rope_scaled_rope.py).
+# SGLang's rotary_embedding.py is the same code.  Families without rotary positions: MPT (ALiBi), GPTBigCode
+# (learned positions), Baichuan unless hidden_size is 4096 (vLLM baichuan.py: "ROPE" for the 7B, "ALIBI" else),
+# Falcon with alibi.  The model files pass max_position_embeddings (the config class's default where config.json
+# has none, else vLLM's 8192); ChatGLM passes seq_length and rotates half of each head (chatglm.py); MLA rotates
+# qk_rope_head_dim; Gemma 3's sliding layers use their own unscaled rope (gemma3.py), a second table.
+_NO_ROPE = {"mpt", "gpt_bigcode"}
+_ROPE_FACTOR_MAX = 10**4
+
+
+def _rope_positions(r: _Reader, positions: int, scaling: Any) -> int:
+    if not isinstance(scaling, dict):
+        return positions
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    factor = scaling.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) \
+            or not 0 < factor <= _ROPE_FACTOR_MAX:
+        raise FitcheckError(f"{r.source}: rope_scaling.factor must be a number in (0, {_ROPE_FACTOR_MAX}], "
+                            f"not {_show(factor)}")
+    original = scaling.get("original_max_position_embeddings", r.raw.get("original_max_position_embeddings"))
+    if isinstance(original, bool) or not isinstance(original, int) or not 0 < original <= _MAX["max_context"]:
+        original = None
+    if kind == "linear" or (kind == "dynamic" and "alpha" not in scaling):
+        return int(positions * factor)
+    if kind in ("yarn", "deepseek_yarn", "deepseek_llama_scaling") and original:
+        return math.ceil(original * factor)
+    if kind in ("longrope", "su") and original:
+        return positions + original
+    return positions
+
+
+def _rope_tables(r: _Reader, f: dict, model_type: str) -> tuple[tuple[int, int], ...]:
+    """(positions, rotary dims) of each cos/sin table vLLM and SGLang build for this model (comment above)."""
+    raw = r.raw
+    if model_type in _NO_ROPE or (model_type == "baichuan" and f["hidden_size"] != 4096) \
+            or (model_type == "falcon" and raw.get("alibi") is True):
+        return ()
+    head = f.get("head_dim") or f["hidden_size"] // f["num_attention_heads"]
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        dims = f["qk_rope_head_dim"]
+    elif model_type == "chatglm":
+        dims = head // 2
+    else:
+        fraction = raw.get("partial_rotary_factor", raw.get("rotary_pct", 1.0))
+        ok = not isinstance(fraction, bool) and isinstance(fraction, (int, float)) and 0 < fraction <= 1
+        dims = int(head * fraction) if ok else head
+    key = ("seq_length",) if model_type == "chatglm" else ("max_position_embeddings",)
+    positions = r.opt_int("rope_tables", *key, maximum=_MAX["max_context"]) or f.get("max_context") or 8192
+    scaling = raw.get("rope_scaling") or raw.get("rope_parameters")
+    if model_type in ("gemma3", "gemma3_text"):
+        if isinstance(scaling, dict) and isinstance(scaling.get("full_attention"), dict):
+            scaling = scaling["full_attention"]
+        tables = [(_rope_positions(r, positions, scaling), dims)]
+        if f.get("num_sliding_layers"):
+            tables.append((positions, dims))
+        return tuple(tables)
+    return ((_rope_positions(r, positions, scaling), dims),)
+
+
 # ---- entry point ------------------------------------------------------------------------------
 
 _NESTED_TEXT_TYPES = {"gemma3": "gemma3", "llama4": "llama4"}
@@ -751,6 +817,9 @@ def spec_from_config(config: dict, name: str, *, source: str = "config.json") ->
                             f"known: {known}; or give --params for a generic estimate")
     family_reader(reader, fields)
     _validate(fields, reader)
+    fields["rope_tables"] = _rope_tables(reader, fields, model_type)
+    if fields["rope_tables"]:
+        top.sources.append(("rope_tables", f"{source}: max_position_embeddings, rope_scaling (vLLM's get_rope)"))
 
     quant = reader.raw.get("quantization_config", config.get("quantization_config"))
     stored_format = stored_format_of(quant, source)

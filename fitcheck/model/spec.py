@@ -108,6 +108,10 @@ class ModelSpec:
     # device of the first layers), and what they are: Qwen(1)'s first remote code (hf_config._qwen1).
     load_buffer_bytes: int = 0
     load_buffer_note: str = ""
+    # The rotary embeddings' cos/sin tables that vLLM and SGLang build at load (get_rope: one per distinct rotary
+    # setting, shared by every layer that uses it): (positions, rotary dims) each; () for models without rotary
+    # positions (ALiBi, learned positions) or read from a source that does not say (hf_config._rope_tables).
+    rope_tables: tuple[tuple[int, int], ...] = ()
     generic: bool = False              # True for a --params estimate without real architecture
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (field, where from)
     # The checkpoint's generation_config.json (fitcheck.model.generation_config): how transformers'
@@ -155,6 +159,10 @@ class ModelSpec:
     def num_attention_layers(self) -> int:
         """Layers with a KV cache (all but linear-attention/SSM layers)."""
         return self.num_layers - self.num_linear_layers
+
+    def rope_table_elements(self) -> int:
+        """Entries of the rotary cos/sin tables (``rope_tables``): positions × rotary dims, summed."""
+        return sum(positions * dims for positions, dims in self.rope_tables)
 
     @property
     def kv_elements_per_token(self) -> int:

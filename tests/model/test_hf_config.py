@@ -228,3 +228,57 @@ def test_long_model_type_is_shown_short():
     with pytest.raises(FitcheckError) as err:
         spec_from_config(dict(BASE, model_type="m" * 1000), "x")
     assert len(err.value.message) < 200
+
+
+# ---- the rotary tables vLLM and SGLang cache (hf_config._rope_tables) ----------------------------
+
+@pytest.mark.parametrize("name, tables", [
+    # llama3 scaling keeps max_position_embeddings
+    ("Llama-3.1-8B-Instruct", ((131072, 128),)),
+    # yarn: original_max_position_embeddings × factor (4,096 × 32); MLA rotates qk_rope_head_dim (4,096 × 40)
+    ("gpt-oss-20b", ((131072, 64),)),
+    ("DeepSeek-V2-Lite", ((163840, 64),)),
+    # Gemma 3: the global layers' table linear-scaled × 8 over Gemma3TextConfig's 131,072 default, and the sliding
+    # layers' own unscaled one
+    ("gemma-3-4b-it", ((1048576, 256), (131072, 256))),
+    ("Mistral-7B-v0.1", ((32768, 128),)),
+])
+def test_rope_tables_follow_vllms_get_rope(name, tables):
+    assert spec(name).rope_tables == tables
+
+
+def _rope(**config):
+    base = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
+            "intermediate_size": 11008, "vocab_size": 32000, "max_position_embeddings": 4096}
+    return spec_from_config({**base, **config}, "m").rope_tables
+
+
+def test_rope_scaling_types_set_the_positions():
+    assert _rope(rope_scaling={"rope_type": "linear", "factor": 4.0}) == ((16384, 128),)
+    assert _rope(rope_scaling={"type": "dynamic", "factor": 2.0}) == ((8192, 128),)
+    assert _rope(rope_scaling={"type": "dynamic", "alpha": 1000}) == ((4096, 128),)
+    assert _rope(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}) == (
+        (4096, 128),)
+    # Phi-3's longrope: the short table of the original length and the long one
+    assert _rope(rope_scaling={"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]},
+                 original_max_position_embeddings=1024) == ((5120, 128),)
+    assert _rope(partial_rotary_factor=0.5) == ((4096, 64),)
+    assert _rope() == ((4096, 128),)
+
+
+def test_families_without_rotary_positions_have_no_tables():
+    mpt = {"model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 2, "vocab_size": 50432}
+    assert spec_from_config(mpt, "m").rope_tables == ()
+    # vLLM's baichuan.py: ALiBi unless hidden_size is 4096 (Baichuan2-13B)
+    assert _rope(model_type="baichuan", hidden_size=5120, num_attention_heads=40) == ()
+    assert _rope(model_type="baichuan") == ((4096, 128),)
+    # ChatGLM rotates half of each head over seq_length
+    glm = {"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+           "kv_channels": 128, "ffn_hidden_size": 13696, "padded_vocab_size": 65024, "seq_length": 32768}
+    assert spec_from_config(glm, "m").rope_tables == ((32768, 64),)
+
+
+@pytest.mark.parametrize("factor", [0, -2.0, 1e300, float("inf"), "8", True])
+def test_an_absurd_rope_factor_is_one_clear_error(factor):
+    with pytest.raises(FitcheckError, match="rope_scaling.factor"):
+        _rope(rope_scaling={"rope_type": "linear", "factor": factor})
