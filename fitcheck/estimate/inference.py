@@ -128,6 +128,12 @@ def rope_cache_component(spec: ModelSpec, engine: str, act_b: int) -> Component 
 # (benchmarks/data/vllm_startup_logs.csv, H100 80GB HBM3) read 1.81–1.82 GiB more at -tp 2 and 1.88–1.89 GiB at
 # -tp 4 than at -tp 1, a little more with the ranks.
 VLLM_NCCL_TP = int(1.79 * 1024) * MiB
+# ... and on every rank, what the profiling run's first forward and sampler add outside PyTorch (kernel images the
+# first launches load, library handles): vLLM v0.19.0 logs "non-torch forward increase memory" of 0.24-0.27 GiB on
+# each of its 35 single-GPU H100 rows (0.46 for Granite; v0.6.4's log on an RTX 3090 in vLLM issue #10517 reads
+# "non_torch_memory 0.35GiB"), and 0.07 GiB on the first of 2 or 4 pipeline stages, which do not sample.  No source
+# sizes it, so it is the quantity as logged (benchmarks/data/vllm_startup_logs.csv), counted on every rank.
+VLLM_PROFILE_NON_TORCH = int(0.25 * 1024) * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
 TORCH_CPU_RUNTIME = 600 * MiB
 # On the CPU, PyTorch allocates through glibc malloc.  Tensors freed inside a forward pass go back
@@ -665,9 +671,11 @@ def _vllm(spec: ModelSpec, plan: Plan):
     act_first = A.vllm_profile_bytes(spec, tp, act_b, tokens=batched, sampler="none", moe_workspace=triton_moe)
     received = 2 * batched * spec.hidden_size * act_b if pp > 1 else 0
     reserved = int(plan.gpu_total_bytes * plan.gpu_memory_utilization) if plan.gpu_total_bytes else None
-    nccl = VLLM_NCCL_TP if tp > 1 else 0
-    nccl_c = Component(OVERHEAD, nccl, f"NCCL buffers of tensor parallel {tp}, allocated by the profiling run's "
-                       "all-reduces: non-torch memory inside the reservation", counted_in="runtime") if nccl else None
+    nccl = VLLM_PROFILE_NON_TORCH + (VLLM_NCCL_TP if tp > 1 else 0)
+    nccl_c = Component(OVERHEAD, nccl, "non-torch memory the profiling run adds inside the reservation: "
+                       f"{VLLM_PROFILE_NON_TORCH / GiB:.2f} GiB of kernel images and library handles"
+                       + (f", NCCL buffers of tensor parallel {tp} ({VLLM_NCCL_TP / GiB:.2f} GiB, its all-reduces)"
+                          if tp > 1 else "") + " (as vLLM v0.19.0 logs them)", counted_in="runtime")
     ranks = tp * pp
 
     def outside_c(layers: int) -> Component:
@@ -733,7 +741,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
                                 "streamed over PCIe every forward pass")
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
         stage_act = stage_comps[stage]
-        inside = [weights_c, *rope, kv_c, stage_act] + ([nccl_c] if nccl_c else [])
+        inside = [weights_c, *rope, kv_c, stage_act, nccl_c]
         comps = inside + [outside_c(layers)]
         need = sum(c.bytes for c in inside)
         if reserved is not None:
@@ -768,7 +776,8 @@ def _vllm(spec: ModelSpec, plan: Plan):
                       "(per GPU), pinned in RAM"),)))
         facts.append(("cpu_offload_bytes", ram_bytes))
     notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start for "
-             f"the weights, the profiled activation peak, NCCL and the KV cache; the CUDA context and CUDA graphs "
+             f"the weights, the profiled activation peak, the non-torch memory its profiling adds"
+             f"{' (NCCL among it)' if tp > 1 else ''} and the KV cache; the CUDA context and CUDA graphs "
              f"({outside / GiB:.2f} GiB here, the most vLLM v0.19.0's published startup logs show for this many "
              f"layers) come on top, in what the reservation leaves free: the headroom applies inside it",
              f"vLLM's profiling run: {batched:,} batched tokens and {rows:,} sampled sequences, the "
@@ -910,8 +919,8 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
                           f"profiled peak for {batched:,} batched tokens per rank and the sampler")
         # NCCL and all-to-all buffers inside the reservation; the context, NCCL's communicators and the graphs
         # beyond it (vllm_outside_reservation)
-        over_c = Component(OVERHEAD, VLLM_NCCL_TP, "NCCL and all-to-all buffers, inside the reservation",
-                           counted_in="runtime")
+        over_c = Component(OVERHEAD, VLLM_PROFILE_NON_TORCH + VLLM_NCCL_TP, "NCCL and all-to-all buffers, kernel "
+                           "images and library handles, inside the reservation", counted_in="runtime")
     else:
         act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, sampler="logits"),
                           f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")

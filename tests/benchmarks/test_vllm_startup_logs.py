@@ -164,20 +164,33 @@ def test_what_vllm_subtracts_before_the_kv_cache():
     # README's pooled line: weights + activation peak + non-torch inside gpu_memory_utilization × total
     errs = V.non_kv_errors(DATA)
     assert len(errs) >= 45
-    assert _median(errs) < 2.0
-    # all under: the 0.24–0.27 GiB of non-torch memory vLLM's first forward adds at tp 1 is not counted; the worst
-    # is gpt-oss's weights (−7.5 %), then the tp 4 rows' NCCL (−4.8 %)
-    assert min(errs) > -8.0 and max(errs) < 1.0
+    assert _median(errs) < 1.0
+    # the worst is gpt-oss's weights (−5.4 %), then within 2 %; over only at PP 2/4 (+1.4 %, +2.3 %), whose first
+    # stage logs 0.07 GiB of non-torch memory where every rank is counted the single-GPU rows' 0.25
+    assert min(errs) > -6.0 and max(errs) < 3.0
+    assert sorted(errs)[1] > -2.0
+
+
+def test_the_non_torch_memory_the_profiling_run_adds():
+    # VLLM_PROFILE_NON_TORCH on every rank, VLLM_NCCL_TP more with tensor parallelism: every single-GPU row logs
+    # 0.24-0.27 GiB, every TP 2/4 row 2.06-2.21 (within 8 %)
+    single = [r.part("non-torch inside") for r in SCORES if r.release.startswith(V.MODELLED_RELEASE)
+              and r.tensor_parallel == 1 and " pp" not in r.label]
+    assert len(single) >= 30
+    assert all(p.predicted == pytest.approx(p.logged, abs=0.021) for p in single)
+    tp = [r.part("non-torch inside").error_pct for r in SCORES if r.release.startswith(V.MODELLED_RELEASE)
+          and r.tensor_parallel > 1]
+    assert len(tp) >= 13 and all(-8.0 < e < 0 for e in tp)
 
 
 def test_the_kv_cache_capacity():
     errs = _errors("KV tokens")
     assert _median(errs) < 1.0
     # more promised than vLLM holds where the non-KV memory is under-counted on a small pool (Qwen2.5-72B and
-    # Kimi-Dev-72B at tp 2: 3 GiB of pool, NCCL's 0.3 GiB short); Llama 4 Scout +3.2 % (+18.2 % before its
-    # rotary cache was counted)
-    assert max(errs) < 16.0 and min(errs) > -1.0
-    assert sorted(errs)[-3] < 4.0
+    # Kimi-Dev-72B at tp 2: 3 GiB of pool, +5.8 % and +6.6 %; +14 % and +15 % before the profiling run's non-torch
+    # memory was counted); Llama 4 Scout +1.8 % (+18.2 % before its rotary cache was counted)
+    assert max(errs) < 7.0 and min(errs) > -1.0
+    assert sorted(errs)[-3] < 2.0
     assert V.kv_token_errors(DATA) == [-e for e in errs]
 
 
