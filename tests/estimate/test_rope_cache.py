@@ -51,3 +51,12 @@ def test_the_kv_pool_gives_way_to_it():
 def test_models_without_rotary_positions_carry_none():
     assert _rope(_check("mpt-7b", engine="vllm", gpus=1)) == [0]
     assert _rope(_check("llama-3.1-8b", engine="transformers", gpus=1)) == [0]  # computed per forward
+
+
+def test_sglangs_published_weight_line_shows_the_fp32_table():
+    # SGLang's own docs, the LoRA Serving notebook as its CI executed it on 2026-02-09 (docs.sglang.ai,
+    # advanced_features/lora): "Load weight end. ... type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.41 GB,
+    # mem usage=15.02 GB." for meta-llama/Meta-Llama-3.1-8B-Instruct at TP 1 (SGLang's GB are 2**30 bytes).  The
+    # parameters are 14.96 GiB; the fp32 table of 131,072 × 128 brings 15.02 (a bf16 one would read 14.99).
+    result = _check("llama-3.1-8b", engine="sglang", gpus=1)
+    assert result.estimate.devices[0].component(WEIGHTS) / 2**30 == pytest.approx(15.02, abs=0.005)
