@@ -13,6 +13,7 @@ from fitcheck import engines
 from fitcheck.cli import cli
 from fitcheck.estimate.distributed import INTER_NODE_LATENCY, RPC_DEFAULT_GBPS, decode_comm
 from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.inference import VLLM_INIT_ONE_RANK, VLLM_INIT_RANKS
 from fitcheck.estimate.speed import graph_layer_latency
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Cluster
@@ -78,9 +79,10 @@ def test_deepseek_r1_fits_on_two_nodes_with_sglang_tp16(node):
     # plus MLA's down-projections, which stay whole on every rank.
     assert d.component("weights") / GiB == pytest.approx(79.41 / 2, rel=0.06)
     assert d.component("weights") < vllm_one.estimate.devices[0].component("weights") * 0.55
-    # mem_fraction_static 0.79 × 80 GiB holds weights and the KV pool; the latent KV is whole on every rank.
+    # mem_fraction_static 0.79 × what is free after the CUDA context and NCCL (SGLang's min_per_gpu_memory) holds
+    # weights and the KV pool; the latent KV is whole on every rank.
     static = r.estimate.fact("sglang_static_bytes")
-    assert static == int(r.plan.gpu_total_bytes * 0.79)
+    assert static == int((r.plan.gpu_total_bytes - VLLM_INIT_RANKS) * 0.79)
     per_token = r.spec.num_layers * (r.spec.kv_lora_rank + r.spec.qk_rope_head_dim) * 2
     assert r.estimate.fact("sglang_kv_pool_tokens") == pytest.approx((static - d.component("weights")) / per_token,
                                                                      rel=0.01)
@@ -111,8 +113,8 @@ def test_sglang_prints_one_launch_line_per_node():
 def test_sglang_gpu_memory_utilization_is_its_mem_fraction_static():
     r = run("qwen-7b", "--profile", "h100-sxm", "--engine", "sglang", "--gpu-memory-utilization", "0.7", "--json")
     doc = json.loads(r.output)
-    assert doc["estimate"]["facts"]["sglang_static_bytes"] == int(0.7 * load_profile("h100-sxm").gpus[0]
-                                                                  .memory_total_bytes)
+    total = load_profile("h100-sxm").gpus[0].memory_total_bytes
+    assert doc["estimate"]["facts"]["sglang_static_bytes"] == int(0.7 * (total - VLLM_INIT_ONE_RANK))
     from fitcheck.commands import engine_command
 
     r = check("qwen-7b", Request(engine="sglang", gpu_memory_utilization=0.7), load_profile("h100-sxm"),

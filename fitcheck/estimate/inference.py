@@ -800,6 +800,24 @@ def _vllm(spec: ModelSpec, plan: Plan):
 
 
 # ---- SGLang ------------------------------------------------------------------------------------
+def sglang_static_bytes(total: int, fraction: float, ranks: int) -> int:
+    """What SGLang keeps for the weights and the KV pool on one GPU: mem_fraction_static of the memory free when it
+    measures it, after the CUDA context and, with several ranks, NCCL's communicators exist.
+
+    ModelRunner.init_torch_distributed returns ``min_per_gpu_memory`` (get_available_gpu_memory after
+    initialize_model_parallel), and profile_max_num_token takes ``rest_memory = available_gpu_memory −
+    total_gpu_memory × (1 − mem_fraction_static)`` once the weights are loaded, that free memory being its
+    ``total_gpu_memory`` (sgl-project/sglang python/sglang/srt/model_executor/model_runner.py): the pool is
+    mem_fraction_static × (total − what init holds) − the weights.  Published logs agree: Meta-Llama-3.1-8B at TP 1
+    (SGLang's docs, 2025-01-23: 78.81 GiB free at load, 15.09 loaded, mem_fraction_static 0.88) 0.88 × 78.81 − 15.09
+    = 54.26 GiB, 444,530 tokens of 128 KiB where it logs 444,500; Qwen3-14B at TP 4 on RTX 4090s (0.80; 23.08 free,
+    7.08 loaded) 298,300 where it logs 298,447.  What init holds is vLLM's measurement of the same libraries
+    (vllm_outside_reservation's init: 0.5 GiB on one rank, the 2.05 GiB envelope with several; those two SGLang logs
+    read 0.38 and 0.91), so the pool errs small with several ranks."""
+    init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
+    return int(max(total - init, 0) * fraction)
+
+
 def _tp_weights(spec: ModelSpec, plan: Plan, wb: WeightBytes, tp: int) -> Component:
     """Weights on one tensor-parallel rank: 1/tp of every sharded linear and embedding, MLA's down-projections
     whole (``ReplicatedLinear`` in vLLM's and SGLang's deepseek_v2.py)."""
@@ -861,14 +879,15 @@ def _sglang(spec: ModelSpec, plan: Plan):
                        + (f", NCCL communicators ({nccl / GiB:.2f} GiB, as vLLM logs them)" if nccl else ""),
                        counted_in="runtime")
     fraction = plan.mem_fraction_static or 0.88
-    static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
+    static = sglang_static_bytes(plan.gpu_total_bytes, fraction, tp) if plan.gpu_total_bytes else None
     comps, pool = _static_pool(plan, "SGLang", weights_c, kv_c, act_c, over_c, static, vllm=False,
                                rope_c=rope_cache_component(spec, "sglang", _act_bytes(plan.precision)))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
     facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
     if static is not None and pool is not None:
         facts += _pool_facts("sglang", plan, static, pool, kv_c.bytes / max(plan.context * plan.batch, 1))
-    notes = [f"SGLang keeps mem_fraction_static {fraction:g} × total GPU memory for weights and the KV pool; "
+    notes = [f"SGLang keeps mem_fraction_static {fraction:g} × the GPU memory free after its CUDA context"
+             f"{' and NCCL' if tp > 1 else ''} for weights and the KV pool; "
              "activations, CUDA graphs and NCCL use the rest"]
     if tp > 1:
         notes.append(f"tensor parallel over {tp} GPUs" + (f" of {plan.nodes} nodes (--tp {tp} --nnodes {plan.nodes})"
@@ -927,7 +946,8 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
         over_c = Component(OVERHEAD, VLLM_NON_TORCH + VLLM_NCCL_TP, "CUDA context and CUDA graphs, NCCL and "
                            "all-to-all buffers", counted_in="runtime")
     fraction = plan.gpu_memory_utilization if vllm else (plan.mem_fraction_static or 0.88)
-    static = int(plan.gpu_total_bytes * fraction) if plan.gpu_total_bytes else None
+    static = None if not plan.gpu_total_bytes else int(plan.gpu_total_bytes * fraction) if vllm \
+        else sglang_static_bytes(plan.gpu_total_bytes, fraction, world)
     name = "vLLM" if vllm else "SGLang"
     comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm,
                                rope_c=rope_cache_component(spec, plan.engine, _act_bytes(plan.precision)))

@@ -60,3 +60,13 @@ def test_sglangs_published_weight_line_shows_the_fp32_table():
     # parameters are 14.96 GiB; the fp32 table of 131,072 × 128 brings 15.02 (a bf16 one would read 14.99).
     result = _check("llama-3.1-8b", engine="sglang", gpus=1)
     assert result.estimate.devices[0].component(WEIGHTS) / 2**30 == pytest.approx(15.02, abs=0.005)
+
+
+def test_sglangs_pool_follows_the_memory_free_after_its_init():
+    # ModelRunner: rest_memory = free after load − free after init × (1 − mem_fraction_static).  SGLang's docs'
+    # log of 2025-01-23 (Meta-Llama-3.1-8B, TP 1, 0.88): 78.81 GiB free at load, 63.72 after, 444,500 tokens.
+    from fitcheck.estimate.inference import sglang_static_bytes
+    free_at_init = 78.81 * 2**30
+    static = sglang_static_bytes(int(free_at_init) + 512 * 2**20, 0.88, 1)  # + the one-rank context counted
+    tokens = (static - (78.81 - 63.72) * 2**30) / (32 * 8 * 128 * 2 * 2)
+    assert tokens == pytest.approx(444_500, rel=0.001)
