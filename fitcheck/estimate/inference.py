@@ -96,6 +96,21 @@ def vllm_outside_reservation(spec: ModelSpec, layers_on_rank: int, ranks: int) -
     init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
     graphs = VLLM_GRAPHS_BASE + layers_on_rank * VLLM_GRAPHS_PER_LAYER + (VLLM_GRAPHS_MOE if spec.is_moe else 0)
     return init + graphs
+# vLLM with tensor parallelism: the NCCL buffers the profiling run's first large all-reduces allocate are non-torch
+# memory inside the reservation on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads
+# "non_torch_memory 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
+# comment of 2024-12-14): 1.79 GiB more once ranks talk.  Counted once for any tp > 1; v0.19.0's logs
+# (benchmarks/data/vllm_startup_logs.csv, H100 80GB HBM3) read 1.81–1.82 GiB more at -tp 2 and 1.88–1.89 GiB at
+# -tp 4 than at -tp 1, a little more with the ranks.
+VLLM_NCCL_TP = int(1.79 * 1024) * MiB
+# ... and on every rank, what the profiling run's first forward and sampler add outside PyTorch (kernel images the
+# first launches load, library handles): vLLM v0.19.0 logs "non-torch forward increase memory" of 0.24-0.27 GiB on
+# each of its 35 single-GPU H100 rows (0.46 for Granite; v0.6.4's log on an RTX 3090 in vLLM issue #10517 reads
+# "non_torch_memory 0.35GiB"), and 0.07 GiB on the first of 2 or 4 pipeline stages, which do not sample.  No source
+# sizes it, so it is the quantity as logged (benchmarks/data/vllm_startup_logs.csv), counted on every rank.
+VLLM_PROFILE_NON_TORCH = int(0.25 * 1024) * MiB
+
+
 # vLLM and SGLang build each distinct rotary embedding's cos/sin cache at load (ModelSpec.rope_tables) as a
 # non-persistent buffer of every GPU's model, whole on every tensor-parallel rank and pipeline stage: vLLM in the
 # model dtype (RotaryEmbedding.__init__ ``cache.to(dtype)``, https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/
@@ -105,7 +120,7 @@ def vllm_outside_reservation(spec: ModelSpec, layers_on_rank: int, ranks: int) -
 # 10,485,760 positions × 128 dims are 2.50 GiB on each of 4 H100s (logged 53.12 GiB against 50.59 of parameters),
 # Gemma 3's two tables (the global one linear-scaled × 8) 0.28–0.56 GiB, Llama-3.1's 0.03 GiB at TP 1, 2 and 4
 # alike and 0.06 GiB in fp32 (benchmarks/data/vllm_startup_logs.csv).
-ROPE_CACHE_BYTES_SGLANG_CUDA = 4
+ROPE_CACHE_BYTES_SGLANG_CUDA = 4  # bytes per cos/sin entry (fp32)
 
 
 def rope_cache_component(spec: ModelSpec, engine: str, act_b: int) -> Component | None:
@@ -121,19 +136,6 @@ def rope_cache_component(spec: ModelSpec, engine: str, act_b: int) -> Component 
                      f"({'SGLang' if engine == 'sglang' else 'vLLM'} builds it at load; not sharded)")
 
 
-# vLLM with tensor parallelism: the NCCL buffers the profiling run's first large all-reduces allocate are non-torch
-# memory inside the reservation on every rank.  vLLM's startup log for Meta-Llama-3-8B on H100s reads
-# "non_torch_memory 1.79GiB" at -tp 1 and "3.58GiB" at -tp 2 (https://github.com/vllm-project/vllm/pull/10511,
-# comment of 2024-12-14): 1.79 GiB more once ranks talk.  Counted once for any tp > 1; v0.19.0's logs
-# (benchmarks/data/vllm_startup_logs.csv, H100 80GB HBM3) read 1.81–1.82 GiB more at -tp 2 and 1.88–1.89 GiB at
-# -tp 4 than at -tp 1, a little more with the ranks.
-VLLM_NCCL_TP = int(1.79 * 1024) * MiB
-# ... and on every rank, what the profiling run's first forward and sampler add outside PyTorch (kernel images the
-# first launches load, library handles): vLLM v0.19.0 logs "non-torch forward increase memory" of 0.24-0.27 GiB on
-# each of its 35 single-GPU H100 rows (0.46 for Granite; v0.6.4's log on an RTX 3090 in vLLM issue #10517 reads
-# "non_torch_memory 0.35GiB"), and 0.07 GiB on the first of 2 or 4 pipeline stages, which do not sample.  No source
-# sizes it, so it is the quantity as logged (benchmarks/data/vllm_startup_logs.csv), counted on every rank.
-VLLM_PROFILE_NON_TORCH = int(0.25 * 1024) * MiB
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
 TORCH_CPU_RUNTIME = 600 * MiB
 # On the CPU, PyTorch allocates through glibc malloc.  Tensors freed inside a forward pass go back
@@ -671,8 +673,8 @@ def _vllm(spec: ModelSpec, plan: Plan):
     act_first = A.vllm_profile_bytes(spec, tp, act_b, tokens=batched, sampler="none", moe_workspace=triton_moe)
     received = 2 * batched * spec.hidden_size * act_b if pp > 1 else 0
     reserved = int(plan.gpu_total_bytes * plan.gpu_memory_utilization) if plan.gpu_total_bytes else None
-    nccl = VLLM_PROFILE_NON_TORCH + (VLLM_NCCL_TP if tp > 1 else 0)
-    nccl_c = Component(OVERHEAD, nccl, "non-torch memory the profiling run adds inside the reservation: "
+    non_torch = VLLM_PROFILE_NON_TORCH + (VLLM_NCCL_TP if tp > 1 else 0)
+    non_torch_c = Component(OVERHEAD, non_torch, "non-torch memory the profiling run adds inside the reservation: "
                        f"{VLLM_PROFILE_NON_TORCH / GiB:.2f} GiB of kernel images and library handles"
                        + (f", NCCL buffers of tensor parallel {tp} ({VLLM_NCCL_TP / GiB:.2f} GiB, its all-reduces)"
                           if tp > 1 else "") + " (as vLLM v0.19.0 logs them)", counted_in="runtime")
@@ -741,11 +743,11 @@ def _vllm(spec: ModelSpec, plan: Plan):
                                 "streamed over PCIe every forward pass")
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
         stage_act = stage_comps[stage]
-        inside = [weights_c, *rope, kv_c, stage_act, nccl_c]
+        inside = [weights_c, *rope, kv_c, stage_act, non_torch_c]
         comps = inside + [outside_c(layers)]
         need = sum(c.bytes for c in inside)
         if reserved is not None:
-            pool = reserved - weights_c.bytes - rope_bytes - stage_act.bytes - nccl
+            pool = reserved - weights_c.bytes - rope_bytes - stage_act.bytes - non_torch
             spare = reserved - need
             if spare > 0:
                 comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
@@ -764,7 +766,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
         pool_tokens = min(pools) if pools else 0
         w = sum(c.bytes for c in first_comps if c.name == WEIGHTS)
         a = next(c for c in first_comps if c.name == ACTIVATIONS).bytes
-        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - a - nccl, 0)),
+        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - a - non_torch, 0)),
                   ("vllm_kv_pool_tokens", pool_tokens),
                   ("vllm_max_concurrency", round(pool_tokens / plan.context, 2) if plan.context else 0.0)]
     if pp > 1:
