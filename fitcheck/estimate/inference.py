@@ -119,16 +119,19 @@ VLLM_PROFILE_NON_TORCH = int(0.25 * 1024) * MiB
 # rotary_embedding.py, and its pull request #29729).  vLLM's log counts it in "model weights take": Llama-4-Scout's
 # 10,485,760 positions × 128 dims are 2.50 GiB on each of 4 H100s (logged 53.12 GiB against 50.59 of parameters),
 # Gemma 3's two tables (the global one linear-scaled × 8) 0.28–0.56 GiB, Llama-3.1's 0.03 GiB at TP 1, 2 and 4
-# alike and 0.06 GiB in fp32 (benchmarks/data/vllm_startup_logs.csv).
-ROPE_CACHE_BYTES_SGLANG_CUDA = 4  # bytes per cos/sin entry (fp32)
+# alike and 0.06 GiB in fp32 (benchmarks/data/vllm_startup_logs.csv).  vLLM's gpt_oss.py asks get_rope for
+# dtype=torch.float32 (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/model_executor/models/gpt_oss.py).
+ROPE_CACHE_FP32_BYTES = 4  # bytes per cos/sin entry kept in fp32
 
 
-def rope_cache_component(spec: ModelSpec, engine: str, act_b: int) -> Component | None:
-    """The rotary cos/sin cache `engine` keeps on every GPU (None: the model has no rotary tables)."""
+def rope_cache_component(spec: ModelSpec, engine: str, act_b: int, cuda: bool = True) -> Component | None:
+    """The rotary cos/sin cache `engine` keeps on every GPU (None: the model has no rotary tables); `cuda`: an
+    NVIDIA GPU (SGLang keeps the table in the model dtype elsewhere)."""
     elements = spec.rope_table_elements()
     if not elements:
         return None
-    entry = ROPE_CACHE_BYTES_SGLANG_CUDA if engine == "sglang" else act_b
+    fp32 = (engine == "sglang" and cuda) or (engine == "vllm" and spec.architecture == "gpt_oss")
+    entry = ROPE_CACHE_FP32_BYTES if fp32 else act_b
     tables = " and ".join(f"{p:,} positions × {d}" for p, d in spec.rope_tables)
     dtype = "fp32" if entry == 4 else "16-bit" if entry == 2 else f"{entry} B"
     return Component(WEIGHTS, elements * entry,
@@ -813,7 +816,7 @@ def sglang_static_bytes(total: int, fraction: float, ranks: int) -> int:
     mem_fraction_static × (total − what init holds) − the weights.  Published logs agree: Meta-Llama-3.1-8B at TP 1
     (SGLang's docs, 2025-01-23: 78.81 GiB free at load, 15.09 loaded, mem_fraction_static 0.88) 0.88 × 78.81 − 15.09
     = 54.26 GiB, 444,530 tokens of 128 KiB where it logs 444,500; Qwen3-14B at TP 4 on RTX 4090s (0.80; 23.08 free,
-    7.08 loaded) 298,300 where it logs 298,447.  What init holds is vLLM's measurement of the same libraries
+    7.08 loaded) 298,300 where it logs 298,447 (with the logs' own free memory; end to end +0.7 % and −6.4 %).  What init holds is vLLM's measurement of the same libraries
     (vllm_outside_reservation's init: 0.5 GiB on one rank, the 2.05 GiB envelope with several; those two SGLang logs
     read 0.38 and 0.91), so the pool errs small with several ranks."""
     init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
@@ -883,7 +886,8 @@ def _sglang(spec: ModelSpec, plan: Plan):
     fraction = plan.mem_fraction_static or 0.88
     static = sglang_static_bytes(plan.gpu_total_bytes, fraction, tp) if plan.gpu_total_bytes else None
     comps, pool = _static_pool(plan, "SGLang", weights_c, kv_c, act_c, over_c, static, vllm=False,
-                               rope_c=rope_cache_component(spec, "sglang", _act_bytes(plan.precision)))
+                               rope_c=rope_cache_component(spec, "sglang", _act_bytes(plan.precision),
+                                                           cuda=plan.compute_capability is not None))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
     facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
     if static is not None and pool is not None:
@@ -952,7 +956,8 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
         else sglang_static_bytes(plan.gpu_total_bytes, fraction, world)
     name = "vLLM" if vllm else "SGLang"
     comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm,
-                               rope_c=rope_cache_component(spec, plan.engine, _act_bytes(plan.precision)))
+                               rope_c=rope_cache_component(spec, plan.engine, _act_bytes(plan.precision),
+                                                           cuda=plan.compute_capability is not None))
     facts: list[tuple[str, float | int | str]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
     if vllm:
         outside = vllm_outside_reservation(spec, spec.num_layers, world)

@@ -744,8 +744,8 @@ def _rope_positions(r: _Reader, positions: int, scaling: Any) -> int:
         return positions
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     factor = scaling.get("factor", 1.0)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) \
-            or not 0 < factor <= _ROPE_FACTOR_MAX:
+    # the comparison alone refuses nan, ±inf and integers too large for a float
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= _ROPE_FACTOR_MAX:
         raise FitcheckError(f"{r.source}: rope_scaling.factor must be a number in (0, {_ROPE_FACTOR_MAX}], "
                             f"not {_show(factor)}")
     original = scaling.get("original_max_position_embeddings", r.raw.get("original_max_position_embeddings"))
@@ -772,7 +772,10 @@ def _rope_tables(r: _Reader, f: dict, model_type: str) -> tuple[tuple[int, int],
     elif model_type == "chatglm":
         dims = head // 2
     else:
-        fraction = raw.get("partial_rotary_factor", raw.get("rotary_pct", 1.0))
+        # transformers 5 moves partial_rotary_factor into rope_parameters, where vLLM's get_rope reads it
+        params = raw.get("rope_parameters")
+        nested = params.get("partial_rotary_factor") if isinstance(params, dict) else None
+        fraction = raw.get("partial_rotary_factor", nested if nested is not None else raw.get("rotary_pct", 1.0))
         ok = not isinstance(fraction, bool) and isinstance(fraction, (int, float)) and 0 < fraction <= 1
         dims = int(head * fraction) if ok else head
     key = ("seq_length",) if model_type == "chatglm" else ("max_position_embeddings",)

@@ -278,7 +278,13 @@ def test_families_without_rotary_positions_have_no_tables():
     assert spec_from_config(glm, "m").rope_tables == ((32768, 64),)
 
 
-@pytest.mark.parametrize("factor", [0, -2.0, 1e300, float("inf"), "8", True])
+def test_partial_rotary_factor_inside_rope_parameters():
+    # transformers 5 configs carry it in rope_parameters, where vLLM's get_rope reads it
+    assert _rope(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}) == (
+        (4096, 64),)
+
+
+@pytest.mark.parametrize("factor", [0, -2.0, 1e300, float("inf"), float("nan"), 10**400, "8", True])
 def test_an_absurd_rope_factor_is_one_clear_error(factor):
     with pytest.raises(FitcheckError, match="rope_scaling.factor"):
         _rope(rope_scaling={"rope_type": "linear", "factor": factor})
