@@ -739,14 +739,14 @@ _NO_ROPE = {"mpt", "gpt_bigcode"}
 _ROPE_FACTOR_MAX = 10**4
 
 
-def _rope_positions(r: _Reader, positions: int, scaling: Any) -> int:
+def _rope_positions(r: _Reader, positions: int, scaling: Any, where: str) -> int:
     if not isinstance(scaling, dict):
         return positions
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     factor = scaling.get("factor", 1.0)
     # the comparison alone refuses nan, ±inf and integers too large for a float
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= _ROPE_FACTOR_MAX:
-        raise FitcheckError(f"{r.source}: rope_scaling.factor must be a number in (0, {_ROPE_FACTOR_MAX}], "
+        raise FitcheckError(f"{r._where(where)}.factor must be a number in (0, {_ROPE_FACTOR_MAX}], "
                             f"not {_show(factor)}")
     original = scaling.get("original_max_position_embeddings", r.raw.get("original_max_position_embeddings"))
     if isinstance(original, bool) or not isinstance(original, int) or not 0 < original <= _MAX["max_context"]:
@@ -780,15 +780,16 @@ def _rope_tables(r: _Reader, f: dict, model_type: str) -> tuple[tuple[int, int],
         dims = int(head * fraction) if ok else head
     key = ("seq_length",) if model_type == "chatglm" else ("max_position_embeddings",)
     positions = r.opt_int("rope_tables", *key, maximum=_MAX["max_context"]) or f.get("max_context") or 8192
-    scaling = raw.get("rope_scaling") or raw.get("rope_parameters")
+    where = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
+    scaling = raw.get(where)
     if model_type in ("gemma3", "gemma3_text"):
         if isinstance(scaling, dict) and isinstance(scaling.get("full_attention"), dict):
-            scaling = scaling["full_attention"]
-        tables = [(_rope_positions(r, positions, scaling), dims)]
+            scaling, where = scaling["full_attention"], where + ".full_attention"
+        tables = [(_rope_positions(r, positions, scaling, where), dims)]
         if f.get("num_sliding_layers"):
             tables.append((positions, dims))
         return tuple(tables)
-    return ((_rope_positions(r, positions, scaling), dims),)
+    return ((_rope_positions(r, positions, scaling, where), dims),)
 
 
 # ---- entry point ------------------------------------------------------------------------------
