@@ -121,22 +121,19 @@ VLLM_PROFILE_NON_TORCH = int(0.25 * 1024) * MiB
 # Gemma 3's two tables (the global one linear-scaled × 8) 0.28–0.56 GiB, Llama-3.1's 0.03 GiB at TP 1, 2 and 4
 # alike and 0.06 GiB in fp32 (benchmarks/data/vllm_startup_logs.csv).  vLLM's gpt_oss.py asks get_rope for
 # dtype=torch.float32 (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/model_executor/models/gpt_oss.py).
-ROPE_CACHE_FP32_BYTES = 4  # bytes per cos/sin entry kept in fp32
-
-
-def rope_cache_component(spec: ModelSpec, engine: str, act_b: int, cuda: bool = True) -> Component | None:
-    """The rotary cos/sin cache `engine` keeps on every GPU (None: the model has no rotary tables); `cuda`: an
-    NVIDIA GPU (SGLang keeps the table in the model dtype elsewhere)."""
+def rope_cache_component(spec: ModelSpec, plan: Plan) -> Component | None:
+    """The rotary cos/sin cache `plan.engine` (vLLM or SGLang) keeps on every GPU; None: the model has no rotary
+    tables.  A compute capability marks an NVIDIA GPU, where SGLang keeps the table in fp32."""
     elements = spec.rope_table_elements()
     if not elements:
         return None
-    fp32 = (engine == "sglang" and cuda) or (engine == "vllm" and spec.architecture == "gpt_oss")
-    entry = ROPE_CACHE_FP32_BYTES if fp32 else act_b
+    sglang = plan.engine == "sglang"
+    fp32 = (sglang and plan.compute_capability is not None) or (not sglang and spec.architecture == "gpt_oss")
+    entry = _act_bytes("fp32" if fp32 else plan.precision)
     tables = " and ".join(f"{p:,} positions × {d}" for p, d in spec.rope_tables)
-    dtype = "fp32" if entry == 4 else "16-bit" if entry == 2 else f"{entry} B"
     return Component(WEIGHTS, elements * entry,
-                     f"rotary cos/sin cache of {tables} dims in {dtype}, whole on every GPU "
-                     f"({'SGLang' if engine == 'sglang' else 'vLLM'} builds it at load; not sharded)")
+                     f"rotary cos/sin cache of {tables} dims in {'fp32' if entry == 4 else '16-bit'}, whole on every "
+                     f"GPU ({'SGLang' if sglang else 'vLLM'} builds it at load; not sharded)")
 
 
 # A CPU process running transformers: the libraries' own resident memory (torch, transformers).
@@ -711,8 +708,7 @@ def _vllm(spec: ModelSpec, plan: Plan):
     # A tied lm_head is the embedding: with pp > 1 the last stage holds its own copy (vLLM's PPMissingLayer
     # elsewhere; ParallelLMHead ties to embed_tokens only where both live).
     head = wb.lm_head_bytes or (wb.embed_bytes if pp > 1 else 0)
-    rope = [c for c in [rope_cache_component(spec, "vllm", act_b)] if c]
-    rope_bytes = sum(c.bytes for c in rope)
+    rope_c = rope_cache_component(spec, plan)
     devices = []
     facts: list[tuple[str, float | int | str]] = []
     pools: list[int] = []
@@ -746,11 +742,11 @@ def _vllm(spec: ModelSpec, plan: Plan):
                                 "streamed over PCIe every forward pass")
         kv_c = Component(KV_CACHE, int(kv_total * kv_share * frac), _kv_detail(spec, plan, "vllm", kv_share * frac))
         stage_act = stage_comps[stage]
-        inside = [weights_c, *rope, kv_c, stage_act, non_torch_c]
+        inside = [weights_c, *([rope_c] if rope_c else []), kv_c, stage_act, non_torch_c]
         comps = inside + [outside_c(layers)]
         need = sum(c.bytes for c in inside)
         if reserved is not None:
-            pool = reserved - weights_c.bytes - rope_bytes - stage_act.bytes - non_torch
+            pool = reserved - (need - kv_c.bytes)  # everything inside the reservation but the KV cache
             spare = reserved - need
             if spare > 0:
                 comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
@@ -816,9 +812,10 @@ def sglang_static_bytes(total: int, fraction: float, ranks: int) -> int:
     mem_fraction_static × (total − what init holds) − the weights.  Published logs agree: Meta-Llama-3.1-8B at TP 1
     (SGLang's docs, 2025-01-23: 78.81 GiB free at load, 15.09 loaded, mem_fraction_static 0.88) 0.88 × 78.81 − 15.09
     = 54.26 GiB, 444,530 tokens of 128 KiB where it logs 444,500; Qwen3-14B at TP 4 on RTX 4090s (0.80; 23.08 free,
-    7.08 loaded) 298,300 where it logs 298,447 (with the logs' own free memory; end to end +0.7 % and −6.4 %).  What init holds is vLLM's measurement of the same libraries
-    (vllm_outside_reservation's init: 0.5 GiB on one rank, the 2.05 GiB envelope with several; those two SGLang logs
-    read 0.38 and 0.91), so the pool errs small with several ranks."""
+    7.08 loaded) 298,300 where it logs 298,447 (with the logs' own free memory; end to end +0.7 % and −6.4 %).
+    What init holds is vLLM's measurement of the same libraries (vllm_outside_reservation's init: 0.5 GiB on one
+    rank, the 2.05 GiB envelope with several; those two SGLang logs read 0.38 and 0.91), so the pool errs small
+    with several ranks."""
     init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
     return int(max(total - init, 0) * fraction)
 
@@ -844,9 +841,8 @@ def _static_pool(plan: Plan, engine_name: str, weights_c: Component, kv_c: Compo
     what this request needs (``kv_pool_spare``); and the pool's size in bytes (None: total memory unknown).
 
     vLLM reserves gpu_memory_utilization × total for everything (weights, activations, non-torch, KV pool);
-    SGLang reserves mem_fraction_static × total for weights and the KV pool only (model_runner.py
-    profile_max_num_token: rest_memory = available − total × (1 − mem_fraction_static)), activations,
-    CUDA graphs and NCCL living in the remaining share."""
+    SGLang reserves mem_fraction_static of the memory free after its init for weights and the KV pool only
+    (``sglang_static_bytes``), activations, CUDA graphs and NCCL living in the remaining share."""
     comps = [weights_c, *([rope_c] if rope_c else []), kv_c, act_c, over_c]
     if static is None:
         return comps, None
@@ -886,8 +882,7 @@ def _sglang(spec: ModelSpec, plan: Plan):
     fraction = plan.mem_fraction_static or 0.88
     static = sglang_static_bytes(plan.gpu_total_bytes, fraction, tp) if plan.gpu_total_bytes else None
     comps, pool = _static_pool(plan, "SGLang", weights_c, kv_c, act_c, over_c, static, vllm=False,
-                               rope_c=rope_cache_component(spec, "sglang", _act_bytes(plan.precision),
-                                                           cuda=plan.compute_capability is not None))
+                               rope_c=rope_cache_component(spec, plan))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
     facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
     if static is not None and pool is not None:
@@ -956,8 +951,7 @@ def _expert_parallel(spec: ModelSpec, plan: Plan):
         else sglang_static_bytes(plan.gpu_total_bytes, fraction, world)
     name = "vLLM" if vllm else "SGLang"
     comps, pool = _static_pool(plan, name, weights_c, kv_c, act_c, over_c, static, vllm=vllm,
-                               rope_c=rope_cache_component(spec, plan.engine, _act_bytes(plan.precision),
-                                                           cuda=plan.compute_capability is not None))
+                               rope_c=rope_cache_component(spec, plan))
     facts: list[tuple[str, float | int | str]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
     if vllm:
         outside = vllm_outside_reservation(spec, spec.num_layers, world)
