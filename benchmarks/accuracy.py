@@ -31,13 +31,14 @@ sys.path.insert(0, str(REPO))
 import json  # noqa: E402
 import re  # noqa: E402
 
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.transformers.releases import attention_mode, legacy_cache_mode, logits_mode
 from fitcheck.errors import FitcheckError  # noqa: E402
 from fitcheck.estimate.formats import weight_format  # noqa: E402
-from fitcheck.estimate.inference import estimate_inference  # noqa: E402
 from fitcheck.model.hf_config import spec_from_config  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402
-from fitcheck.plan import Plan, attention_mode, legacy_cache_mode, logits_mode  # noqa: E402
+from fitcheck.plan import Plan
 from fitcheck.units import GiB  # noqa: E402
 
 DEFAULT_CSV = REPO / "benchmarks" / "data" / "calibration" / "measured.csv"  # see benchmarks/data/SOURCES.md
@@ -313,7 +314,7 @@ def is_oom(r: dict) -> bool:
 
 
 def training_row(r: dict, configs: dict | None = None) -> Row:
-    from fitcheck.estimate.training import estimate_training
+    from fitcheck.engines.training.memory import estimate_training
 
     if is_oom(r):
         raise Skip("published as out of memory: no figure to compare (benchmarks.varying_reserve.oom_rows "

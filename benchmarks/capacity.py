@@ -196,8 +196,8 @@ def reserve_check(row: dict, search: bool = True) -> ReserveCheck:
     from dataclasses import replace
     from functools import cache
 
+    from fitcheck.engines.training.memory import estimate_training, step_activations, step_tensors
     from fitcheck.estimate.result import ADAPTERS, MASTER_WEIGHTS, OPTIMIZER, OVERHEAD, WEIGHTS
-    from fitcheck.estimate.training import estimate_training, step_activations, step_tensors
     from fitcheck.estimate.varying_lengths import needed_capacity, replay_steps
     from fitcheck.plan import resolve_training
 
@@ -305,8 +305,8 @@ def trace_check(row: dict, search: bool = True) -> TraceCheck | None:
     from functools import cache
 
     from benchmarks.measure.layer_trace import LayerTrace, trace_path, traced_reserve
+    from fitcheck.engines.training.memory import estimate_training, step_tensors
     from fitcheck.estimate.result import OVERHEAD
-    from fitcheck.estimate.training import estimate_training, step_tensors
     from fitcheck.plan import resolve_training
 
     spec, machine, base = _setup(row)
@@ -354,8 +354,8 @@ def qwen_table_swap() -> list[tuple[str, float, float]]:
     estimate's error with its own reserve, its error with the replayed reserve of its step tensors
     in its place) — the same swap `--reserve` makes for the capacity rows."""
     from benchmarks.accuracy import _QWEN1, DEFAULT_CSV, _measured_gib, training_plan
+    from fitcheck.engines.training.memory import estimate_training, step_tensors
     from fitcheck.estimate.result import OVERHEAD
-    from fitcheck.estimate.training import estimate_training, step_tensors
     from fitcheck.estimate.varying_lengths import needed_capacity, replay_steps
     from fitcheck.model.resolve import resolve_model
 

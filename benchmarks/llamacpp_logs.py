@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fitcheck.engines import FLOATS, GGUF_TYPES  # noqa: E402
-from fitcheck.estimate.inference import llama_cpp_devices  # noqa: E402
-from fitcheck.estimate.llama_cpp import CTX_PAD, LlamaCppSetup  # noqa: E402
+from fitcheck.engines.llama_cpp.buffers import CTX_PAD, LlamaCppSetup
+from fitcheck.engines.llama_cpp.memory import llama_cpp_devices
 from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, WEIGHTS  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402

@@ -171,7 +171,7 @@ class _slack:
         self.value = value
 
     def __enter__(self):
-        from fitcheck.estimate import training
+        from fitcheck.engines.training import memory as training
 
         self.old = training.TRAINING_ALLOCATOR_SLACK
         if self.value is not None:
@@ -179,7 +179,7 @@ class _slack:
         return self
 
     def __exit__(self, *exc):
-        from fitcheck.estimate import training
+        from fitcheck.engines.training import memory as training
 
         training.TRAINING_ALLOCATOR_SLACK = self.old
 

@@ -34,12 +34,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fitcheck.estimate.speed import estimate_speed  # noqa: E402
 from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory, Unknown  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.plan import resolve_inference
 from fitcheck.profiles import load_profile  # noqa: E402
 from fitcheck.request import Request  # noqa: E402
+from fitcheck.speed.decode import estimate_speed
 from fitcheck.units import GiB  # noqa: E402
 
 DEFAULT_CALIBRATION = REPO / "benchmarks" / "data" / "calibration" / "measured.csv"

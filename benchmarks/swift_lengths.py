@@ -43,9 +43,9 @@ from pathlib import Path
 
 from benchmarks.accuracy import row_spec
 from benchmarks.report import DATA
-from fitcheck.estimate.speed import prefill_flops_per_token
 from fitcheck.estimate.varying_lengths import BinnedLengths, LengthMix
 from fitcheck.model.spec import ModelSpec
+from fitcheck.speed.decode import prefill_flops_per_token
 
 SPEED = DATA / "ms_swift_speed.csv"
 STORED = DATA / "cls-fudan-news-zh-lengths.csv"

@@ -38,11 +38,11 @@ from pathlib import Path
 
 from benchmarks.accuracy import Skip, _gpu_bytes, generic_training_plan, is_oom, row_spec, training_row
 from benchmarks.report import DATA, RESULTS
+from fitcheck.calibration import TORCH_CUDA_CONTEXT
+from fitcheck.engines.training.memory import estimate_training, step_activations, step_tensors, trained_params
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.allocator import OutOfMemory
-from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
 from fitcheck.estimate.result import MASTER_WEIGHTS, WEIGHTS
-from fitcheck.estimate.training import estimate_training, step_activations, step_tensors, trained_params
 from fitcheck.estimate.varying_lengths import BinnedLengths, LengthMix, StepTensors, replay_steps
 from fitcheck.units import GiB
 

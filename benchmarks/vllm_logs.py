@@ -178,9 +178,9 @@ def modelled(row: dict[str, str]) -> bool:
 
 def score(row: dict[str, str]) -> RowScore:
     """The estimate's parts set against one logged row (GiB; tokens for the KV capacity)."""
+    from fitcheck.engines import estimate_inference
+    from fitcheck.engines.vllm import profile as VP
     from fitcheck.errors import FitcheckError
-    from fitcheck.estimate import activations as A
-    from fitcheck.estimate.inference import estimate_inference
     from fitcheck.estimate.result import ACTIVATIONS, OVERHEAD, WEIGHTS
     from fitcheck.model.resolve import resolve_model
     from fitcheck.plan import Plan
@@ -215,7 +215,7 @@ def score(row: dict[str, str]) -> RowScore:
     else:
         tokens, seqs = int(row["max_num_batched_tokens"]), int(row["max_num_seqs"])
         act_b = 4 if precision == "fp32" else 2
-        act = A.vllm_profile_bytes(spec, tp, act_b, sampler="sort", tokens=tokens, seqs=seqs) / GiB
+        act = VP.vllm_profile_bytes(spec, tp, act_b, sampler="sort", tokens=tokens, seqs=seqs) / GiB
     parts = [Part("weights", weights, float(row["weights_gib"])),
              Part("activation peak", act, float(row["activation_peak_gib"]))]
     if modelled(row):

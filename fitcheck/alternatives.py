@@ -25,17 +25,19 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from fitcheck import engines
+from fitcheck.engines.transformers.releases import MXFP4_TRANSFORMERS_NEEDS
 from fitcheck.estimate.context_limit import search_limit
 from fitcheck.estimate.formats import stored_only_problem, weight_format
 from fitcheck.estimate.result import Estimate
-from fitcheck.estimate.search import largest_fitting
-from fitcheck.estimate.speed import CPU_ENOUGH_TOKENS_PER_S
+from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, grad_checkpointing
 from fitcheck.request import Request
+from fitcheck.search.largest import largest_fitting
+from fitcheck.speed.efficiency import CPU_ENOUGH_TOKENS_PER_S
 
 MAX_ALTERNATIVES = 5
 MAX_TRAINING_ALTERNATIVES = 6
@@ -97,11 +99,7 @@ COST_EXPERT_PARALLEL = 2    # another layout of the same GPUs (all-to-alls inste
 # The lower-precision weights a practitioner reaches for with each engine; a serving engine without an
 # entry here (vLLM-like: the pre-quantized checkpoints and online fp8) gets _SERVING_QUANTIZED.
 _SERVING_QUANTIZED = ("fp8", "gptq-int8", "awq", "gptq-int4")
-_LOWER_PRECISIONS = {
-    "transformers": ("mxfp4", "int8", "awq", "gptq-int4", "nf4"),
-    "vllm": ("mxfp4", *_SERVING_QUANTIZED),
-    "llama.cpp": engines.GGUF_TYPES,
-}
+_LOWER_PRECISIONS = {name: e.lower_precisions for name, e in engines.ENGINES.items()}
 _ENGINE_TITLES = {"vllm": "vLLM", "sglang": "SGLang"}
 _GGUF_LADDER = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
 
@@ -328,7 +326,7 @@ def with_context(request: Request, context: int) -> Request:
 def _pcie_cost(s: _Search, spec: ModelSpec, request: Request, machine: Machine) -> float:
     """What offload's PCIe time costs in the ranking: COST_PER_SLOWDOWN for each doubling of the
     step's compute time it could add (estimate.speed.offload_bytes_per_step over PCIe)."""
-    from fitcheck.estimate.speed import estimate_training_speed
+    from fitcheck.speed.training import estimate_training_speed
 
     out = s.evaluate(request)
     if out is None or not isinstance(out.plan, TrainingPlan):
@@ -393,7 +391,7 @@ def _with_engine(base: Request, engine: str, plan: AnyPlan) -> Request:
 
 def _decode(spec: ModelSpec, machine: Machine, plan: AnyPlan) -> Any:
     """The plan's decode Rate (tokens/s over the batch), or None when unknown."""
-    from fitcheck.estimate.speed import estimate_speed
+    from fitcheck.speed.decode import estimate_speed
 
     return estimate_speed(spec, plan, machine).decode if isinstance(plan, Plan) else None
 
@@ -543,7 +541,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     s = _Search(base, evaluate)
     kind, cc = engines.machine_kind(machine, plan.device)
     on_gpu = plan.device != "cpu" and visible > 0
-    all_gpus = engines.usable_gpus(plan.engine, visible, spec.num_attention_heads) if on_gpu else 0
+    all_gpus = engines.usable_gpus(plan.engine, visible, spec) if on_gpu else 0
 
     def max_context(candidate: Request) -> int | None:
         return largest_fitting(lambda n: s.fits(with_context(candidate, n)), MIN_USEFUL_CONTEXT,
@@ -582,11 +580,11 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
             cand = _with_engine(base, e, plan).with_changes(precision=p)
             title = f"Quantize the weights to {desc}{served}"
             if p == spec.stored_format:
-                needs = f" ({engines.MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and e == "transformers" else ""
+                needs = f" ({MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and e == "transformers" else ""
                 title = f"Keep the checkpoint's own {desc}{needs}{served}"
             attempt: tuple[str, Request, float] = (title, cand, float(cost))
             out = s.evaluate(cand)
-            n_all = engines.usable_gpus(e, visible, spec.num_attention_heads) if on_gpu else 0
+            n_all = engines.usable_gpus(e, visible, spec) if on_gpu else 0
             if not _runs(out) and n_all > plan.gpus:
                 cand = cand.with_changes(gpus=n_all)
                 attempt = (f"{desc} over {n_all} GPUs{served}", cand, cost + COST_PER_GPU * (n_all - plan.gpus))
@@ -666,13 +664,17 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
     # 5c. MoE: the experts split over every GPU, attention data parallel (more room for the KV cache: the
     #     latent or KV heads are no longer replicated over tensor-parallel ranks).
     ep_engine = plan.engine if plan.engine in engines.EXPERT_PARALLEL_ENGINES else "vllm"
-    if on_gpu and spec.is_moe and not plan.expert_parallel and engines.runs_here(ep_engine, plan.precision, kind, cc) \
-            is None and not engines.engine_precision_problem(ep_engine, plan.precision):
+    # (over one GPU of one machine there is nothing to split: only where more GPUs or nodes exist)
+    spread = max(plan.nodes, 1) * max(visible, 1) > 1 or _multi_node(machine)
+    if on_gpu and spread and spec.is_moe and not plan.expert_parallel \
+            and engines.runs_here(ep_engine, plan.precision, kind, cc) is None \
+            and not engines.engine_precision_problem(ep_engine, plan.precision):
         ep = base.with_changes(engine=ep_engine, expert_parallel=True, gpus=None, gpu_layers=None, device="auto",
                                transformers_version=None, attention=None,
                                kv_dtype=base.kv_dtype if base.kv_dtype in ("auto", "fp8") else "auto")
         title = f"{'SGLang' if ep_engine == 'sglang' else 'vLLM'} expert parallel, attention data parallel"
-        out = s.consider(f"{title} over {max(plan.nodes, 1) * max(visible, 1)} GPUs", ep, COST_EXPERT_PARALLEL)
+        gpus_here = max(plan.nodes, 1) * max(visible, 1)
+        out = s.consider(f"{title} over {gpus_here} GPUs", ep, COST_EXPERT_PARALLEL) if gpus_here > 1 else None
         if not _runs(out) and _multi_node(machine):
             _more_nodes(s, ep, plan, title, COST_EXPERT_PARALLEL)
 
@@ -727,7 +729,7 @@ def _inference(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
 def _ram_read_share(spec: ModelSpec, plan: AnyPlan) -> float:
     """Share of a decode step's weight bytes read from RAM (llama.cpp --n-cpu-moe): what the ranking
     charges, as the layer share it charges -ngl (whose RAM reads are that share of the layers)."""
-    from fitcheck.estimate.speed import active_weight_bytes, ram_weight_bytes_per_step
+    from fitcheck.speed.decode import active_weight_bytes, ram_weight_bytes_per_step
 
     if not isinstance(plan, Plan):
         return 1.0
@@ -763,7 +765,7 @@ def _streamed_offload(s: _Search, spec: ModelSpec, base: Request, plan: Plan, ma
                       evaluate: Evaluate) -> None:
     """vLLM --cpu-offload-gb: the fewest whole GiB per GPU that make it fit; every forward pass moves
     them over PCIe, so it ranks after everything that runs from VRAM (COST_STREAMED + its slowdown)."""
-    from fitcheck.estimate.speed import estimate_speed
+    from fitcheck.speed.decode import estimate_speed
 
     high = -(-plan_weight_bytes(evaluate, base) // 2**30)  # whole GiB of the weights on one GPU
     if high < 1:
@@ -785,7 +787,7 @@ def _streamed_offload(s: _Search, spec: ModelSpec, base: Request, plan: Plan, ma
 
 
 def _pcie(machine: Machine) -> float:
-    from fitcheck.estimate.speed import pcie_bytes_per_s
+    from fitcheck.speed.efficiency import pcie_bytes_per_s
 
     return pcie_bytes_per_s(machine)
 
@@ -967,7 +969,7 @@ def _training_candidates(s: _Search, spec: ModelSpec, base: Request, plan: Train
         consider(f"FSDP full-shard across {across}",
                  base.with_changes(gpus=n, fsdp="full-shard", zero=None, offload="none"), COST_SHARDING + 2)
     # 5a. Hybrid sharding replicates the model states on every node: shard them over all the nodes' GPUs.
-    if shards and plan.nodes > 1 and plan.fsdp and engines.FSDP_STRATEGIES[plan.fsdp].within_node:
+    if shards and plan.nodes > 1 and plan.fsdp and FSDP_STRATEGIES[plan.fsdp].within_node:
         consider(f"FSDP full-shard over all {plan.world} GPUs of the {plan.nodes} nodes (not replicated per node)",
                  base.with_changes(fsdp="full-shard"), COST_SHARDING)
     # 5b. More nodes like this one, the model states sharded over all their GPUs.

@@ -143,7 +143,9 @@ def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[Cat
     """Every entry (default: the whole catalog; or `models`, e.g. the local ones) judged on
     `machine` for `request` (a Request of any mode; default: inference as `fitcheck MODEL` asks), ranked."""
     request = request if request is not None else Request()
-    request.validate()
+    from fitcheck.plan import validate_request
+
+    validate_request(request)
     if models is None:
         models = tuple(ModelRef.of(e) for e in (entries if entries is not None else load_catalog().entries))
     rows = [judge_model(m, request, machine, headroom, profile) for m in models]
@@ -197,12 +199,12 @@ def _row(entry: ModelRef, plan, verdict, machine: Machine, command: str, change:
     """A fitting row: the command is the one check prints (it reproduces this row)."""
     decode = training = None
     if plan.training:
-        from fitcheck.estimate.speed import estimate_training_speed
+        from fitcheck.speed.training import estimate_training_speed
 
         rate = estimate_training_speed(entry.spec, plan, machine).rate
         training = None if rate is None else (rate.low, rate.high)
     else:
-        from fitcheck.estimate.speed import estimate_speed
+        from fitcheck.speed.decode import estimate_speed
 
         speed = estimate_speed(entry.spec, plan, machine)
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
@@ -257,8 +259,8 @@ def fits_document(result: FitsResult) -> dict:
 def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
     from tabulate import tabulate
 
-    from fitcheck.estimate.speed import Rate
     from fitcheck.render.where import rate_text
+    from fitcheck.speed.efficiency import Rate
     from fitcheck.units import GiB, format_count
 
     def speed(r: FitRow) -> str:

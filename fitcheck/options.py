@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitcheck.bounded import short_number
-from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.generate_step import AUTO_SAMPLING, CUSTOM_SAMPLINGS, SAMPLINGS
+from fitcheck.estimate.sharding import FSDP_STRATEGIES
 
 INFERENCE = "inference"
 TRAINING_MODES = ("full", "lora", "qlora")
@@ -33,8 +33,9 @@ LORA = frozenset({"lora", "qlora"})
 ONLY_INFERENCE = frozenset({INFERENCE})
 
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "gptq-int4", "gptq-int8", "awq", "nf4",
-              "mxfp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k", "mxfp4_moe")
-ENGINES = ("transformers", "vllm", "sglang", "llama.cpp")
+              "mxfp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k", "mxfp4_moe",
+              "mlx-8bit", "mlx-6bit", "mlx-4bit", "mlx-3bit")
+ENGINES = ("transformers", "vllm", "sglang", "llama.cpp", "mlx")
 DEVICES = ("auto", "gpu", "cpu")
 KV_DTYPES = ("auto", "fp16", "bf16", "fp32", "fp8", "q8_0", "q4_0")
 OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
@@ -182,7 +183,7 @@ def _int(value: Any) -> int | None:
 
 
 def _check_transformers_version(text: str) -> None:
-    from fitcheck.plan import parse_transformers_version
+    from fitcheck.versions import parse_transformers_version
 
     parse_transformers_version(text)
 

@@ -26,17 +26,7 @@ from fitcheck.alternatives import Alternative, Outcome, changed_fields, find_alt
 from fitcheck.commands import engine_command, fitcheck_command, launch_lines
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
-from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.result import Estimate
-from fitcheck.estimate.search import largest_fitting
-from fitcheck.estimate.speed import (
-    DeviceAdvice,
-    SpeedEstimate,
-    TrainingSpeed,
-    advise_device,
-    estimate_speed,
-    estimate_training_speed,
-)
 from fitcheck.estimate.verdict import (
     CANNOT_RUN,
     DOES_NOT_FIT,
@@ -51,9 +41,14 @@ from fitcheck.machine import Machine, nodes_of
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
 from fitcheck.request import Request
+from fitcheck.search.device import DeviceAdvice, advise_device
+from fitcheck.search.largest import largest_fitting
+from fitcheck.speed.cost import CostSettings
+from fitcheck.speed.decode import SpeedEstimate, estimate_speed
+from fitcheck.speed.training import TrainingSpeed, estimate_training_speed
 
 if TYPE_CHECKING:
-    from fitcheck.estimate.compat import StackCheck
+    from fitcheck.engines.stack import StackCheck
     from fitcheck.estimate.download import Download, Storage
 
 MAX_BATCH_SEARCHED = 4096
@@ -186,10 +181,10 @@ def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
 
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
     if isinstance(plan, TrainingPlan):
-        from fitcheck.estimate.training import estimate_training
+        from fitcheck.engines.training.memory import estimate_training
 
         return estimate_training(spec, plan)
-    from fitcheck.estimate.inference import estimate_inference
+    from fitcheck.engines import estimate_inference
 
     return estimate_inference(spec, plan)
 
@@ -396,7 +391,7 @@ def with_stack(result: CheckResult, stack: Any) -> CheckResult:
     """`result` with the installed stack (a fitcheck.probe.software.SoftwareStack) checked against its plan:
     a blocking issue makes the verdict CANNOT_RUN (exit 1), and alternatives the stack cannot run are
     dropped.  Only for the machine the stack was read on: never with a --profile."""
-    from fitcheck.estimate.compat import check_stack
+    from fitcheck.engines.stack import check_stack
 
     checked = check_stack(stack, result.machine, result.plan)
     alts = tuple(a for a in result.alternatives if not check_stack(stack, result.machine, a.plan).blocking)

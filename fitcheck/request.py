@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
-from fitcheck.engines import FSDP_STRATEGIES
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.frozen import replaced
 from fitcheck.options import BY_NAME, DEFAULTS, INFERENCE, mode_error, not_applying, validate_values
 
@@ -121,44 +121,24 @@ class Request:
             self._validate_inference()
 
     def _validate_inference(self) -> None:
-        from fitcheck.engines import ENGINES, engine_precision_problem, kv_problem, offload_engine
-
+        """What no machine and no engine could run; the pairs the engines refuse are checked with their rows
+        (fitcheck.plan.validate_request)."""
         if self.gpu_layers is not None and self.device == "cpu":
             raise FitcheckError("--gpu-layers offloads layers to a GPU, and --device cpu has none",
                                 "drop --gpu-layers, or --device cpu")
-        if self.gpu_layers is not None and self.engine not in (None, "llama.cpp"):
-            raise FitcheckError("--gpu-layers (partial offload) is a llama.cpp option", "add --engine llama.cpp")
         if self.cpu_moe is not None:
             if self.device == "cpu":
                 raise FitcheckError("--cpu-moe keeps experts in RAM and the rest on a GPU, and --device cpu has none",
                                     "drop --cpu-moe, or --device cpu")
-            if self.engine is not None and "experts" not in ENGINES[self.engine].offloads:
-                raise FitcheckError(f"--cpu-moe (experts in RAM) is a {offload_engine('experts')} option",
-                                    f"add --engine {offload_engine('experts')}")
             if self.gpu_layers is not None:
                 raise FitcheckError("--cpu-moe keeps every layer on the GPU but its experts: it replaces --gpu-layers",
                                     "drop --gpu-layers, or --cpu-moe")
-        if self.cpu_offload_gb:
-            if self.engine is not None and "streamed" not in ENGINES[self.engine].offloads:
-                raise FitcheckError(f"--cpu-offload-gb (weights streamed from RAM) is a {offload_engine('streamed')} "
-                                    "option", f"add --engine {offload_engine('streamed')}")
-            if self.device == "cpu":
-                raise FitcheckError("--cpu-offload-gb streams weights to a GPU, and --device cpu has none",
-                                    "drop --cpu-offload-gb, or --device cpu")
-        if self.expert_parallel and self.engine not in (None, "vllm", "sglang"):
-            raise FitcheckError(f"--expert-parallel is a vLLM and SGLang layout, not {self.engine}'s",
-                                "add --engine vllm or --engine sglang")
+        if self.cpu_offload_gb and self.device == "cpu":
+            raise FitcheckError("--cpu-offload-gb streams weights to a GPU, and --device cpu has none",
+                                "drop --cpu-offload-gb, or --device cpu")
         if self.gpu_layers is not None and self.nodes > 1:
             raise FitcheckError("--gpu-layers with --nodes: llama.cpp's RPC backend puts every layer on the nodes' "
                                 "devices", "drop --gpu-layers")
-        if self.engine is not None and self.precision is not None:
-            problem = engine_precision_problem(self.engine, self.precision)
-            if problem:
-                raise FitcheckError(*problem)
-        if self.engine is not None and self.kv_dtype != "auto":
-            problem = kv_problem(self.engine, self.kv_dtype)
-            if problem:
-                raise FitcheckError(*problem)
 
     def _validate_training(self) -> None:
         if self.zero is not None and self.fsdp is not None:

@@ -123,7 +123,9 @@ def test_better_here_never_picks_a_cpu_of_unknown_speed():
 
 
 def test_no_gpu_option_and_an_unknown_cpu_speed_is_no_choice():
-    from fitcheck.estimate.speed import Rate, SpeedEstimate, _choose
+    from fitcheck.search.device import _choose
+    from fitcheck.speed.decode import SpeedEstimate
+    from fitcheck.speed.efficiency import Rate
 
     common = dict(batch=1, context=4096, per_sequence=None, prefill=None, weight_bytes_per_step=0,
                   kv_bytes_per_step=0, bandwidth_bytes_per_s=None)
@@ -212,7 +214,7 @@ def test_term_dumb_gets_no_colour():
 
 # ---- offload: PCIe time per step in the speed and the ranking ----------------------------------------
 def test_offload_shows_its_pcie_time_and_slows_the_step():
-    from fitcheck.estimate.speed import estimate_training_speed, offload_bytes_per_step
+    from fitcheck.speed.training import estimate_training_speed, offload_bytes_per_step
 
     machine = load_profile("rtx-4090")
     s = spec("llama3.1-8b")
@@ -367,7 +369,7 @@ def test_more_nodes_after_one_machine_that_gives_up_a_small_quality_step():
 
 def test_llama_cpp_pays_for_the_decode_speed_it_gives_up_as_vllm_does():
     from fitcheck.alternatives import COST_GGUF, COST_PER_QUALITY_STEP, _gives_up, _slowdown_cost
-    from fitcheck.estimate.speed import estimate_speed
+    from fitcheck.speed.decode import estimate_speed
 
     machine = load_profile("a100-80gb")
     result = check("llama3.3-70b", Request(), machine)

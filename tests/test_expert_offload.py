@@ -8,10 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.llama_cpp.offload import expert_bytes, offloaded_expert_bytes
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.expert_offload import expert_bytes, offloaded_expert_bytes
-from fitcheck.estimate.inference import estimate_inference
-from fitcheck.estimate.speed import estimate_speed, pcie_bytes_per_s
 from fitcheck.estimate.verdict import FITS, TIGHT
 from fitcheck.model.resolve import resolve_model
 from fitcheck.options import BY_NAME
@@ -19,6 +18,8 @@ from fitcheck.pipeline import check
 from fitcheck.plan import resolve_inference
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.speed.decode import estimate_speed
+from fitcheck.speed.efficiency import pcie_bytes_per_s
 from fitcheck.units import GiB
 
 MOE = "Qwen/Qwen3-30B-A3B"

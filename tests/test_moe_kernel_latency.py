@@ -10,11 +10,12 @@ import math
 
 import pytest
 
-from fitcheck.estimate.speed import GRAPH_KERNEL_LATENCY_S, graph_layer_kernels, graph_layer_latency
+from fitcheck.engines.serving import graph_layer_kernels, graph_layer_latency
 from fitcheck.model.resolve import resolve_model
 from fitcheck.pipeline import check
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.speed.efficiency import GRAPH_KERNEL_LATENCY_S
 
 # (model, profile, published decode tok/s at batch 1, source)
 PUBLISHED_BATCH1 = (

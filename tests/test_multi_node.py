@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
+from fitcheck.engines.vllm.memory import pp_layers
 from fitcheck.estimate.distributed import training_traffic
-from fitcheck.estimate.inference import pp_layers
 from fitcheck.machine import nodes_of
 from fitcheck.pipeline import check
 from fitcheck.profiles import load_profile
@@ -191,10 +191,11 @@ def test_where_lists_multi_node_machines_cheapest_first():
 
 # ---- speed: what a decode step waits for on the links ---------------------------------------------
 def test_tensor_parallel_across_nodes_waits_longer_than_pipeline_parallel(node):
-    from fitcheck.estimate.distributed import INTER_NODE_LATENCY, decode_comm
+    from fitcheck.engines import get
+    from fitcheck.estimate.distributed import INTER_NODE_LATENCY
 
     r = check("deepseek-r1", Request(engine="vllm", nodes=2), node, alternatives=False, search=False)
-    comm = decode_comm(r.spec, r.plan, node)
+    comm = get(r.plan.engine).decode_comm(r.spec, r.plan, node)
     assert comm is not None and comm.tp_across_nodes is not None
     # PP: one send per stage boundary; TP over 16 GPUs: 2 all-reduces per layer, each on the inter-node link
     # (nccl-tests#150: ~19 µs for a small all-reduce between two nodes).

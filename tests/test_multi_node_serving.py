@@ -11,15 +11,16 @@ from click.testing import CliRunner
 
 from fitcheck import engines
 from fitcheck.cli import cli
-from fitcheck.estimate.distributed import INTER_NODE_LATENCY, RPC_DEFAULT_GBPS, decode_comm
+from fitcheck.engines import get
+from fitcheck.engines.serving import graph_layer_latency
+from fitcheck.engines.sglang import MEM_FRACTION_STATIC, mem_fraction_static
+from fitcheck.engines.vllm.memory import VLLM_INIT_ONE_RANK, VLLM_INIT_RANKS
+from fitcheck.estimate.distributed import INTER_NODE_LATENCY, RPC_DEFAULT_GBPS
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.inference import VLLM_INIT_ONE_RANK, VLLM_INIT_RANKS
-from fitcheck.estimate.speed import graph_layer_latency
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Cluster
 from fitcheck.model import spec as S
 from fitcheck.pipeline import check
-from fitcheck.plan import SGLANG_MEM_FRACTION_STATIC, sglang_mem_fraction_static
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
 from fitcheck.units import GiB
@@ -64,8 +65,8 @@ def test_sglang_on_a_cpu_only_machine_cannot_run():
 
 def test_sglang_mem_fraction_static_follows_server_args():
     # python/sglang/srt/server_args.py (v0.4.6) __post_init__: by tp_size.
-    assert [sglang_mem_fraction_static(tp) for tp in (1, 2, 4, 8, 16, 32)] == [0.88, 0.87, 0.85, 0.81, 0.79, 0.79]
-    assert SGLANG_MEM_FRACTION_STATIC[0] == (16, 0.79)
+    assert [mem_fraction_static(tp) for tp in (1, 2, 4, 8, 16, 32)] == [0.88, 0.87, 0.85, 0.81, 0.79, 0.79]
+    assert MEM_FRACTION_STATIC[0] == (16, 0.79)
 
 
 # ---- SGLang on two 8x H100 nodes --------------------------------------------------------------------
@@ -223,15 +224,15 @@ def test_llama_cpp_rpc_costs_round_trips_on_the_link():
     node = load_profile("rtx-4090")
     r = check("llama3.3-70b", Request(precision="q4_k_m", engine="llama.cpp", nodes=2), node,
               alternatives=False, search=False)
-    comm = decode_comm(r.spec, r.plan, node)
+    comm = get(r.plan.engine).decode_comm(r.spec, r.plan, node)
     assert comm is not None and comm.seconds[0] > 0 and comm.seconds[1] > comm.seconds[0]
     assert r.speed.comm == comm
     fast = replace(node, cluster=Cluster(inter_node="ethernet", inter_node_gbps=100 * RPC_DEFAULT_GBPS))
-    assert decode_comm(r.spec, r.plan, fast).seconds[0] < comm.seconds[0]
+    assert get(r.plan.engine).decode_comm(r.spec, r.plan, fast).seconds[0] < comm.seconds[0]
     three = check("llama3.3-70b", Request(precision="q4_k_m", engine="llama.cpp", nodes=3), node,
                   alternatives=False, search=False)
     # one more remote layer group: its round trips (the graph bytes are split, not repeated)
-    assert decode_comm(three.spec, three.plan, node).seconds[0] > comm.seconds[0]
+    assert get(three.plan.engine).decode_comm(three.spec, three.plan, node).seconds[0] > comm.seconds[0]
 
 
 def test_rpc_cost_is_near_what_the_rpc_backend_pr_measured():

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fitcheck.cli import cli
-from fitcheck.engines import FSDP_STRATEGIES
+from fitcheck.engines.training.memory import model_state_bytes
 from fitcheck.estimate.distributed import training_traffic
 from fitcheck.estimate.result import OVERHEAD
-from fitcheck.estimate.training import model_state_bytes
+from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.weights import largest_matrix_params
 from fitcheck.options import BY_NAME
 from fitcheck.pipeline import check
@@ -254,7 +254,7 @@ def test_deepspeed_over_nodes_prints_hostfile_launcher_and_config():
 
 
 def test_many_nodes_write_the_hostfile_with_a_loop():
-    from fitcheck.commands import hostfile_command
+    from fitcheck.engines.training.commands import hostfile_command
 
     r = check("llama-3.1-8b", Request(mode="full", zero=3, nodes=12), load_profile(H100), alternatives=False,
               search=False)
@@ -359,8 +359,8 @@ def test_answer_ai_70b_on_four_a100_40gb_without_offload_fits():
        sharding=st.sampled_from([("zero", 3), ("fsdp", "full-shard"), ("fsdp", "hybrid-shard"),
                                  ("fsdp", "hybrid-shard-zero2"), ("zero", 2)]))
 def test_model_states_over_the_cluster_follow_the_shard_group(node, nodes, gpus, sharding):
-    from fitcheck.engines import shard_degree
-    from fitcheck.estimate.training import estimate_training
+    from fitcheck.engines.training.memory import estimate_training
+    from fitcheck.estimate.sharding import shard_degree
     from fitcheck.model.resolve import resolve_model
     from fitcheck.plan import resolve_training
 

@@ -315,7 +315,7 @@ def test_probe_text_parsers_never_raise(text):
 @given(st.one_of(st.text(max_size=40), number_text))
 def test_transformers_version_and_interactive_answers(text):
     from fitcheck.cli.interactive_cmd import Invalid, parse_command, validate
-    from fitcheck.plan import parse_transformers_version
+    from fitcheck.versions import parse_transformers_version
 
     try:
         parse_transformers_version(text)

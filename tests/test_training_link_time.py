@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from fitcheck.cli import cli
 from fitcheck.estimate.distributed import BACKWARD_SHARE, overlapped_step
-from fitcheck.estimate.speed import estimate_training_speed
 from fitcheck.pipeline import check
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.speed.training import estimate_training_speed
 
 
 @pytest.fixture(scope="module")

@@ -206,8 +206,8 @@ SWEEP: tuple[tuple, ...] = (
 
 def estimate(row: dict) -> tuple[int, int]:
     """The estimator's (peak allocated, peak reserved) bytes on one GPU for a sweep row's run."""
-    from fitcheck.estimate.inference import estimate_inference
-    from fitcheck.estimate.training import estimate_training
+    from fitcheck.engines import estimate_inference
+    from fitcheck.engines.training.memory import estimate_training
     from fitcheck.plan import Plan, TrainingPlan
 
     from .hf_config import scaled_spec

@@ -30,8 +30,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from fitcheck.engines import estimate_inference, get
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.plan import Plan
@@ -101,7 +101,7 @@ def _peak_prediction(est, device: str) -> int:
 
 
 def _training_prediction(row: dict, spec, device: str):
-    from fitcheck.estimate.training import estimate_training
+    from fitcheck.engines.training.memory import estimate_training
     from fitcheck.plan import TrainingPlan
 
     lora = row["mode"] == "train_lora"
@@ -163,7 +163,7 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
             pre = phase.get("prefill")
             if pre and _int(pre, "kv_cache_bytes"):
                 kv = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
-                                    engine="transformers", prompt_tokens=plan.prompt_tokens,
+                                    engine=get("transformers"), prompt_tokens=plan.prompt_tokens,
                                     transformers_version=first.get("transformers_version") or None)
                 out.append(Comparison(case_id, "kv_cache", kv, _int(pre, "kv_cache_bytes")))
             target = phase.get("generate") if mode == "generate" else pre

@@ -218,8 +218,9 @@ def predicted_bytes(row: dict) -> int:
     """The estimator's allocated bytes above the weights for a row, as `--transformers-version`,
     `--attention` and `--prompt` set the plan, with the row's sampling and its own min_new_tokens
     processors (the live-tensor view: no allocator or heap slack)."""
-    from fitcheck.estimate.inference import estimate_inference
-    from fitcheck.plan import Plan, legacy_cache_mode, logits_mode
+    from fitcheck.engines import estimate_inference
+    from fitcheck.engines.transformers.releases import legacy_cache_mode, logits_mode
+    from fitcheck.plan import Plan
 
     from .hf_config import scaled_spec
     from .models import spec_for

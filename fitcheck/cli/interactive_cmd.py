@@ -118,7 +118,6 @@ def problem(request: Request, spec: Any, machine: Any) -> str | None:
     from fitcheck.plan import resolve
 
     try:
-        request.validate()
         plan = resolve(request, spec, machine)
     except FitcheckError as exc:
         return exc.one_line()
@@ -301,8 +300,10 @@ def _set_answer(session: Session, field: str, text: str, *, whole: bool = False)
         click.echo(f"  {exc}")
         return False
     after = session.answers.with_answer(field, value)
+    from fitcheck.plan import validate_request
+
     try:
-        after.request.validate()
+        validate_request(after.request)
     except FitcheckError as exc:
         click.echo(f"  {exc.one_line()}")
         return False

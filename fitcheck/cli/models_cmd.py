@@ -235,7 +235,7 @@ def _generation_document(spec) -> dict | None:
     g = spec.generation
     if g is None:
         return None
-    from fitcheck.plan import sampling_mode
+    from fitcheck.engines.transformers import sampling_mode
 
     sampling, why = sampling_mode(None, spec)
     return {"sampling": sampling, "why": why,

@@ -153,7 +153,7 @@ def cost_settings(kwh_price: float | None, amortize_years: float, hours_per_day:
     import os
 
     from fitcheck.errors import FitcheckError
-    from fitcheck.estimate.cost import CostSettings, kwh_price_from
+    from fitcheck.speed.cost import CostSettings, kwh_price_from
 
     try:
         price, source = kwh_price_from(kwh_price, os.environ)

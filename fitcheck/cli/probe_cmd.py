@@ -58,7 +58,7 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
     if profile and python_envs:
         raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile")
     if not (profile or gpu or vram or ram):  # the installed stack describes this machine, never a profile or a what-if
-        from fitcheck.estimate.compat import check_stack
+        from fitcheck.engines.stack import check_stack
         from fitcheck.probe.software import read_stack
 
         software = check_stack(read_stack(extra=tuple(python_envs)), machine)

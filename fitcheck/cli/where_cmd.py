@@ -68,7 +68,9 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
         finite_float(max_price, "--max-price", 0)
     typed_for_other_mode(ctx, options["mode"])
     request = request_from(options)
-    request.validate()
+    from fitcheck.plan import validate_request
+
+    validate_request(request)
     costs = cost_settings(kwh_price, amortize_years, hours_per_day)
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     headroom = request.headroom / 100

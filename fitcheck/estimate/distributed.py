@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from fitcheck.engines import FSDP_STRATEGIES, sharding_stage
+from fitcheck.estimate.sharding import FSDP_STRATEGIES, sharding_stage
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 
@@ -103,13 +103,12 @@ def _tp_all(layers: int, message: float, world: int, nodes: int, intra_bw, inter
     return ALLREDUCES_PER_LAYER * layers * _over(latency, bw, 2 * (world - 1) / world * message)
 
 
-def decode_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
-    """Per-step communication: vLLM's TP all-reduces within a node and PP sends between nodes; SGLang's
-    all-reduces over all its GPUs; expert parallel's all-to-alls; llama.cpp RPC's round trips."""
-    if plan.engine == "llama.cpp":
-        return _rpc_comm(spec, plan, machine)
+def decode_comm(spec: ModelSpec, plan, machine: Machine, *, tp_over_nodes: bool) -> DecodeComm | None:
+    """Per-step communication of a tensor-parallel server: its all-reduces within a node and pipeline sends
+    between nodes (``tp_over_nodes`` False: vLLM's TP × PP), or all-reduces over every GPU of every node (True:
+    SGLang's TP over the nodes); with expert parallel its all-to-alls.  None on one GPU of one node."""
     tp, pp = max(plan.gpus, 1), max(plan.nodes, 1)
-    if plan.engine not in ("vllm", "sglang") or (tp == 1 and pp == 1):
+    if tp == 1 and pp == 1:
         return None
     layers = spec.num_layers
     message = plan.batch * spec.hidden_size * 2  # bf16 activations of the step's tokens
@@ -126,7 +125,7 @@ def decode_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
         what = (f"{ALL_TO_ALLS_PER_MOE_LAYER * moe} all-to-alls (expert dispatch and combine) over {world} GPUs"
                 + (f" of {pp} nodes" if pp > 1 else ""))
         return DecodeComm((ends[0], ends[1]), what, None, (ends[0], ends[1]) if pp > 1 else (0.0, 0.0), link=link)
-    if plan.engine == "sglang":
+    if tp_over_nodes:
         ends = tuple(_tp_all(layers, message, world, pp, intra_bw, inter_bw, i) for i in (0, 1))
         what = (f"{ALLREDUCES_PER_LAYER * layers} all-reduces over {world} GPUs"
                 + (f" of {pp} nodes, each on the inter-node link" if pp > 1 else " within a node"))
@@ -159,7 +158,7 @@ def rpc_link(machine: Machine) -> tuple[float, str]:
     return RPC_DEFAULT_GBPS * 1e9, "gigabit Ethernet assumed (no [cluster] inter_node_gbps in the profile)"
 
 
-def _rpc_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
+def rpc_comm(spec: ModelSpec, plan, machine: Machine) -> DecodeComm | None:
     """llama.cpp RPC: per token, each remote node's layer group costs round trips and its serialized graph on
     the link; the hidden state crosses at each group boundary; the last group's logits come back (slow end)."""
     if plan.nodes <= 1 or plan.device != "gpu":

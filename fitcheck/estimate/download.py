@@ -279,8 +279,8 @@ def training_saves(spec: ModelSpec, plan: Any) -> Saves:
     weight, in fp32 when the parameters are the fp32 master copy (Trainer/FSDP mixed precision),
     16-bit under DeepSpeed (its 16-bit model save) or pure bf16; DeepSpeed's optimizer files also
     hold the fp32 master partitions.  States per parameter: fitcheck.estimate.optimizers."""
+    from fitcheck.engines.training.memory import _trainable_shapes
     from fitcheck.estimate.optimizers import ParamShape, state_bytes
-    from fitcheck.estimate.training import _trainable_shapes
 
     act_b = _BYTES.get(plan.compute_dtype, 2)
     ds = plan.zero is not None

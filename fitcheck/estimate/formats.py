@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from fitcheck.errors import FitcheckError
 
@@ -15,7 +16,7 @@ from fitcheck.errors import FitcheckError
 @dataclass(frozen=True)
 class WeightFormat:
     name: str
-    family: str            # 'float', 'fp8', 'bnb', 'gptq', 'awq', 'gguf'
+    family: str            # 'float', 'fp8', 'bnb', 'gptq', 'awq', 'gguf', 'mxfp4', 'mlx'
     linear_bits: float     # bits per weight of quantized linear layers, scales included
     keep_bits: float       # embeddings, lm_head, norms, biases, routers (not quantized)
     description: str
@@ -28,6 +29,8 @@ class WeightFormat:
     # quantizes other models to it.
     stored_only: bool = False
     converted_from: tuple[str, ...] = ()
+    # The token embedding and lm_head are quantized too (MLX quantizes every nn.Embedding and nn.Linear).
+    packs_embeddings: bool = False
 
     def packs_kind(self, kind: str) -> bool:
         return self.packs is None or kind in self.packs
@@ -43,6 +46,19 @@ _G128_8BIT = 8 + 16 / 128 + 8 / 128
 _NF4_DQ = 4 + 8 / 64 + 32 / (64 * 256)
 # LLM.int8 (bitsandbytes): int8 weights + one fp32 scale per output row (negligible per weight).
 _INT8_ROW = 8.0
+# MLX affine quantization (mx.quantize, mlx_lm.convert -q): groups of 64 weights, each with a scale and a bias in
+# the weights' own 16-bit dtype: bits + 2 × 16 / 64 per weight (mlx/ops.cpp affine_quantize: `scales =
+# astype(scales, w.dtype())`, `biases = astype(biases, w.dtype())`, one of each per group; group size 64 and 4 bits
+# by default, mlx_lm/utils.py quantize_model `"affine": (64, 4)`).  nn.quantize converts every module with a
+# to_quantized method: nn.Linear and nn.Embedding (so the embedding and lm_head too); norms stay 16-bit.
+# https://github.com/ml-explore/mlx/blob/846d176227a0ac13d2667e58d2bb68b322109ab0/mlx/ops.cpp,
+# https://github.com/ml-explore/mlx-lm/blob/d78bf58e217c904ec282ed8da9b947491f78c022/mlx_lm/utils.py
+MLX_GROUP = 64
+
+
+def _mlx_bits(bits: int) -> float:
+    return bits + 2 * 16 / MLX_GROUP
+
 
 @dataclass(frozen=True)
 class GGMLType:
@@ -128,6 +144,12 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         # The checkpoint's own format (gpt-oss): nothing is lost against it, so no quality step.
         WeightFormat("mxfp4", "mxfp4", MXFP4_BITS, 16, "MXFP4 experts (the rest bf16)", 0,
                      packs=_EXPERTS_ONLY, stored_only=True),
+        # MLX's quantized checkpoints (mlx-community's -8bit, -6bit, -4bit, -3bit conversions).  Round-to-nearest
+        # without calibration: a step below the calibrated 4-bit formats (AWQ, GPTQ) at 4 bits, as Q4_0 is.
+        WeightFormat("mlx-8bit", "mlx", _mlx_bits(8), 16, "MLX 8-bit, group 64", 1, packs_embeddings=True),
+        WeightFormat("mlx-6bit", "mlx", _mlx_bits(6), 16, "MLX 6-bit, group 64", 2, packs_embeddings=True),
+        WeightFormat("mlx-4bit", "mlx", _mlx_bits(4), 16, "MLX 4-bit, group 64", 4, packs_embeddings=True),
+        WeightFormat("mlx-3bit", "mlx", _mlx_bits(3), 16, "MLX 3-bit, group 64", 5, packs_embeddings=True),
         WeightFormat("q8_0", "gguf", 8.5, 32, "GGUF Q8_0", 1, gguf=True),
         WeightFormat("q6_k", "gguf", 6.5625, 32, "GGUF Q6_K", 2, gguf=True),
         WeightFormat("q5_k_m", "gguf", 5.5, 32, "GGUF Q5_K_M (Q5_K, some Q6_K)", 2, gguf=True),
@@ -179,16 +201,17 @@ def stored_only_problem(fmt: WeightFormat, stored_formats: Collection[str], mode
             f"stored in it", "drop --precision, or choose another one")
 
 
-def derived_note(fmt: WeightFormat, stored_format: str | None, engine: str | None = None) -> str:
-    """How weights in ``fmt`` (with ``engine``, when known) come from a checkpoint stored as ``stored_format``
-    ('' when they are the stored ones, or the checkpoint is 16/32-bit)."""
+def derived_note(fmt: WeightFormat, stored_format: str | None, engine: Any = None) -> str:
+    """How weights in ``fmt`` (with ``engine``, a fitcheck.engines Engine, when known) come from a checkpoint
+    stored as ``stored_format`` ('' when they are the stored ones, or the checkpoint is 16/32-bit)."""
     stored = weight_format_or_none(stored_format) if stored_format else None
     if stored is None or stored.family == "float" or stored.name == fmt.name:
         return ""
-    gguf = fmt.gguf or engine == "llama.cpp"
-    if fmt.family == "float" and engine == "vllm" and stored.packs is not None:
-        return (f"vLLM loads the checkpoint's {stored.name.upper()} {', '.join(sorted(stored.packs))} as stored; "
-                f"{fmt.name} is the rest")
+    gguf = fmt.gguf or (engine is not None and engine.loads_gguf_files)
+    if fmt.family == "float" and engine is not None and engine.keeps_packed_experts and not gguf \
+            and stored.packs is not None:
+        return (f"{engine.title} loads the checkpoint's {stored.name.upper()} {', '.join(sorted(stored.packs))} as "
+                f"stored; {fmt.name} is the rest")
     if fmt.family == "float" and not (gguf and stored.packs is not None):
         return f"dequantized from the checkpoint's {stored.name.upper()}"
     if gguf and stored.packs is not None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 # MOE_IMBALANCE: transformers' MoE blocks run experts one after another and the busiest expert
 # gets more than the mean share of tokens (the inference estimator uses the same factor).
-from fitcheck.estimate.activations import MOE_IMBALANCE, _attn_dims, _ffn_width_per_token
+from fitcheck.estimate.activations import MOE_IMBALANCE, attn_dims, ffn_width_per_token
 from fitcheck.model.spec import ModelSpec
 
 
@@ -94,8 +94,8 @@ def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_
     """
     h = spec.hidden_size
     b = act_bytes
-    q, kv = _attn_dims(spec)
-    ffn = _ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
+    q, kv = attn_dims(spec)
+    ffn = ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
     total = spec.norms_per_layer * norm_bytes_per_token(spec, b, trainable_base)
     if spec.qk_norm:
         total += 4 * (q + kv) + ((q + kv) * b if trainable_base else 0)  # per-head q/k norms, same rule

@@ -151,7 +151,8 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = Fa
     # (bitsandbytes and the 4-bit quantizers start from bf16 weights).  MXFP4 packs the experts only.
     out: list[tuple[str, int]] = []
     for kind, params in groups.items():
-        packed = kind in S.LINEAR_KINDS and fmt.packs_kind(kind)
+        packed = (kind in S.LINEAR_KINDS or (fmt.packs_embeddings and kind in (S.EMBED, S.LM_HEAD))) \
+            and fmt.packs_kind(kind)
         out.append((kind, int(params * (lin if packed else keep))))
     if untie_lm_head and spec.tie_word_embeddings:
         out.append((S.LM_HEAD, int(groups[S.EMBED] * keep)))
@@ -161,12 +162,11 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, *, untie_lm_head: bool = Fa
     return WeightBytes(tuple(out), total_layers // max(spec.num_layers, 1), embed, head)
 
 
-def engine_format(spec: ModelSpec, fmt: WeightFormat, engine: str) -> WeightFormat:
-    """The weights ``engine`` holds for ``fmt``.  At 16/32 bits an MXFP4 checkpoint keeps its experts MXFP4
-    in llama.cpp (the converter writes them as ggml's MXFP4 type; only the rest is 16/32-bit) and in vLLM
-    (its Mxfp4 method loads the checkpoint as stored; --dtype sets the rest); transformers dequantizes
-    them (Mxfp4Config(dequantize=True), or below its kernels' compute capability)."""
-    if engine in ("llama.cpp", "vllm") and fmt.family == "float" and spec.stored_groups().get(S.EXPERTS) == "mxfp4":
+def packed_experts(spec: ModelSpec, fmt: WeightFormat) -> WeightFormat:
+    """``fmt`` with an MXFP4 checkpoint's experts kept MXFP4 at 16/32 bits: what an engine that loads them as
+    stored holds (llama.cpp's converter writes them as ggml's MXFP4 type, vLLM's Mxfp4 method loads the
+    checkpoint as stored; only the rest is 16/32-bit); other formats and checkpoints as they are."""
+    if fmt.family == "float" and spec.stored_groups().get(S.EXPERTS) == "mxfp4":
         return replace(fmt, linear_bits=GGML_TYPE_BITS["mxfp4"], packs=frozenset({S.EXPERTS}))
     return fmt
 

@@ -146,6 +146,7 @@ def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None)
 
 def _kv_after_prefill(check) -> int | None:
     """The estimator's KV cache for the prompt alone (the prefill's), or None for training."""
+    from fitcheck.engines import get
     from fitcheck.estimate.kv_cache import kv_cache_bytes
     from fitcheck.plan import Plan
 
@@ -154,7 +155,7 @@ def _kv_after_prefill(check) -> int | None:
         return None
 
     return kv_cache_bytes(check.spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
-                          engine=plan.engine, prompt_tokens=plan.prompt_tokens,
+                          engine=get(plan.engine), prompt_tokens=plan.prompt_tokens,
                           transformers_version=plan.transformers_version)
 
 

@@ -36,7 +36,7 @@ def installed_versions() -> dict[str, str]:
 
 def default_transformers_version(versions: dict[str, str] | None = None) -> str | None:
     """The installed transformers version, as --transformers-version takes it (major.minor.patch)."""
-    from fitcheck.plan import parse_transformers_version
+    from fitcheck.versions import parse_transformers_version
 
     v = (installed_versions() if versions is None else versions).get("transformers")
     if not v:

@@ -13,7 +13,8 @@ Each {low, high} is (fast end, slow end) of the speed range.
 
 from __future__ import annotations
 
-from fitcheck.estimate.cost import (
+from fitcheck.machine import known
+from fitcheck.speed.cost import (
     CostSettings,
     OwnedCost,
     RunCost,
@@ -24,7 +25,6 @@ from fitcheck.estimate.cost import (
     run_cost,
     settings_dict,
 )
-from fitcheck.machine import known
 
 
 def _usd(x: float) -> str:
@@ -192,7 +192,8 @@ def check_cost_document(result) -> dict | None:
     owned = None if training else machine_owned_cost(m, rate, settings)
     rented = None
     if m.price is not None and not training:
-        from fitcheck.estimate.speed import Rate, usd_per_million_tokens
+        from fitcheck.speed.cost import usd_per_million_tokens
+        from fitcheck.speed.efficiency import Rate
 
         rented = usd_per_million_tokens(m.price.usd_per_hour, Rate(*rate))
     return {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fitcheck.estimate.compat import StackCheck
+    from fitcheck.engines.stack import StackCheck
 
 _SHOWN = ("vllm", "bitsandbytes", "flash-attn", "llama-cpp-python", "transformers", "peft", "deepspeed")
 
@@ -28,7 +28,7 @@ def _status(checked: StackCheck) -> str:
 def software_document(checked: StackCheck | None) -> dict | None:
     if checked is None:
         return None
-    from fitcheck.estimate.compat import issue_dict
+    from fitcheck.engines.stack import issue_dict
     from fitcheck.probe.software import stack_document
 
     doc = stack_document(checked.stack) or {}

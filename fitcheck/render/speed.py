@@ -5,7 +5,10 @@ Shared by the `fitcheck MODEL` and `fitcheck where` renderers.
 
 from __future__ import annotations
 
-from fitcheck.estimate.speed import DeviceAdvice, Efficiency, Rate, SpeedEstimate, TrainingSpeed
+from fitcheck.search.device import DeviceAdvice
+from fitcheck.speed.decode import SpeedEstimate
+from fitcheck.speed.efficiency import Efficiency, Rate
+from fitcheck.speed.training import TrainingSpeed
 
 
 def rate_text(rate: Rate | None, unit: str = "tok/s") -> str:

@@ -43,13 +43,14 @@ from dataclasses import dataclass, replace
 
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.cost import CostSettings
 from fitcheck.estimate.result import Estimate
-from fitcheck.estimate.speed import Efficiency, SpeedEstimate, usd_per_million_tokens
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, Verdict
 from fitcheck.machine import Machine
 from fitcheck.plan import Plan
 from fitcheck.request import Request
+from fitcheck.speed.cost import CostSettings, usd_per_million_tokens
+from fitcheck.speed.decode import SpeedEstimate
+from fitcheck.speed.efficiency import Efficiency
 from fitcheck.units import GiB
 
 SCHEMA = "fitcheck.where/1"

@@ -30,10 +30,10 @@ from typing import Any
 
 from fitcheck import __version__
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.cost import CostSettings, RunCost, run_cost, settings_dict
-from fitcheck.estimate.speed import TrainingSpeed
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
 from fitcheck.machine import Machine
+from fitcheck.speed.cost import CostSettings, RunCost, run_cost, settings_dict
+from fitcheck.speed.training import TrainingSpeed
 from fitcheck.units import GiB
 
 SCHEMA = "fitcheck.where-training/1"
@@ -165,7 +165,7 @@ def multi_node_training_row(spec, request: Any, machine: Machine, headroom: floa
     profiles that give the link between nodes ([cluster] inter_node_gbps): sharded training moves hundreds
     of GB per step over it, so a node without a described fabric is not offered as a cluster."""
     from fitcheck.alternatives import fewest_nodes
-    from fitcheck.engines import FSDP_STRATEGIES
+    from fitcheck.estimate.sharding import FSDP_STRATEGIES
 
     if machine.kind != "cloud" or not machine.gpus or request.nodes != 1 or machine.cluster is None \
             or machine.cluster.inter_node_gbps is None:

@@ -40,7 +40,7 @@ def test_inference_row_uses_the_engine_gpu_and_counter():
     r = A.inference_row(row(), CONFIGS)
     assert r.measured_gib == 20.0
     # vLLM reserves gpu_memory_utilization × the row's 40 GB card; the CUDA context and CUDA graphs on top
-    from fitcheck.estimate.inference import vllm_outside_reservation
+    from fitcheck.engines.vllm.memory import vllm_outside_reservation
     from fitcheck.model.resolve import resolve_model
 
     spec = resolve_model(row()["model"]).spec

@@ -81,7 +81,7 @@ def test_the_small_token_trace_predicts_a_recording_at_large_token_counts():
 def test_the_stored_trace_replays_to_the_stored_reserve():
     """benchmarks/results/qlora-trace-reserve-*.csv: the reserve the traced 8B step needs at 28,000 tokens."""
     from benchmarks.capacity import _setup, read
-    from fitcheck.estimate.training import step_tensors
+    from fitcheck.engines.training.memory import step_tensors
     from fitcheck.plan import resolve_training
 
     stored = sorted(RESULTS.glob("qlora-trace-reserve-*.csv"))[-1]
@@ -119,7 +119,7 @@ def test_the_traced_8b_step_strands_one_logits_sized_segment_pinned_by_checkpoin
     back) and a free remainder too small for the request: about one block stranded."""
     from benchmarks.capacity import _setup, read
     from benchmarks.measure.caching_allocator import OutOfMemory, needed_bytes
-    from fitcheck.estimate.training import largest_transient_bytes, step_tensors
+    from fitcheck.engines.training.memory import largest_transient_bytes, step_tensors
     from fitcheck.plan import resolve_training
 
     row = next(r for r in read() if r["model"].endswith("Llama-3.1-8B-Instruct") and r["max_seq_len"])

@@ -65,7 +65,7 @@ def _qwen7b():
 
 def test_a_samples_work_integrates_the_forward_flops_in_closed_form():
     # F(l) = 2 P l + 2 layers d_attn l^2 (prefill_flops_per_token x l): its integral over [lo, hi]
-    from fitcheck.estimate.speed import matmul_params
+    from fitcheck.speed.efficiency import matmul_params
 
     spec = _qwen7b()
     p, d = matmul_params(spec), spec.num_attention_heads * spec.attn_head_dim
@@ -75,7 +75,7 @@ def test_a_samples_work_integrates_the_forward_flops_in_closed_form():
 
 
 def test_the_expected_work_is_what_drawn_samples_average():
-    from fitcheck.estimate.speed import prefill_flops_per_token
+    from fitcheck.speed.decode import prefill_flops_per_token
 
     spec = _qwen7b()
     h = stored()

@@ -6,7 +6,7 @@ import json
 from benchmarks.accuracy import generic_training_plan, row_spec
 from benchmarks.report import DATA
 from benchmarks.varying_reserve import _delete_longer, _lengths, _mix, _samples, recipe_tensors
-from fitcheck.estimate.training import step_tensors
+from fitcheck.engines.training.memory import step_tensors
 
 
 def _swift_rows(source: str = "@4692215"):
@@ -250,10 +250,10 @@ def test_the_7b_8192_oom_row_runs_out_of_memory_over_its_varying_lengths():
     # 16 orders run out, the others reach 63.1-65.1 of its 65.1 GiB, with the lengths the tables' time columns
     # give; with the card's log-normal two of the first three ran out)
     from benchmarks.accuracy import _gpu_bytes
+    from fitcheck.calibration import TORCH_CUDA_CONTEXT
+    from fitcheck.engines.training.memory import estimate_training
     from fitcheck.estimate.allocator import OutOfMemory
-    from fitcheck.estimate.inference import TORCH_CUDA_CONTEXT
     from fitcheck.estimate.result import WEIGHTS
-    from fitcheck.estimate.training import estimate_training
     from fitcheck.estimate.varying_lengths import replay_steps
 
     configs = json.loads((DATA / "calibration" / "model-configs.json").read_text())

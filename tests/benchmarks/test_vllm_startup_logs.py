@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import vllm_logs as V
-from fitcheck.estimate.inference import VLLM_NCCL_TP
+from fitcheck.engines.vllm.memory import VLLM_NCCL_TP
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "vllm_startup_logs.csv"
 ROWS = list(csv.DictReader(DATA.open()))

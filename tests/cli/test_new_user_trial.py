@@ -32,7 +32,7 @@ def test_vllm_bf16_below_compute_capability_8_cannot_run_and_is_never_offered():
     # (7.5): a verdict (exit 1, the reason, what runs), and no alternative may print that command.
     r = run("qwen-7b", "--precision", "bf16", "--engine", "vllm", "--profile", "t4")
     assert r.exit_code == 1, r.output
-    assert "CANNOT RUN HERE — bf16 with vllm: vLLM's bf16 kernels need compute capability >= 8 (this GPU: 7.5)" \
+    assert "CANNOT RUN HERE — bf16 with vllm: vLLM's bf16 kernels need compute capability >= 8.0 (this GPU: 7.5)" \
         in r.output
     assert "KV pool: 0 tokens" not in r.output     # no pool figures for a request that cannot start
     doc = json.loads(run("qwen-7b", "--precision", "bf16", "--profile", "t4", "--json").output)

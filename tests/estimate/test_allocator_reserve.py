@@ -6,16 +6,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia
 
-from fitcheck.estimate.allocator import ROUND_LARGE
-from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN
-from fitcheck.estimate.result import OVERHEAD
-from fitcheck.estimate.training import (
+from fitcheck.calibration import ALLOCATOR_SLACK_MIN
+from fitcheck.engines.training.memory import (
     TRAINING_ALLOCATOR_SLACK,
     cpu_heap_retention,
     estimate_training,
     gpu_allocator_reserve,
     largest_transient_bytes,
 )
+from fitcheck.estimate.allocator import ROUND_LARGE
+from fitcheck.estimate.result import OVERHEAD
 from fitcheck.plan import resolve_training
 from fitcheck.request import Request
 

@@ -8,13 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
-from fitcheck.estimate.compat import (
-    MIN_DRIVER_FOR_CUDA,
-    check_stack,
-    min_driver,
-    newest_build_for_driver,
-    runs_on_cc,
-)
+from fitcheck.engines.stack import MIN_DRIVER_FOR_CUDA, check_stack, min_driver, newest_build_for_driver, runs_on_cc
 from fitcheck.probe.software import read_stack
 from fitcheck.profiles import load_profile
 

@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
-from fitcheck.estimate.cost import (
+from fitcheck.profiles import list_profiles, load_profile
+from fitcheck.speed.cost import (
     DEFAULT_KWH_PRICE_USD,
     CostSettings,
     break_even_hours,
@@ -16,7 +17,6 @@ from fitcheck.estimate.cost import (
     owned_cost,
     run_cost,
 )
-from fitcheck.profiles import list_profiles, load_profile
 
 
 def test_owned_cost_by_hand():

@@ -2,7 +2,7 @@
 
 The top-level AlignDevicesHook (io_same_device=True) copies the logits made on the last GPU to the
 input's device, and generate() keeps that copy while the first decode step runs (see
-fitcheck.estimate.inference._output_copy_on_first_gpu for the pinned sources)."""
+fitcheck.engines.transformers.memory._output_copy_on_first_gpu for the pinned sources)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fitcheck.estimate import activations as A
-from fitcheck.estimate.inference import estimate_inference
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.transformers import activations as A
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import Plan
 
@@ -121,7 +121,11 @@ def test_a_tied_lm_head_sits_with_the_embedding_on_gpu0_so_nothing_is_copied():
 
 # ---- which GPU holds what: accelerate's balanced caps and in-order placement ---------------------------
 def _split(spec, precision, n, gpu_bytes=80 * 2**30):
-    from fitcheck.estimate.inference import _weights, device_map_split
+    from fitcheck.engines import get
+
+    _weights = get("transformers").weights
+
+    from fitcheck.engines.transformers.memory import device_map_split
 
     wb = _weights(spec, precision)
     return wb, device_map_split(spec, wb, n, gpu_bytes)

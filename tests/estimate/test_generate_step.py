@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 from estimate_specs import LLAMA3_8B
 
+from fitcheck.engines import estimate_inference
 from fitcheck.estimate.generate_step import (
     MIN_LENGTH,
     MIN_LENGTH_IN_PLACE,
@@ -17,7 +18,6 @@ from fitcheck.estimate.generate_step import (
     repetition_penalty_processor,
     step_tensors,
 )
-from fitcheck.estimate.inference import estimate_inference
 from fitcheck.plan import Plan
 
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia, unknown_free_gpu
 
+from fitcheck.engines import estimate_inference
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.inference import estimate_inference
 from fitcheck.estimate.verdict import DOES_NOT_FIT, FITS, TIGHT, UNKNOWN, judge
 from fitcheck.pipeline import check
 from fitcheck.plan import resolve_inference
@@ -152,7 +152,7 @@ def test_check_reports_largest_context_and_batch_and_alternatives():
 def test_fp8_needs_ada_or_hopper():
     a100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])
     (problem,) = resolve_inference(Request(precision="fp8"), QWEN25_7B, a100).problems
-    assert "compute capability >= 8.9 (this GPU: 8)" in problem
+    assert "compute capability >= 8.9 (this GPU: 8.0)" in problem
     assert not resolve_inference(Request(precision="fp8"), QWEN25_7B, RTX4090).problems
 
 
@@ -180,7 +180,7 @@ def test_prefill_logits_for_every_position():
 
     from estimate_specs import QWEN25_05B as S
 
-    from fitcheck.estimate.inference import estimate_inference as _est
+    from fitcheck.engines import estimate_inference as _est
     from fitcheck.plan import Plan as _Plan
     base = _Plan(precision="bf16", engine="transformers", device="gpu", gpus=1, context=1024, batch=1,
                  prompt_tokens=1024, kv_dtype="bf16", gpu_layers=None, gpu_memory_utilization=0.9,
@@ -190,7 +190,7 @@ def test_prefill_logits_for_every_position():
     upcast = _est(S, _replace(base, logits="all-fp32")).devices[0].component("activations")
     # every position's logits (2 B in bf16, 2 + 4 B upcast before 4.45) made after the layers'
     # transients are freed: the prefill peaks at the larger of the two phases
-    from fitcheck.estimate import activations as _A
+    from fitcheck.engines.transformers import activations as _A
     layers = _A.transformers_prefill_bytes(S, 1024, 2)
     assert last == layers + S.vocab_size * 4
     assert every == max(layers, 1024 * S.vocab_size * 2)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from estimate_specs import LLAMA2_7B, QWEN25_05B, QWEN25_7B
 
-from fitcheck.estimate import speed as SP
+from fitcheck.engines import get
 from fitcheck.machine import CPU, GPU, Host, Machine, SystemMemory
 from fitcheck.plan import resolve_inference
 from fitcheck.render.speed import speed_document, speed_line
 from fitcheck.request import Request
+from fitcheck.speed.decode import estimate_speed, kv_bytes_per_sequence
+from fitcheck.speed.efficiency import DECODE_BANDWIDTH, KV_CONCAT_BANDWIDTH, KVTraffic
 from fitcheck.units import GiB
 
 A100 = Machine("a100", "desktop", Host("linux"), SystemMemory(256 * GiB, 256 * GiB, None),
@@ -20,29 +22,29 @@ A100 = Machine("a100", "desktop", Host("linux"), SystemMemory(256 * GiB, 256 * G
 
 def speed(spec, context, **kw):
     plan = resolve_inference(Request(context=context, **kw), spec, A100)
-    return plan, SP.estimate_speed(spec, plan, A100)
+    return plan, estimate_speed(spec, plan, A100)
 
 
 def test_transformers_copies_split_from_the_attention_reads():
     # cat reads and writes the cache (2×), repeat_kv reads it once and writes g copies, attention reads the g copies
-    assert SP.kv_traffic(QWEN25_7B, "transformers") == SP.KVTraffic(attention_reads=7, concatenation=2, expansion=1 + 7)
-    assert SP.kv_traffic_multiplier(QWEN25_7B, "transformers") == 3 + 2 * 7
+    assert get("transformers").kv_traffic(QWEN25_7B) == KVTraffic(attention_reads=7, concatenation=2, expansion=1 + 7)
+    assert get("transformers").kv_traffic(QWEN25_7B).total == 3 + 2 * 7
     # no grouped-query heads: repeat_kv returns its input, only the concatenation copies
-    assert SP.kv_traffic(LLAMA2_7B, "transformers") == SP.KVTraffic(1, concatenation=2)
+    assert get("transformers").kv_traffic(LLAMA2_7B) == KVTraffic(1, concatenation=2)
     for engine in ("vllm", "sglang", "llama.cpp"):
-        assert SP.kv_traffic(QWEN25_7B, engine) == SP.KVTraffic(1)
+        assert get(engine).kv_traffic(QWEN25_7B) == KVTraffic(1)
 
 
 def test_the_concatenation_runs_at_the_cat_kernels_share_of_the_bandwidth():
     plan, s = speed(QWEN25_7B, 32768, engine="transformers")
-    kv = SP.kv_bytes_per_sequence(QWEN25_7B, plan, 32768)
+    kv = kv_bytes_per_sequence(QWEN25_7B, plan, 32768)
     assert s.kv_bytes_per_step == 17 * kv and s.kv_copy_bytes_per_step == 10 * kv
     assert s.bound == "memory bandwidth"
-    e, c = SP.DECODE_BANDWIDTH["gpu"], SP.KV_CONCAT_BANDWIDTH
+    e, c = DECODE_BANDWIDTH["gpu"], KV_CONCAT_BANDWIDTH
     # repeat_kv (1 + 7) and the attention (7) at the decode bandwidth, torch.cat (2) at its share of it
     moved = s.weight_bytes_per_step + 15 * kv + 2 * kv / c.high
     assert s.decode.high == pytest.approx(2039e9 * e.high / moved)
-    assert SP.KV_CONCAT_BANDWIDTH in s.assumptions
+    assert KV_CONCAT_BANDWIDTH in s.assumptions
     # the copies are much of what a long context costs: against the cache read once in place
     assert 0.35 < s.kv_copy_share < 0.6
 
@@ -51,7 +53,7 @@ def test_engines_reading_the_cache_in_place_pay_no_copy():
     for engine in ("vllm", "llama.cpp"):
         _, s = speed(QWEN25_7B, 32768, engine=engine, **({"precision": "q8_0"} if engine == "llama.cpp" else {}))
         assert s.kv_copy_bytes_per_step == 0 and s.kv_copy_share == 0.0
-        assert SP.KV_CONCAT_BANDWIDTH not in s.assumptions
+        assert KV_CONCAT_BANDWIDTH not in s.assumptions
 
 
 def test_a_host_bound_step_hides_the_copies():

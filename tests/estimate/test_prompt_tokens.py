@@ -10,8 +10,8 @@ from machines import machine, nvidia
 from fitcheck.cli import cli
 from fitcheck.cli.interactive_cmd import Answers, validate
 from fitcheck.commands import fitcheck_command
+from fitcheck.engines import estimate_inference
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.inference import estimate_inference
 from fitcheck.pipeline import check as check_api
 from fitcheck.plan import resolve_inference
 from fitcheck.preflight.plan_file import parse_plan

@@ -5,9 +5,10 @@ import pytest
 from estimate_specs import LLAMA3_8B
 from machines import machine, nvidia
 
+from fitcheck.engines.training.memory import estimate_training
+from fitcheck.engines.transformers.releases import loss_shift_copy_mode
 from fitcheck.estimate.result import ACTIVATIONS, LOGITS
-from fitcheck.estimate.training import estimate_training
-from fitcheck.plan import loss_shift_copy_mode, resolve_training
+from fitcheck.plan import resolve_training
 from fitcheck.request import Request
 
 A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])

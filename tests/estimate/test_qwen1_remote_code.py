@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from machines import machine, nvidia
 
-from fitcheck.estimate.inference import estimate_inference
-from fitcheck.estimate.result import ACTIVATIONS, LOGITS, WEIGHTS
-from fitcheck.estimate.training import (
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.training.memory import (
     TEMP_BUFFERS,
     after_forward_bytes,
     estimate_training,
     remote_code_layer_bytes,
 )
+from fitcheck.estimate.result import ACTIVATIONS, LOGITS, WEIGHTS
 from fitcheck.estimate.training_activations import layer_bytes_per_token
 from fitcheck.model.hf_config import spec_from_config
 from fitcheck.model.spec import ModelSpec

@@ -10,11 +10,13 @@ from machines import machine, nvidia
 
 from fitcheck.cli import cli
 from fitcheck.commands import fitcheck_command
+from fitcheck.engines import estimate_inference, get
+from fitcheck.engines.transformers.releases import attention_mode, legacy_cache_mode
+from fitcheck.engines.vllm import profile as VP
+from fitcheck.engines.vllm.memory import VLLM_NCCL_TP
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate import activations as A
-from fitcheck.estimate.inference import VLLM_NCCL_TP, estimate_inference
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.plan import attention_mode, legacy_cache_mode, resolve_inference
+from fitcheck.plan import resolve_inference
 from fitcheck.request import Request
 
 H100x2 = machine([nvidia("H100 80GB", 81559, cc="9.0"), nvidia("H100 80GB", 81559, cc="9.0", index=1)])
@@ -87,7 +89,7 @@ def test_the_legacy_tuple_cache_follows_the_release(arch, version, legacy):
 def test_a_legacy_cache_holds_two_caches_at_the_last_decode_step():
     plan, old = _dev(QWEN25_7B, context=32768, prompt_tokens=16, batch=4, transformers_version="4.38.2")
     _, new = _dev(QWEN25_7B, context=32768, prompt_tokens=16, batch=4)
-    kv = kv_cache_bytes(QWEN25_7B, tokens=32768, sequences=4, kv_dtype="bf16", engine="transformers")
+    kv = kv_cache_bytes(QWEN25_7B, tokens=32768, sequences=4, kv_dtype="bf16", engine=get("transformers"))
     assert plan.legacy_cache
     assert old.component("kv_cache") - new.component("kv_cache") == pytest.approx(kv, rel=0.01)
     # a prefill-only request decodes nothing: no second cache
@@ -97,14 +99,14 @@ def test_a_legacy_cache_holds_two_caches_at_the_last_decode_step():
 
 
 def test_vllm_activation_peak_does_not_shrink_with_tensor_parallelism_and_nccl_is_counted():
-    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2) == A.vllm_profile_bytes(LLAMA3_8B, 2, 2)
+    assert VP.vllm_profile_bytes(LLAMA3_8B, 1, 2) == VP.vllm_profile_bytes(LLAMA3_8B, 2, 2)
     # vLLM PR #10511's log: 1.26 GiB for Meta-Llama-3-8B at tp 1 and 2 (that branch's sort-based sampler, 256 rows);
     # the formula within 15 %
-    assert A.vllm_profile_bytes(LLAMA3_8B, 2, 2, sampler="sort") / 2**30 == pytest.approx(1.26, rel=0.15)
+    assert VP.vllm_profile_bytes(LLAMA3_8B, 2, 2, sampler="sort") / 2**30 == pytest.approx(1.26, rel=0.15)
     _, one = _dev(LLAMA3_8B, m=H100x2, engine="vllm", gpus=1)
     _, two = _dev(LLAMA3_8B, m=H100x2, engine="vllm", gpus=2)
     # inside the reservation NCCL's buffers; beyond it the context with NCCL's communicators (vllm_outside_reservation)
-    from fitcheck.estimate.inference import vllm_outside_reservation
+    from fitcheck.engines.vllm.memory import vllm_outside_reservation
 
     outside = vllm_outside_reservation(LLAMA3_8B, LLAMA3_8B.num_layers, 2) - vllm_outside_reservation(
         LLAMA3_8B, LLAMA3_8B.num_layers, 1)
@@ -124,30 +126,29 @@ def test_a_tied_fp8_checkpoint_stores_its_own_lm_head():
 def test_transformers_pays_host_time_per_expert_its_release_visits_and_other_engines_do_not():
     from estimate_specs import MIXTRAL
 
-    from fitcheck.estimate import speed as SP
-    from fitcheck.estimate.speed import host_layers
+    from fitcheck.engines.transformers import speed as TF
 
-    ops = SP.TRANSFORMERS_LAYER_OPS                      # a Qwen2/Mixtral-like layer: 42 calls
-    visit, router, mlp = SP.TRANSFORMERS_EXPERT_VISIT_OPS, SP.TRANSFORMERS_ROUTER_OPS, SP.TRANSFORMERS_MLP_OPS
+    ops = TF.TRANSFORMERS_LAYER_OPS                      # a Qwen2/Mixtral-like layer: 42 calls
+    visit, router, mlp = TF.TRANSFORMERS_EXPERT_VISIT_OPS, TF.TRANSFORMERS_ROUTER_OPS, TF.TRANSFORMERS_MLP_OPS
     # 4.51: MixtralSparseMoeBlock loops over all 8 experts whatever the batch
     every = 32 + 32 * (router + 8 * visit - mlp) / ops
-    assert host_layers(MIXTRAL, "transformers", 1, "4.51.3") == pytest.approx(every)
-    assert host_layers(MIXTRAL, "transformers", 64, "4.51.3") == pytest.approx(every)
+    assert get("transformers").host_layers(MIXTRAL, 1, "4.51.3") == pytest.approx(every)
+    assert get("transformers").host_layers(MIXTRAL, 64, "4.51.3") == pytest.approx(every)
     # 4.52: only the experts that got tokens (2 of 8 for one token; all 8 for 64), after finding them
-    hit = SP.TRANSFORMERS_HIT_SCAN_OPS
-    assert host_layers(MIXTRAL, "transformers", 1, "4.52") == pytest.approx(32 + 32 * (router + hit + 2 * visit - mlp) / ops)
-    assert host_layers(MIXTRAL, "transformers", 64, "4.52") == pytest.approx(every + 32 * hit / ops, rel=1e-3)
+    hit = TF.TRANSFORMERS_HIT_SCAN_OPS
+    assert get("transformers").host_layers(MIXTRAL, 1, "4.52") == pytest.approx(32 + 32 * (router + hit + 2 * visit - mlp) / ops)
+    assert get("transformers").host_layers(MIXTRAL, 64, "4.52") == pytest.approx(every + 32 * hit / ops, rel=1e-3)
     # 5.x (and a release not given: a current one): grouped_mm, no loop
-    grouped = 32 + 32 * (SP.TRANSFORMERS_GROUPED_MOE_OPS - mlp) / ops
-    assert host_layers(MIXTRAL, "transformers", 1, "5.0") == host_layers(MIXTRAL, "transformers", 1) == grouped
-    assert host_layers(MIXTRAL, "vllm", 1) == host_layers(MIXTRAL, "llama.cpp", 1) == 32
-    assert host_layers(LLAMA3_8B, "transformers", 1, "4.51.3") == 32
+    grouped = 32 + 32 * (TF.TRANSFORMERS_GROUPED_MOE_OPS - mlp) / ops
+    assert get("transformers").host_layers(MIXTRAL, 1, "5.0") == get("transformers").host_layers(MIXTRAL, 1, None) == grouped
+    assert get("vllm").host_layers(MIXTRAL, 1, None) == get("llama.cpp").host_layers(MIXTRAL, 1, None) == 32
+    assert get("transformers").host_layers(LLAMA3_8B, 1, "4.51.3") == 32
 
 
 def test_each_architecture_leaves_the_every_expert_loop_at_its_own_release():
     from estimate_specs import MIXTRAL
 
-    from fitcheck.estimate.speed import transformers_expert_loop
+    from fitcheck.engines.transformers.speed import transformers_expert_loop
 
     qwen3_moe = replace(MIXTRAL, architecture="qwen3_moe")
     olmoe = replace(MIXTRAL, architecture="olmoe")
@@ -164,18 +165,18 @@ def test_vllm_profiles_its_sampler_with_top_k_and_top_p_so_the_sampler_is_inside
     # rows.  Before vLLM's Triton top-k/top-p: apply_top_k_top_p's sort beside the model's 16-bit and the sampler's
     # fp32 logits: values, int64 indices, ATen's reverse indices and cub's third key and value buffers, 38 B per
     # vocabulary entry with 16-bit logits
-    assert A.vllm_sampler_bytes_per_entry(2) == 38
-    sort = A.VLLM_MAX_NUM_SEQS * LLAMA3_8B.vocab_size * 38
-    held = A.VLLM_PROFILE_TOKENS * LLAMA3_8B.hidden_size * 2       # the profile batch's hidden states
-    forward = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="none")
+    assert VP.vllm_sampler_bytes_per_entry(2) == 38
+    sort = VP.VLLM_MAX_NUM_SEQS * LLAMA3_8B.vocab_size * 38
+    held = VP.VLLM_PROFILE_TOKENS * LLAMA3_8B.hidden_size * 2       # the profile batch's hidden states
+    forward = VP.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="none")
     # the two phases run one after the other: the peak is the larger (here the sampler's)
-    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="sort") == max(forward, held + sort) == held + sort
+    assert VP.vllm_profile_bytes(LLAMA3_8B, 1, 2, sampler="sort") == max(forward, held + sort) == held + sort
     # v0.19.0: the Triton kernel masks in place; the model's logits, their fp32 copy, the probabilities and the
     # exponential draw stay (14 B per entry), with one fp32 vocabulary row per SM (132 on an H100)
-    assert A.vllm_triton_sampler_bytes_per_entry(2) == 14 and A.vllm_triton_sampler_bytes_per_entry(4) == 12
+    assert VP.vllm_triton_sampler_bytes_per_entry(2) == 14 and VP.vllm_triton_sampler_bytes_per_entry(4) == 12
     rows, h, v = 1024, LLAMA3_8B.hidden_size, LLAMA3_8B.vocab_size
     triton = 8192 * h * 2 + 2 * rows * h * 2 + rows * v * 14 + 132 * v * 4
-    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=rows, sms=132) == triton
+    assert VP.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=rows, sms=132) == triton
     # v0.19.0's logs read 1.89 GiB for Llama-3.1-8B (the same shapes) on an H100: within 3 %
     assert triton / 2**30 == pytest.approx(1.89, rel=0.03)
     # an 80 GB H100 gets `vllm serve`'s larger defaults: 8,192 batched tokens, 1,024 sequences
@@ -185,20 +186,20 @@ def test_vllm_profiles_its_sampler_with_top_k_and_top_p_so_the_sampler_is_inside
     assert (est.fact("vllm_max_num_batched_tokens"), est.fact("vllm_max_num_seqs")) == (8192, 1024)
     assert any("sampler (14 B per vocabulary entry" in n and "inside the activation peak" in n for n in est.notes)
     # below 8 rows vLLM sorts again
-    assert A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=4) == max(
-        forward, held + 4 * v * A.vllm_sampler_bytes_per_entry(2))
+    assert VP.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=4) == max(
+        forward, held + 4 * v * VP.vllm_sampler_bytes_per_entry(2))
 
 
 def test_vllm_batch_defaults_follow_the_gpu():
     # EngineArgs.get_batch_defaults (v0.19.0): 70 GiB or more and not an A100 → 8192 / 1024; else 2048 / 256
     gib = 2**30
-    assert A.vllm_batch_defaults(int(79.2 * gib), 9.0) == (8192, 1024)     # H100 80GB
-    assert A.vllm_batch_defaults(int(79.2 * gib), 8.0) == (2048, 256)      # A100 80GB
-    assert A.vllm_batch_defaults(int(23.6 * gib), 8.9) == (2048, 256)      # RTX 4090
-    assert A.vllm_batch_defaults(int(139.8 * gib), 9.0) == (8192, 1024)    # H200
-    assert A.vllm_batch_defaults(None, None) == (8192, 1024)               # unknown: the larger peak
-    small = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=2048, seqs=256, sms=128)
-    large = A.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=1024, sms=132)
+    assert VP.vllm_batch_defaults(int(79.2 * gib), 9.0) == (8192, 1024)     # H100 80GB
+    assert VP.vllm_batch_defaults(int(79.2 * gib), 8.0) == (2048, 256)      # A100 80GB
+    assert VP.vllm_batch_defaults(int(23.6 * gib), 8.9) == (2048, 256)      # RTX 4090
+    assert VP.vllm_batch_defaults(int(139.8 * gib), 9.0) == (8192, 1024)    # H200
+    assert VP.vllm_batch_defaults(None, None) == (8192, 1024)               # unknown: the larger peak
+    small = VP.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=2048, seqs=256, sms=128)
+    large = VP.vllm_profile_bytes(LLAMA3_8B, 1, 2, tokens=8192, seqs=1024, sms=132)
     assert small < large / 3
 
 
@@ -208,9 +209,9 @@ def test_vllm_keeps_the_fused_moe_workspace_through_the_sampler():
     # TritonExperts at tp 2: workspace13 = M × top-k × max(N/2, K), workspace2 = M × top-k × max(N, K), N = 2I/tp
     n, k, m = 2 * MIXTRAL.moe_intermediate_size // 2, MIXTRAL.hidden_size, 8192
     ws = (max(m * 2 * max(n // 2, k), m * k) + m * 2 * max(n, k)) * 2
-    assert A.vllm_moe_workspace_bytes(MIXTRAL, 2, 2, m) == ws
-    assert A.vllm_moe_workspace_bytes(LLAMA3_8B, 2, 2, m) == 0
-    plain = A.vllm_profile_bytes(MIXTRAL, 2, 2, tokens=m, seqs=1024, sms=132)
-    assert A.vllm_profile_bytes(MIXTRAL, 2, 2, tokens=m, seqs=1024, sms=132, moe_workspace=True) == plain + ws
+    assert VP.vllm_moe_workspace_bytes(MIXTRAL, 2, 2, m) == ws
+    assert VP.vllm_moe_workspace_bytes(LLAMA3_8B, 2, 2, m) == 0
+    plain = VP.vllm_profile_bytes(MIXTRAL, 2, 2, tokens=m, seqs=1024, sms=132)
+    assert VP.vllm_profile_bytes(MIXTRAL, 2, 2, tokens=m, seqs=1024, sms=132, moe_workspace=True) == plain + ws
     # v0.19.0's log for Mixtral-8x7B-Instruct at tp 2 on H100s: 1.21 GiB
     assert (plain + ws) / 2**30 == pytest.approx(1.21, rel=0.05)

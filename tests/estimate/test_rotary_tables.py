@@ -5,9 +5,10 @@ import pytest
 from estimate_specs import LLAMA3_8B, QWEN25_05B
 from machines import machine, nvidia
 
-from fitcheck.estimate.inference import estimate_inference
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.transformers.releases import rotary_table_mode
 from fitcheck.estimate.result import WEIGHTS
-from fitcheck.plan import resolve_inference, rotary_table_mode
+from fitcheck.plan import resolve_inference
 from fitcheck.request import Request
 
 A100 = machine([nvidia("NVIDIA A100-SXM4-80GB", 81920, cc="8.0")])

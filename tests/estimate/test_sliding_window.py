@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
+from fitcheck.engines import get
 from fitcheck.estimate.formats import KV_DTYPE_BYTES
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 
@@ -97,9 +98,9 @@ def test_the_measured_prefill_cache_is_reproduced():
             if r["case_id"] == "prefill-gemma3-L6-bf16-L4096" and r["kv_cache_bytes"]]
     measured = int(rows[0]["kv_cache_bytes"])
     spec = replace(HAND_SPECS["google/gemma-3-1b-pt"], num_layers=6, num_sliding_layers=5)
-    est = kv_cache_bytes(spec, tokens=4096, sequences=1, kv_dtype="bf16", engine="transformers", prompt_tokens=4096,
+    est = kv_cache_bytes(spec, tokens=4096, sequences=1, kv_dtype="bf16", engine=get("transformers"), prompt_tokens=4096,
                          transformers_version=rows[0]["transformers_version"])
     assert est == pytest.approx(measured, rel=1e-3)
     # after the first decode step the sliding layers hold the window
-    decode = kv_cache_bytes(spec, tokens=4097, sequences=1, kv_dtype="bf16", engine="transformers")
+    decode = kv_cache_bytes(spec, tokens=4097, sequences=1, kv_dtype="bf16", engine=get("transformers"))
     assert decode == pytest.approx((1 * 4097 + 5 * 512) * 512 * 2, rel=1e-6)

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia
 
+from fitcheck.calibration import ALLOCATOR_SLACK_MIN
+from fitcheck.engines.training.memory import TRAINING_ALLOCATOR_SLACK, estimate_training, trained_params
 from fitcheck.estimate.allocator import MIN_LARGE_ALLOC, CachingAllocator
-from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN
 from fitcheck.estimate.result import OVERHEAD
-from fitcheck.estimate.training import TRAINING_ALLOCATOR_SLACK, estimate_training, trained_params
 from fitcheck.model.resolve import resolve_model
 from fitcheck.pipeline import check
 from fitcheck.plan import resolve_training

@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia
 
+from fitcheck.engines.training.memory import estimate_training, model_state_bytes
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.lora import lora_params, parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, GRADIENTS, LOGITS, MASTER_WEIGHTS, OPTIMIZER, WEIGHTS
-from fitcheck.estimate.training import estimate_training, model_state_bytes
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import resolve_training
 from fitcheck.request import Request
@@ -223,7 +223,7 @@ def test_cpu_heap_keeps_hidden_wide_blocks_per_layer_of_a_small_deep_model():
     # SmolLM2-135M (30 layers of 576), LoRA r8 on attention, fp32, 2 × 512 tokens: resident minus live
     # tensors measured 808 MiB (benchmarks/results/cpu-2026-12-01.csv, cpu-tensor-peaks-2026-12-01.csv),
     # 12.0 blocks of tokens × hidden × 4 B per layer; 15 % of the allocated 2,025 MiB is 304 MiB.
-    from fitcheck.estimate.training import CPU_HEAP_BLOCKS_PER_LAYER
+    from fitcheck.engines.training.memory import CPU_HEAP_BLOCKS_PER_LAYER
 
     e = cpu_est(SMOLLM2_135M, mode="lora", seq_len=512, batch=2, precision="fp32", lora_rank=8,
                 lora_targets="q_proj,k_proj,v_proj,o_proj")

@@ -9,13 +9,15 @@ from machines import machine, nvidia
 
 from fitcheck.cli import cli
 from fitcheck.cli.interactive_cmd import Answers, Invalid, apply_alternative, validate
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.transformers.releases import logits_mode
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.inference import estimate_inference
 from fitcheck.pipeline import check
-from fitcheck.plan import logits_mode, parse_transformers_version, resolve_inference
+from fitcheck.plan import resolve_inference
 from fitcheck.preflight.plan_file import parse_plan
 from fitcheck.preflight.run import request_for
 from fitcheck.request import Request
+from fitcheck.versions import parse_transformers_version
 
 RTX4090 = machine([nvidia()])
 
@@ -63,7 +65,7 @@ def test_an_old_release_holds_fp32_logits_for_every_prompt_position():
     # a current release: the layers' peak plus the last position's fp32 logits (the first token's
     # sampling tensors come after the layers are freed, and are smaller);
     # before 4.45 every position's bf16 logits and their fp32 copy, after the layers are done
-    from fitcheck.estimate.activations import transformers_prefill_bytes
+    from fitcheck.engines.transformers.activations import transformers_prefill_bytes
 
     layers = transformers_prefill_bytes(QWEN25_7B, 8192, 2)
     assert activations(None) == layers + QWEN25_7B.vocab_size * 4

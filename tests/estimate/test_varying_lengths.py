@@ -1,7 +1,7 @@
 """max_memory_reserved on a roomy GPU when lengths vary between steps: the caching allocator replayed
 over the estimate's own step tensors (fitcheck.estimate.varying_lengths)."""
 
-from fitcheck.estimate.training import step_activations, step_tensors
+from fitcheck.engines.training.memory import step_activations, step_tensors
 from fitcheck.estimate.varying_lengths import BinnedLengths, LengthMix, replay_steps
 from fitcheck.model.resolve import resolve_model
 from fitcheck.plan import TrainingPlan
@@ -172,13 +172,13 @@ FULL = PLAN.with_changes(mode="full", master_weights="none", grad_accum=2)
 def _full_tensors(plan=FULL):
     from dataclasses import replace
 
-    from fitcheck.estimate.training import trained_params
+    from fitcheck.engines.training.memory import trained_params
 
     return replace(step_tensors(QWEN1, plan), params=trained_params(QWEN1, plan))
 
 
 def test_full_fine_tunings_trained_parameters_are_the_models_tensors_in_backwards_order():
-    from fitcheck.estimate.training import trained_params
+    from fitcheck.engines.training.memory import trained_params
 
     p = trained_params(QWEN1, FULL)
     assert p is not None
@@ -194,7 +194,7 @@ def test_full_fine_tunings_trained_parameters_are_the_models_tensors_in_backward
 
 
 def test_lora_and_sharded_runs_keep_their_gradients_static():
-    from fitcheck.estimate.training import trained_params
+    from fitcheck.engines.training.memory import trained_params
 
     assert trained_params(QWEN1, PLAN) is None
     assert trained_params(QWEN1, FULL.with_changes(zero=2, gpus=2)) is None

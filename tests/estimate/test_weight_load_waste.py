@@ -3,9 +3,10 @@
 from estimate_specs import QWEN25_7B
 from machines import machine, nvidia
 
+from fitcheck.engines import estimate_inference
 from fitcheck.estimate.allocator import load_waste
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.inference import estimate_inference, weight_load_waste
+from fitcheck.estimate.parts import weight_load_waste
 from fitcheck.estimate.weights import weight_tensor_sizes
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import resolve_inference
@@ -56,7 +57,11 @@ def test_inference_overhead_counts_the_segments_once_per_gpu_share():
 
     # both transient slacks are at their 64 MiB floor: the difference is the waste of the weights GPU0 does not
     # hold (a little more than half: device_map="auto" caps GPU0 below an even share)
-    from fitcheck.estimate.inference import _weights, device_map_split
+    from fitcheck.engines import get
+
+    _weights = get("transformers").weights
+
+    from fitcheck.engines.transformers.memory import device_map_split
 
     wb = _weights(QWEN25_7B, "bf16")
     share = device_map_split(QWEN25_7B, wb, 2, two.gpu_total_bytes).weight_bytes[0] / wb.total

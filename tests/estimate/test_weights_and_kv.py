@@ -5,6 +5,7 @@ from estimate_specs import DEEPSEEK_V3, GEMMA2_9B, LLAMA2_7B, LLAMA3_8B, MIXTRAL
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fitcheck.engines import get
 from fitcheck.estimate.formats import WEIGHT_FORMATS, weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.weights import weight_bytes
@@ -45,13 +46,13 @@ def test_quantized_formats_keep_embeddings_16bit():
 
 def test_kv_cache_llama3_8b_is_128_kib_per_token():
     # 2 (K,V) x 8 KV heads x 128 head_dim x 32 layers x 2 bytes = 131,072 bytes per token.
-    assert kv_cache_bytes(LLAMA3_8B, tokens=1, sequences=1, kv_dtype="fp16", engine="vllm") == 131072
-    assert kv_cache_bytes(LLAMA3_8B, tokens=8192, sequences=4, kv_dtype="fp8", engine="vllm") == 131072 * 8192 * 4 // 2
+    assert kv_cache_bytes(LLAMA3_8B, tokens=1, sequences=1, kv_dtype="fp16", engine=get("vllm")) == 131072
+    assert kv_cache_bytes(LLAMA3_8B, tokens=8192, sequences=4, kv_dtype="fp8", engine=get("vllm")) == 131072 * 8192 * 4 // 2
 
 
 def test_gqa_explicit_head_dim_and_sliding_window():
     # gemma-2-9b: head_dim 256 (not 3584/16 = 224); half of its 42 layers attend to 4096 tokens.
-    long = kv_cache_bytes(GEMMA2_9B, tokens=8192, sequences=1, kv_dtype="bf16", engine="vllm")
+    long = kv_cache_bytes(GEMMA2_9B, tokens=8192, sequences=1, kv_dtype="bf16", engine=get("vllm"))
     per_layer_token = 2 * 8 * 256 * 2
     assert long == 21 * 8192 * per_layer_token + 21 * 4096 * per_layer_token
 
@@ -59,8 +60,8 @@ def test_gqa_explicit_head_dim_and_sliding_window():
 def test_mla_latent_vs_expanded():
     # DeepSeek-V3: vLLM/llama.cpp cache 512 + 64 latent elements per token per layer;
     # transformers caches 128 heads x (128 + 64 + 128).
-    latent = kv_cache_bytes(DEEPSEEK_V3, tokens=1000, sequences=1, kv_dtype="bf16", engine="vllm")
-    full = kv_cache_bytes(DEEPSEEK_V3, tokens=1000, sequences=1, kv_dtype="bf16", engine="transformers")
+    latent = kv_cache_bytes(DEEPSEEK_V3, tokens=1000, sequences=1, kv_dtype="bf16", engine=get("vllm"))
+    full = kv_cache_bytes(DEEPSEEK_V3, tokens=1000, sequences=1, kv_dtype="bf16", engine=get("transformers"))
     assert latent == 61 * 576 * 1000 * 2
     assert full == 61 * 128 * 320 * 1000 * 2
 
@@ -92,9 +93,9 @@ def _spec(d):
 @given(dims, st.integers(1, 100000), st.integers(1, 64))
 def test_kv_monotone_in_tokens_and_sequences(d, tokens, seqs):
     spec = _spec(d)
-    a = kv_cache_bytes(spec, tokens=tokens, sequences=seqs, kv_dtype="fp16", engine="vllm")
-    assert kv_cache_bytes(spec, tokens=tokens + 1, sequences=seqs, kv_dtype="fp16", engine="vllm") >= a
-    assert kv_cache_bytes(spec, tokens=tokens, sequences=seqs + 1, kv_dtype="fp16", engine="vllm") >= a
+    a = kv_cache_bytes(spec, tokens=tokens, sequences=seqs, kv_dtype="fp16", engine=get("vllm"))
+    assert kv_cache_bytes(spec, tokens=tokens + 1, sequences=seqs, kv_dtype="fp16", engine=get("vllm")) >= a
+    assert kv_cache_bytes(spec, tokens=tokens, sequences=seqs + 1, kv_dtype="fp16", engine=get("vllm")) >= a
 
 
 @given(dims)

@@ -1,5 +1,5 @@
-"""Weights kept in RAM while the GPU runs the rest: llama.cpp's MoE expert offload and vLLM's
-``--cpu-offload-gb``.  Pure.
+"""Weights kept in RAM while the GPU runs the rest: llama.cpp's MoE expert offload (and, for comparison, vLLM's
+``--cpu-offload-gb``, fitcheck.engines.vllm.memory.cpu_offload_bytes).  Pure.
 
 llama.cpp ``--n-cpu-moe N`` / ``--cpu-moe`` (common/arg.cpp, pinned below) add tensor-buffer
 overrides ``blk.{i}.ffn_(up|down|gate)_exps=CPU`` for the first N blocks (all blocks with
@@ -22,7 +22,7 @@ the always-active weights.  Published: Qwen3.5-35B-A3B Q4_K_M on a 12 GB RTX 407
 tok/s with Ollama's layer split and 34.6 tok/s with ``-ngl 99 --cpu-moe``
 (https://dev.to/kenimo49/rtx-4070-qwen-35b-28x-speedup-from-one-llamacpp-flag-cpu-moe-569o); the
 options came with https://github.com/ggml-org/llama.cpp/pull/15077 ("reduce the number until the
-model no longer fits on the GPU").  The ranking (fitcheck.alternatives) charges expert offload the
+model no longer fits on the GPU").  The ranking (fitcheck.search) charges expert offload the
 share of a decode step's weight bytes read from RAM, as it charges ``-ngl`` the share of layers on
 the CPU (which is the share of bytes those layers read from RAM).
 
@@ -41,7 +41,6 @@ from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
-from fitcheck.units import GiB
 
 # ggml's CUDA backend takes over an op whose weights live in host memory once its batch reaches
 # this many tokens (ggml_backend_cuda_device_offload_op; --no-op-offload turns it off).
@@ -73,8 +72,3 @@ def one_layer_expert_bytes(spec: ModelSpec, precision: str) -> int:
     """One MoE layer's routed expert tensors: what a prompt micro-batch copies to the GPU at a time."""
     moe = spec.num_moe_layers
     return int(expert_bytes(spec, precision) / moe) if moe else 0
-
-
-def cpu_offload_bytes(cpu_offload_gb: float) -> int:
-    """vLLM's --cpu-offload-gb in bytes (GiB, per GPU)."""
-    return int(cpu_offload_gb * GiB)

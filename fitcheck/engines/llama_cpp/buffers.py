@@ -5,7 +5,7 @@ A llama.cpp load prints one line per backend buffer: the model weights per devic
 host output buffer (logits), and the compute buffers the graph allocator reserves for the
 worst-case graph ("CUDA0 compute buffer size", "CUDA_Host compute buffer size").  This module
 holds the settings that decide those sizes (:class:`LlamaCppSetup`: the command line's -c, -np,
--ub, -fa, -ctk/-ctv, -ngl) and the sizes of the context's buffers; `inference._llama_cpp` adds the
+-ub, -fa, -ctk/-ctv, -ngl) and the sizes of the context's buffers; `fitcheck.engines.llama_cpp.memory` adds the
 weights, and `benchmarks/llamacpp_logs.py` checks both against published load logs.
 
 Sources, pinned (the release a rule holds for is said next to it):
@@ -28,10 +28,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fitcheck.engines import LLAMA_CPP_UBATCH
 from fitcheck.estimate.formats import KV_DTYPE_BYTES
-from fitcheck.estimate.kv_cache import LLAMA_CPP_SWA_ARCHITECTURES, LLAMA_CPP_SWA_PAD, kv_elements_per_token
 from fitcheck.model.spec import ModelSpec
+
+# llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (common/arg.cpp default 512).
+LLAMA_CPP_UBATCH = 512
+# The architectures whose loader sets a SWA pattern (src/llama-model.cpp, load_hparams: set_swa_pattern;
+# gguf_header._SWA_PATTERN, llama4's chunked attention n_swa 8192) keep a window-sized cache for their
+# sliding-window layers (llama-kv-cache-iswa.cpp): size_swa = GGML_PAD(min(size_base, n_swa × (unified ?
+# n_seq_max : 1) + n_ubatch), 256) cells per stream; --swa-full keeps size_base (every token).  The others
+# (Mistral v0.1, StarCoder2) keep every token.
+LLAMA_CPP_SWA_ARCHITECTURES = frozenset({"gemma2", "gemma3", "gemma3_text", "gpt_oss", "cohere2", "llama4"})
+LLAMA_CPP_SWA_PAD = 256
 
 F32 = 4
 # llama-context.cpp (L26): cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256) (llama.cpp PR #17046, November 2025).
@@ -128,8 +136,8 @@ def _layer_counts(spec: ModelSpec) -> tuple[int, int]:
 def kv_bytes(spec: ModelSpec, setup: LlamaCppSetup, layers: float | None = None) -> int:
     """KV (and recurrent state) bytes of `layers` of the model's layers (None: all; the full/sliding mix in
     proportion): cells × (n_embd_k_gqa × size(type_k) + n_embd_v_gqa × size(type_v)) per layer
-    (llama-kv-cache.cpp, L26).  MLA models keep the compressed latent (kv_cache.kv_elements_per_token)."""
-    per_token = kv_elements_per_token(spec, "llama.cpp")
+    (llama-kv-cache.cpp, L26).  MLA models keep the compressed latent (ModelSpec.kv_elements_per_token)."""
+    per_token = spec.kv_elements_per_token  # the MLA latent, as llama.cpp caches it
     elem = (KV_DTYPE_BYTES[setup.type_k] + KV_DTYPE_BYTES[setup.type_v]) / 2
     full, sliding = _layer_counts(spec)
     share = 1.0 if layers is None or not spec.num_layers else min(layers, spec.num_layers) / spec.num_layers

@@ -1,5 +1,7 @@
 """Will the installed stack run here?  Driver vs CUDA build, GPU vs the torch build's kernels, and the
 kernels a request needs.  Pure: tables with their sources, a SoftwareStack and a Machine in, issues out.
+The kernels' device rules (compute capabilities, device kinds) are the capability table's
+(fitcheck.engines.capabilities and each engine's rows); what is added here is what the installed packages say.
 
 Rules:
 1. Driver vs torch's CUDA build.  Each CUDA release needs a minimum driver (table below).  Within one
@@ -9,17 +11,19 @@ Rules:
 2. GPU vs the torch build.  A kernel compiled for sm_XY runs on compute capability X.Z with Z >= Y
    (same major): the GPU must have a binary in the build's list (table below), or it cannot run.
    A CUDA build on an AMD GPU, a ROCm build on an NVIDIA GPU, or a CPU-only build on either: cannot run.
-3. Kernels the request needs: flash-attention 2 (cc >= 8.0, flash-attn installed), fp8 (cc >= 8.9),
-   bitsandbytes (installed; no Apple Metal backend; ROCm from 0.44), vLLM (installed; cc >= 7.0; not on
-   Apple), vLLM's pinned torch.
+3. Kernels the request needs: flash-attention 2 and fp8 where the capability table runs them, flash-attn and
+   bitsandbytes installed (no Apple Metal backend; ROCm from BITSANDBYTES_ROCM_MIN), vLLM installed on a GPU its
+   table admits, vLLM's pinned torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fitcheck.engines.capabilities import ATTENTION_RUNS, BITSANDBYTES_ROCM_MIN, FP8, gpu_kind
 from fitcheck.machine import Machine, known
 from fitcheck.probe.software import SoftwareStack
+from fitcheck.versions import version_tuple
 
 # Minimum Linux x86_64 driver per CUDA release (the GA release of each minor version).
 # Source: NVIDIA CUDA Toolkit Release Notes, table 3 "CUDA Toolkit and Corresponding Driver Versions"
@@ -64,16 +68,6 @@ def torch_archs(torch_version: str, cuda: str) -> tuple[str, ...] | None:
         return _VOLTA_UP
     return archs
 
-# flash-attention 2: "Ampere, Ada, or Hopper GPUs" (Dao-AILab/flash-attention README, "Installation and
-# features": use FlashAttention 1.x for Turing).  fp8 tensor cores: cc 8.9 (Ada) and 9.0 (Hopper), CUDA C++
-# Programming Guide "Compute capabilities".  vLLM on CUDA: "compute capability 7.0 or higher" (vLLM docs,
-# "GPU installation, Requirements").  bitsandbytes: CUDA; the multi-backend preview adds ROCm from 0.44;
-# no Apple Metal backend (bitsandbytes docs, "Installation Guide").
-FLASH_ATTENTION_MIN_CC = (8, 0)
-FP8_MIN_CC = (8, 9)
-VLLM_MIN_CC = (7, 0)
-BITSANDBYTES_ROCM_MIN = (0, 44)
-
 BNB_PRECISIONS = ("int8", "nf4")
 BNB_OPTIMIZERS = ("adamw-8bit", "paged-adamw-8bit")
 
@@ -88,17 +82,6 @@ class Issue:
     @property
     def text(self) -> str:
         return f"{self.reason}: {self.fix}"
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    """'550.54.14' -> (550, 54, 14); non-numeric parts end the tuple ('2.5.1+cu124' -> (2, 5, 1))."""
-    out = []
-    for part in str(text).split("+")[0].split("."):
-        digits = "".join(ch for ch in part if ch.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
 
 
 def _cc(text: str) -> tuple[int, int] | None:
@@ -233,7 +216,8 @@ def _min_cc(machine: Machine) -> tuple[int, int] | None:
 
 
 def check_kernels(stack: SoftwareStack, machine: Machine, plan) -> list[Issue]:
-    """Rule 3: the kernels this plan needs, on this GPU with this stack."""
+    """Rule 3: the kernels this plan needs, on this GPU with this stack (the device rules from the capability
+    table, on the GPU of lowest compute capability)."""
     if stack.torch is None or plan is None:
         return []
     device = getattr(plan, "device", "gpu")
@@ -241,48 +225,70 @@ def check_kernels(stack: SoftwareStack, machine: Machine, plan) -> list[Issue]:
         return []
     vendor = machine.gpus[0].vendor if machine.gpus else None
     cc = _min_cc(machine)
+    kind = gpu_kind(machine.gpus[0]) if machine.gpus else "cpu"
+    cc_value = float(f"{cc[0]}.{cc[1]}") if cc is not None else None
     engine = getattr(plan, "engine", "transformers")
     precision = getattr(plan, "precision", "")
     out: list[Issue] = []
     if getattr(plan, "attention", None) == "flash":
-        if vendor == "nvidia" and cc is not None and cc < FLASH_ATTENTION_MIN_CC:
-            out.append(Issue("kernel", True, f"flash-attention 2 needs compute capability >= 8.0; this GPU has "
-                             f"{cc[0]}.{cc[1]}", "use --attention sdpa"))
+        problem = ATTENTION_RUNS["flash"].problem(kind, cc_value) if vendor == "nvidia" and cc is not None else None
+        if problem:
+            out.append(Issue("kernel", True, problem, "use --attention sdpa"))
         elif stack.get("flash-attn") is None:
             out.append(Issue("package", True, "--attention flash needs flash-attn, which is not installed",
                              "pip install flash-attn --no-build-isolation, or use --attention sdpa"))
     fp8 = precision == "fp8" or getattr(plan, "kv_dtype", None) == "fp8"
-    if fp8 and vendor == "nvidia" and cc is not None and cc < FP8_MIN_CC:
-        out.append(Issue("kernel", True, f"fp8 needs compute capability >= 8.9; this GPU has {cc[0]}.{cc[1]}",
+    problem = FP8.problem(kind, cc_value) if fp8 and vendor == "nvidia" and cc is not None else None
+    if problem:
+        out.append(Issue("kernel", True, problem.replace("FP8 kernels need", "fp8 needs"),
                          "use bf16/fp16, or int8/awq weights"))
     bnb = (engine == "transformers" and precision in BNB_PRECISIONS) or getattr(plan, "optimizer", "") in BNB_OPTIMIZERS
     if bnb:
-        installed = stack.get("bitsandbytes")
-        if vendor == "apple":
-            out.append(Issue("kernel", True, "bitsandbytes has no Apple Metal backend",
-                             "use a GGUF type with llama.cpp, or bf16 weights and a 32-bit optimizer"))
-        elif installed is None:
-            out.append(Issue("package", True, f"{precision if precision in BNB_PRECISIONS else 'an 8-bit optimizer'} "
-                             "needs bitsandbytes, which is not installed", "pip install bitsandbytes"))
-        elif vendor == "amd" and version_tuple(installed.version)[:2] < BITSANDBYTES_ROCM_MIN:
-            out.append(Issue("kernel", True, f"bitsandbytes {installed.version} has no ROCm backend",
-                             "install bitsandbytes >= 0.44 (multi-backend, ROCm preview)"))
-    if engine == "vllm":
-        vllm = stack.get("vllm")
-        if vendor == "apple":
-            out.append(Issue("kernel", True, "vLLM has no Apple Metal backend", "use llama.cpp"))
-        elif vllm is None:
-            out.append(Issue("package", True, "--engine vllm needs vLLM, which is not installed", "pip install vllm"))
-        else:
-            if vendor == "nvidia" and cc is not None and cc < VLLM_MIN_CC:
-                out.append(Issue("kernel", True, f"vLLM needs compute capability >= 7.0; this GPU has {cc[0]}.{cc[1]}",
-                                 "use llama.cpp or transformers"))
-            pinned = _pinned(vllm.requires, "torch")
-            if pinned and stack.torch.version != pinned:
-                out.append(Issue("package", True, f"vllm {vllm.version} requires torch=={pinned}; torch "
-                                 f"{stack.torch.version} is installed",
-                                 f"pip install torch=={pinned} (or the vllm release built for torch "
-                                 f"{stack.torch.version})"))
+        out += _bitsandbytes(stack, vendor, precision)
+    if engine != "transformers":
+        out += _engine_package(stack, machine, engine, vendor, cc, cc_value, kind)
+    return out
+
+
+def _bitsandbytes(stack: SoftwareStack, vendor: str | None, precision: str) -> list[Issue]:
+    installed = stack.get("bitsandbytes")
+    if vendor == "apple":
+        return [Issue("kernel", True, "bitsandbytes has no Apple Metal backend",
+                      "use a GGUF type with llama.cpp, or bf16 weights and a 32-bit optimizer")]
+    if installed is None:
+        return [Issue("package", True, f"{precision if precision in BNB_PRECISIONS else 'an 8-bit optimizer'} "
+                      "needs bitsandbytes, which is not installed", "pip install bitsandbytes")]
+    if vendor == "amd" and version_tuple(installed.version)[:2] < BITSANDBYTES_ROCM_MIN:
+        low = ".".join(map(str, BITSANDBYTES_ROCM_MIN))
+        return [Issue("kernel", True, f"bitsandbytes {installed.version} has no ROCm backend",
+                      f"install bitsandbytes >= {low} (multi-backend, ROCm preview)")]
+    return []
+
+
+def _engine_package(stack: SoftwareStack, machine: Machine, engine: str, vendor: str | None,
+                    cc: tuple[int, int] | None, cc_value: float | None, kind: str) -> list[Issue]:
+    """An engine run from this Python environment (vLLM): installed, on a GPU its table admits, with its torch."""
+    from fitcheck.engines import ENGINES
+
+    eng = ENGINES[engine]
+    if engine != "vllm":  # llama.cpp, SGLang and MLX run their own servers, not this environment's torch
+        return []
+    installed = stack.get(eng.distribution or engine)
+    if vendor == "apple":
+        return [Issue("kernel", True, f"{eng.title} has no Apple Metal backend", "use llama.cpp")]
+    if installed is None:
+        return [Issue("package", True, f"--engine {engine} needs {eng.title}, which is not installed",
+                      f"pip install {eng.distribution or engine}")]
+    out: list[Issue] = []
+    problem = eng.runs.problem(kind, cc_value) if vendor == "nvidia" and cc is not None else None
+    if problem:
+        out.append(Issue("kernel", True, problem, "use llama.cpp or transformers"))
+    pinned = _pinned(installed.requires, "torch")
+    if pinned and stack.torch is not None and stack.torch.version != pinned:
+        out.append(Issue("package", True, f"{eng.distribution} {installed.version} requires torch=={pinned}; torch "
+                         f"{stack.torch.version} is installed",
+                         f"pip install torch=={pinned} (or the {eng.distribution} release built for torch "
+                         f"{stack.torch.version})"))
     return out
 
 
@@ -326,6 +332,6 @@ def issue_dict(i: Issue) -> dict:
     return {"kind": i.kind, "blocking": i.blocking, "reason": i.reason, "fix": i.fix}
 
 
-__all__ = ["FLASH_ATTENTION_MIN_CC", "FP8_MIN_CC", "MIN_DRIVER_FOR_CUDA", "MIN_DRIVER_FOR_MAJOR", "TORCH_ARCHS",
+__all__ = ["MIN_DRIVER_FOR_CUDA", "MIN_DRIVER_FOR_MAJOR", "TORCH_ARCHS",
            "Issue", "StackCheck", "check_stack", "issue_dict", "min_driver", "newest_build_for_driver", "runs_on_cc",
            "version_tuple"]

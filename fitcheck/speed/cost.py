@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fitcheck.machine import Machine
+
+if TYPE_CHECKING:
+    from fitcheck.speed.efficiency import Rate
 
 # The default electricity price: the U.S. average retail price to residential customers in 2024,
 # 16.48 cents per kWh (U.S. Energy Information Administration, Electric Power Monthly, table 5.3,
@@ -181,3 +185,8 @@ __all__ = ["DEFAULT_AMORTIZE_YEARS", "DEFAULT_HOURS_PER_DAY", "DEFAULT_KWH_PRICE
            "KWH_PRICE_SOURCE", "CostSettings", "OwnedCost", "RunCost", "break_even_hours", "hours_per_million",
            "is_owned", "kwh_price_from", "machine_owned_cost", "owned_cost", "range_dict", "run_cost",
            "settings_dict"]
+
+
+def usd_per_million_tokens(usd_per_hour: float, rate: Rate) -> tuple[float, float]:
+    """(cheapest, dearest) price of a million generated tokens at an aggregate rate."""
+    return usd_per_hour / (rate.high * 3600) * 1e6, usd_per_hour / (rate.low * 3600) * 1e6

@@ -26,11 +26,12 @@ Peak = what persists through the step + the larger of (the forward/backward acti
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from fitcheck.engines import FSDP_STRATEGIES, shard_degree, sharding_stage
+from fitcheck.calibration import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
+from fitcheck.engines.transformers.releases import loss_shift_copy_mode, rotary_table_mode
 from fitcheck.estimate.allocator import MIN_LARGE_ALLOC, round_size, segment_size
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.inference import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
 from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices, parse_targets
 from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
 from fitcheck.estimate.result import (
@@ -46,6 +47,7 @@ from fitcheck.estimate.result import (
     DeviceNeed,
     Estimate,
 )
+from fitcheck.estimate.sharding import FSDP_STRATEGIES, shard_degree, sharding_stage
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, ActivationBytes, input_sites, training_activations
 from fitcheck.estimate.varying_lengths import StepTensors, TrainedParams
 from fitcheck.estimate.weights import (
@@ -55,8 +57,10 @@ from fitcheck.estimate.weights import (
     weight_bytes,
 )
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import TrainingPlan, loss_shift_copy_mode, rotary_table_mode
 from fitcheck.units import GiB
+
+if TYPE_CHECKING:
+    from fitcheck.plan import TrainingPlan
 
 TEMP_BUFFERS = "temp_buffers"
 # What PyTorch's caching allocator must hold beyond the live tensors of a training step.  Replaying
@@ -216,9 +220,11 @@ def _quant_scratch(spec: ModelSpec, plan: TrainingPlan) -> tuple[int, str]:
     if fmt.family in ("gptq", "awq"):
         # auto-gptq's QuantLinear dequantizes to fp16 and torch.matmul saves that weight for
         # backward: one layer at a time when recomputed under checkpointing, every layer otherwise.
-        per_layer = sum(m.rows_in * m.cols_out * m.per_layer * m.layers for m in linear_matrices(spec)) // spec.num_layers
+        per_layer = sum(m.rows_in * m.cols_out * m.per_layer * m.layers
+                        for m in linear_matrices(spec)) // spec.num_layers
         layers = 1 if plan.grad_checkpointing else spec.num_layers
-        return per_layer * 2 * layers, f"{layers} layer(s) of {fmt.name} weights dequantized to fp16 and saved for backward"
+        return per_layer * 2 * layers, (f"{layers} layer(s) of {fmt.name} weights dequantized to fp16 and saved "
+                                        "for backward")
     if fmt.family == "bnb":
         # bitsandbytes MatMul4Bit / MatMul8bitLt dequantize one weight at a time (forward and backward).
         per = 2 if plan.precision == "nf4" else 1
@@ -233,7 +239,8 @@ def _step_activations(spec: ModelSpec, plan: TrainingPlan, *, act_b: int, param_
     targets = parse_targets(plan.lora_targets) if plan.mode != "full" else None
     # Adapter branches: fp32 input copies when the adapters are fp32 on a 16-bit base (param_b is
     # the adapters' dtype), dropout copies and masks.
-    lora_saved = adapter_saved_bytes_per_token(spec, targets, plan.lora_rank, adapter_bytes=param_b, compute_bytes=act_b,
+    lora_saved = adapter_saved_bytes_per_token(spec, targets, plan.lora_rank, adapter_bytes=param_b,
+                                               compute_bytes=act_b,
                                                dropout=plan.lora_dropout) if targets else 0
     # A frozen base keeps no linear inputs; LoRA branches in the compute dtype without dropout
     # read the input tensor itself and keep it (fp32 casts and dropout copies are in lora_saved).
@@ -375,7 +382,8 @@ def gpu_allocator_reserve(spec: ModelSpec, plan: TrainingPlan, allocated: int, h
     if stranded > share:
         t = step_tensors(spec, plan)
         return stranded, (f"PyTorch caching-allocator reserve the step needs: {TRAINING_STRANDED_BLOCKS} block of the "
-                          f"loss's largest tensor ({plan.batch * plan.seq_len:,} tokens × {spec.vocab_size:,} vocabulary "
+                          f"loss's largest tensor ({plan.batch * plan.seq_len:,} tokens × {spec.vocab_size:,} "
+                          "vocabulary "
                           f"× {max(t.loss_bytes, t.compute_bytes)} B = {block / GiB:.2f} GiB), which the next step "
                           "strands in the allocator's cache at the loss's backward; more than "
                           f"{TRAINING_ALLOCATOR_SLACK:.0%} of allocated")
@@ -497,7 +505,8 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     if ds and stage in (1, 2):
         bucket = plan.ds_bucket_elements or spec.hidden_size ** 2
         buffers.append(Component(TEMP_BUFFERS, 2 * bucket * act_b,
-                                 f"DeepSpeed gradient buckets: 2 × reduce_bucket_size {bucket:,} × {act_b} B (overlap_comm)"))
+                                 f"DeepSpeed gradient buckets: 2 × reduce_bucket_size {bucket:,} × {act_b} B "
+                                 "(overlap_comm)"))
     if ds and stage == 3:
         largest_module = max(largest_matrix_params(spec), spec.vocab_size * spec.hidden_size)
         bucket = plan.ds_bucket_elements or spec.hidden_size ** 2
@@ -550,10 +559,12 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     comps += [
         Component(GRADIENTS, grads_shown, grads_why),
         Component(OPTIMIZER, gpu_opt, describe(plan.optimizer, state_b)
-                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
+                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "")
+                  + ("; on the CPU (offload)" if offload_opt else "")),
         Component(MASTER_WEIGHTS, gpu_master, ("fp32 copy of the trainable params" if master_b or emb_master_b else
                                                "none (trainable params are updated in place)")
-                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")),
+                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "")
+                  + ("; on the CPU (offload)" if offload_opt else "")),
     ]
     comps += buffers
     if rotary_table_mode(spec.architecture, plan.transformers_version):
@@ -576,7 +587,8 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         ]
         if grads_at_step > gpu_grads:
             comps.append(Component(TEMP_BUFFERS, grads_at_step - gpu_grads,
-                                   step_why if step_temp >= acts.recompute else "the last layer recomputed in backward"))
+                                   step_why if step_temp >= acts.recompute
+                                   else "the last layer recomputed in backward"))
     else:
         comps += [
             Component(ACTIVATIONS, acts.saved + max(acts.recompute - acts.logits, 0),
@@ -589,7 +601,8 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         if not late_grads and step_temp > fwd_bwd:
             # The step runs after backward freed the activations: only its excess over them adds.
             comps.append(Component(TEMP_BUFFERS, step_temp - fwd_bwd,
-                                   f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward has freed"))
+                                   f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward "
+                                   "has freed"))
     allocated = sum(c.bytes for c in comps)
     if on_cpu:
         heap, heap_why = cpu_heap_retention(spec, plan, act_b, allocated)
