@@ -76,6 +76,9 @@ class Option:
     nullable: bool = False            # "auto"/"none" typed means None
     envvar: str | None = None         # FITCHECK_* variable a user keeps the setting in (the command line wins)
     this_machine: bool = False        # about this machine (its disk): `where`, which judges profiles, has no use for it
+    # A choice of what to run, which an alternative keeps as set (fitcheck.search.routes); False for what describes
+    # the environment (the installed release): an alternative may propose another (an upgrade gives nothing up).
+    choice: bool = True
 
     @property
     def flag(self) -> str:
@@ -252,7 +255,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("cpu_offload_gb", ("--cpu-offload-gb",), "float", 0.0, modes=ONLY_INFERENCE, low=0, high=MAX_OFFLOAD_GIB,
            metavar="GiB",
            help="vLLM: GiB of weights per GPU kept in RAM and streamed to the GPU over PCIe in every forward pass."),
-    Option("transformers_version", ("--transformers-version",), "str", None,
+    Option("transformers_version", ("--transformers-version",), "str", None, choice=False,
            metavar="X.Y", check=_check_transformers_version, nullable=True, envvar="FITCHECK_TRANSFORMERS_VERSION",
            help="transformers version that will run the model (engine transformers). Before 4.45 the prompt's "
                 "logits are fp32 for every position, not just the last; training under 4.46–4.48 keeps a "

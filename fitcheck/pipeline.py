@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fitcheck.alternatives import Alternative, Outcome, changed_fields, find_alternatives, hybrid_advice, with_context
 from fitcheck.commands import engine_command, fitcheck_command, launch_lines
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
@@ -43,6 +42,8 @@ from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
 from fitcheck.request import Request
 from fitcheck.search.device import DeviceAdvice, advise_device
 from fitcheck.search.largest import largest_fitting
+from fitcheck.search.routes import Alternative, Outcome, changed_fields, find_alternatives, with_context
+from fitcheck.search.training_routes import hybrid_advice
 from fitcheck.speed.cost import CostSettings
 from fitcheck.speed.decode import SpeedEstimate, estimate_speed
 from fitcheck.speed.training import TrainingSpeed, estimate_training_speed

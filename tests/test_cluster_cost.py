@@ -1,4 +1,4 @@
-"""A cluster is a cost like quality (fitcheck.alternatives.COST_CLUSTER): one machine at 4-bit before 16-bit over
+"""A cluster is a cost like quality (fitcheck.search.rank.COST_CLUSTER): one machine at 4-bit before 16-bit over
 several nodes, and full fine-tuning over more nodes after LoRA and QLoRA on one."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import shlex
 
-from fitcheck.alternatives import COST_CLUSTER, COST_PER_NODE, COST_PER_QUALITY_STEP, SMALL_QUALITY_LOSS, cluster_cost
-from tests.test_training_ranking import alternatives, run
+from fitcheck.request import Request
+from fitcheck.search.rank import COST_CLUSTER, COST_PER_NODE, COST_PER_QUALITY_STEP, SMALL_QUALITY_LOSS, cluster_cost
+from tests.test_training_ranking import alternatives, every_candidate, run
 
 
 def index(alts: list[dict], *needles: str) -> int:
@@ -34,8 +35,12 @@ def test_one_machine_at_4bit_before_bf16_over_two_nodes():
 
 
 def test_full_fine_tuning_over_more_nodes_after_lora_and_qlora():
-    # Qwen2.5-7B full fine-tuning on one A100 80GB: FSDP over 3 nodes (cost 20) ranked before LoRA (25).
-    alts = alternatives("qwen-7b", "--mode", "full", "--profile", "a100-80gb")
-    lora, qlora = index(alts, "--mode lora"), index(alts, "--mode qlora")
-    fsdp = index(alts, "--nodes", "--fsdp full-shard")
+    # Qwen2.5-7B full fine-tuning on one A100 80GB: LoRA (25) and QLoRA (35) rank before FSDP over 3 nodes (20 + the
+    # cluster's 30); the check itself keeps the mode the user set and offers the nodes.
+    every = every_candidate("qwen-7b", Request(mode="full"), "a100-80gb")
+    lora = next(i for i, a in enumerate(every) if a.request.mode == "lora")
+    qlora = next(i for i, a in enumerate(every) if a.request.mode == "qlora")
+    fsdp = next(i for i, a in enumerate(every) if a.plan.nodes > 1 and a.request.fsdp == "full-shard")
     assert lora < qlora < fsdp
+    alts = alternatives("qwen-7b", "--mode", "full", "--profile", "a100-80gb")
+    assert all("--mode full" in a["fitcheck_command"] for a in alts) and index(alts, "--nodes", "--fsdp full-shard")

@@ -193,16 +193,18 @@ def test_vllm_cpu_offload_implies_vllm_and_its_command_says_so():
 
 
 def test_vllm_cpu_offload_is_the_last_resort_alternative():
-    from fitcheck.alternatives import COST_STREAMED, _Search, _streamed_offload, find_alternatives
     from fitcheck.pipeline import Evaluator
+    from fitcheck.search.inference_routes import _context, streamed
+    from fitcheck.search.rank import COST_STREAMED
+    from fitcheck.search.routes import find_alternatives
 
     s, machine = spec("qwen-14b"), load_profile("rtx-4090")
     request = Request(engine="vllm")
     evaluate = Evaluator(s, machine)
     plan = evaluate.outcome(request).plan
-    search = _Search(request.with_changes(precision=plan.precision), evaluate)
-    _streamed_offload(search, s, request.with_changes(precision=plan.precision), plan, machine, evaluate)
-    (alt,) = search.found
+    c = _context(s, request, plan, machine, evaluate)
+    streamed(c)
+    (alt,) = c.s.found
     gib = alt.plan.cpu_offload_gb
     assert gib >= 1 and alt.verdict.status in (FITS, TIGHT) and alt.cost >= COST_STREAMED
     # the fewest whole GiB: one less does not run

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitcheck.alternatives import (
+from fitcheck.cli import cli
+from fitcheck.search.rank import (
     MUCH_SLOWER,
     READ_ALONG_TOKENS_PER_S,
     SMALL_QUALITY_LOSS,
@@ -17,7 +18,6 @@ from fitcheck.alternatives import (
     much_faster,
     speed_order,
 )
-from fitcheck.cli import cli
 
 
 def run(*args: str):
@@ -102,11 +102,12 @@ def test_where_picks_a_machines_precision_in_checks_order_speed_included():
     # The precision `where` falls back to (fitcheck.alternatives.best_precision) for Qwen3-30B-A3B on an RTX 5090:
     # by cost alone bitsandbytes LLM.int8 through transformers (one quality step, tight, ~5 tok/s); in check's
     # order llama.cpp's Q4_K_M build (hundreds of tok/s), check's own first alternative there.
-    from fitcheck.alternatives import COST_PER_QUALITY_STEP, COST_TIGHT, best_precision
     from fitcheck.model.resolve import resolve_model
     from fitcheck.pipeline import Evaluator, check
     from fitcheck.profiles import load_profile
     from fitcheck.request import Request
+    from fitcheck.search.best import best_precision
+    from fitcheck.search.rank import COST_PER_QUALITY_STEP, COST_TIGHT
 
     model, machine = resolve_model("qwen3-30b-a3b"), load_profile("rtx-5090")
     evaluate = Evaluator(model.spec, machine)

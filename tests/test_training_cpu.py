@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from fitcheck.alternatives import find_alternatives
 from fitcheck.cli import cli
 from fitcheck.commands import engine_command, fitcheck_command
 from fitcheck.errors import FitcheckError
@@ -20,6 +19,7 @@ from fitcheck.pipeline import Evaluator
 from fitcheck.plan import resolve_training
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.search.routes import find_alternatives
 
 NO_GPU = "github-ubuntu-latest"
 GPU = "rtx-4090"
@@ -276,7 +276,7 @@ def test_cpu_alternatives_never_consider_gpu_only_changes(profile, device, mode)
 def test_cpu_alternatives_keep_what_applies_on_the_cpu():
     alts, _ = _alternatives(NO_GPU, mode="full", batch=4)
     kinds = {k for a in alts for k, _ in a.changes}
-    assert {"grad_checkpointing", "batch", "mode"} <= kinds
+    assert {"grad_checkpointing", "batch"} <= kinds and "mode" not in kinds  # --mode is the user's
 
 
 def test_gpu_alternatives_still_offer_gpu_levers():

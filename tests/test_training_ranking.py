@@ -8,8 +8,9 @@ import shlex
 
 from click.testing import CliRunner
 
-from fitcheck.alternatives import COST_CHECKPOINTING, COST_QLORA, same_effective_batch
 from fitcheck.cli import cli
+from fitcheck.search.rank import COST_CHECKPOINTING, COST_QLORA
+from fitcheck.search.routes import same_effective_batch
 
 
 def run(*args: str):
@@ -26,14 +27,37 @@ def check_of(command: str) -> dict:
     return json.loads(run(*shlex.split(command)[1:], "--json").output)
 
 
+def every_candidate(model: str, request, profile: str) -> list:
+    """Every candidate the training routes propose, ranked, those that change a field the user set (the mode)
+    included: what a check offers only when nothing that keeps them fits."""
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.pipeline import Evaluator, check
+    from fitcheck.profiles import load_profile
+    from fitcheck.search.routes import Search
+    from fitcheck.search.training_routes import candidates
+
+    resolved, machine = resolve_model(model), load_profile(profile)
+    plan = check(resolved, request, machine, alternatives=False, search=False).plan
+    s = Search(request, Evaluator(resolved.spec, machine), relax=True)
+    candidates(s, resolved.spec, request, plan, machine, 0.0)
+    return list(s.ranked_for_training(20))
+
+
 def test_qlora_says_and_pays_for_the_checkpointing_its_recipe_turns_on():
     # Llama-3.1-8B LoRA on an RTX 4090: QLoRA (peft's prepare_model_for_kbit_training checkpoints) read "QLoRA:
     # LoRA on a 4-bit NF4 base" and cost the 4-bit base alone, as if it kept LoRA's speed.
-    alts = alternatives("llama-3.1-8b", "--mode", "lora", "--profile", "rtx-4090")
-    qlora = next(a for a in alts if "--mode qlora" in a["fitcheck_command"])
-    assert "gradient checkpointing" in qlora["title"]
-    assert qlora["cost"] == COST_QLORA + COST_CHECKPOINTING
-    assert check_of(qlora["fitcheck_command"])["request"]["grad_checkpointing"] is True
+    # QLoRA changes the --mode the user set, so a check offers it only when nothing in LoRA fits; the route says
+    # and charges it all the same.
+    from fitcheck.request import Request
+
+    qlora = next(a for a in every_candidate("llama-3.1-8b", Request(mode="lora"), "rtx-4090")
+                 if a.request.mode == "qlora")
+    assert "gradient checkpointing" in qlora.title
+    assert qlora.cost == COST_QLORA + COST_CHECKPOINTING
+    assert qlora.plan.grad_checkpointing is True
+    # the check itself keeps the mode
+    assert all("--mode lora" in a["fitcheck_command"] for a in alternatives("llama-3.1-8b", "--mode", "lora",
+                                                                            "--profile", "rtx-4090"))
 
 
 def test_no_option_gives_up_more_for_nothing():
@@ -74,6 +98,14 @@ def test_full_fine_tuning_gives_up_speed_then_precision_then_what_is_trained_the
     assert "--mode" in first and first[first.index("--mode") + 1] == "full"
     # pure bf16 alone runs, tight (precision given up, no speed); checkpointing comes with it where more is needed
     assert "--master-weights" in first or "--grad-checkpointing" in first
-    order = [next(i for i, c in enumerate(commands) if needle in c)
-             for needle in ("--grad-checkpointing", "--mode lora", "--mode qlora", "--nodes")]
+    # every alternative keeps full fine-tuning (the mode the user set); the routes that change it rank after the
+    # cheap steps, and more nodes after LoRA and QLoRA
+    assert all(shlex.split(c)[shlex.split(c).index("--mode") + 1] == "full" for c in commands)
+    from fitcheck.request import Request
+
+    every = every_candidate("qwen-7b", Request(mode="full"), "a100-80gb")
+    kinds = ["checkpointing" if a.request.grad_checkpointing and a.request.mode == "full" and a.plan.nodes == 1
+             else a.request.mode if a.request.mode != "full" else "nodes" if a.plan.nodes > 1 else "other"
+             for a in every]
+    order = [kinds.index(k) for k in ("checkpointing", "lora", "qlora", "nodes")]
     assert order == sorted(order) and order[1] > 0

@@ -20,11 +20,11 @@ from typing import Any
 
 import click
 
-from fitcheck.alternatives import changed_fields
 from fitcheck.bounded import short_number
 from fitcheck.errors import FitcheckError
 from fitcheck.options import BY_NAME, DEFAULTS, OPTIONS
 from fitcheck.request import Request, base_of_mode
+from fitcheck.search.routes import changed_fields
 
 QUIT = ("q", "quit", "exit")
 DEFAULT_MODEL = "qwen-7b"

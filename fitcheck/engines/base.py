@@ -61,6 +61,11 @@ class Engine:
     preferred_on: ClassVar[frozenset[str]] = frozenset()
 
     @property
+    def route_family(self) -> str:
+        """Which family of alternatives it is in, for the ranking's one-per-family rule (fitcheck.search.rank)."""
+        return "serving" if self.pooled else self.name
+
+    @property
     def pooled(self) -> bool:
         return self.batch == POOLED
 
@@ -151,6 +156,7 @@ class Engine:
     batch_words: ClassVar[str] = "concurrent sequences"   # what --batch means, in the assumptions
     # How a sentence names its way of serving across nodes ("llama.cpp's RPC backend").
     multi_node_words: ClassVar[str] = ""
+    nodes_words: ClassVar[str] = ""   # how an alternative's title names its layout over more nodes
 
     def default_why(self, precision: str) -> str:
         """Why the capability table's default engine for ``precision`` here is this one (the assumption's words)."""

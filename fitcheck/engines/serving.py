@@ -204,26 +204,12 @@ def expert_parallel(engine: ServingEngine, spec: ModelSpec, plan: Plan) -> Any:
 
 # ---- decode under CUDA graphs: each layer's kernels (fitcheck.speed.efficiency.GRAPH_KERNEL_LATENCY_S's table) ------
 GQA_ATTENTION_KERNELS = 6
-
-
 QK_NORM_KERNELS = 2
-
-
 MLA_ATTENTION_KERNELS = 14
-
-
 DENSE_MLP_KERNELS = 4
-
-
 MOE_BLOCK_KERNELS = 8
-
-
 GROUPED_TOPK_EXTRA_KERNELS = 7   # grouped top-k's ~8 torch ops in place of topk_softmax's one
-
-
 SHARED_EXPERT_KERNELS = 4
-
-
 _BLOCK_QUANT_PRECISIONS = ("fp8",)
 
 

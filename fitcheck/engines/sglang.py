@@ -79,6 +79,7 @@ class Sglang(ServingEngine):
     reserved_fact = "sglang_static_bytes"
 
     multi_node_words = "SGLang's (tensor parallel over all nodes)"
+    nodes_words = "tensor parallel"
 
     def layout(self, plan: Plan) -> str:
         if plan.device != "cpu" and not plan.expert_parallel and plan.world > 1:

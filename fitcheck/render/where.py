@@ -201,9 +201,9 @@ def best_precision_row(spec, request: Request, row: WhereRow, headroom: float) -
     checks it.  Where check offers none such (it shortens the context or rents nodes instead), the best
     precision that runs fully on the device, ranked as check ranks (fitcheck.alternatives.best_precision);
     ``row`` when nothing runs."""
-    from fitcheck.alternatives import best_precision
     from fitcheck.model.resolve import ResolvedModel
     from fitcheck.pipeline import check, evaluator
+    from fitcheck.search.best import best_precision
 
     if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
         return row
@@ -232,7 +232,7 @@ def multi_node_row(spec, request: Request, machine: Machine, headroom: float) ->
     """The fewest nodes of a cloud ``machine`` (2..MAX_WHERE_NODES) that serve ``request`` with vLLM
     (tensor parallel within a node × pipeline parallel across nodes), or with SGLang (tensor parallel over all
     nodes) when the request names it, or None."""
-    from fitcheck.alternatives import fewest_nodes
+    from fitcheck.search.routes import fewest_nodes
 
     if machine.kind != "cloud" or not machine.gpus or request.engine not in (None, "vllm", "sglang") \
             or request.nodes != 1:
@@ -291,7 +291,7 @@ def multi_node_ep_row(spec, request: Request, machine: Machine, headroom: float,
     """The fewest nodes of a cloud ``machine`` that serve an MoE ``request`` expert parallel, when that is fewer
     nodes than ``than`` (the tensor × pipeline parallel row, None when none fits) or it fits where that does not."""
     from fitcheck import engines
-    from fitcheck.alternatives import fewest_nodes
+    from fitcheck.search.routes import fewest_nodes
 
     if not spec.is_moe or machine.kind != "cloud" or not machine.gpus or request.nodes != 1 \
             or request.engine not in (None, *engines.EXPERT_PARALLEL_ENGINES):

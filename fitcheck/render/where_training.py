@@ -164,8 +164,8 @@ def multi_node_training_row(spec, request: Any, machine: Machine, headroom: floa
     Hybrid sharding keeps a replica per node, so more nodes never lower its per-GPU need: not tried.  Only
     profiles that give the link between nodes ([cluster] inter_node_gbps): sharded training moves hundreds
     of GB per step over it, so a node without a described fabric is not offered as a cluster."""
-    from fitcheck.alternatives import fewest_nodes
     from fitcheck.estimate.sharding import FSDP_STRATEGIES
+    from fitcheck.search.routes import fewest_nodes
 
     if machine.kind != "cloud" or not machine.gpus or request.nodes != 1 or machine.cluster is None \
             or machine.cluster.inter_node_gbps is None:

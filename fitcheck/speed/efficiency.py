@@ -36,8 +36,6 @@ DECODE_BANDWIDTH = {
                       "llama.cpp on a 13900K (DDR5-6400) reads 7B Q4_0 at ~70 GB/s of 102 GB/s; "
                       "Xeon and Apple CPU clusters reach 40–50 % of rated bandwidth"),
 }
-
-
 # Prefill runs large matmuls.  llama.cpp pp (7B F16, XiongjieDai/GPU-Benchmarks-on-LLM-Inference):
 # RTX 4090 7,245 t/s × 13.5 GFLOP = 98 TFLOP/s of 165 (0.59); M3 Max 0.73; M2 Ultra 0.68; A100 only
 # 0.22 (llama.cpp's CUDA kernels then).  CPUs: 0.2–0.5 (llamafile tinyBLAS, J. Tunney 2024,
@@ -47,8 +45,6 @@ PREFILL_MFU = {
                                                       "peak on A100, RTX 4090 and M-series GPUs"),
     "cpu": Efficiency("prefill MFU (CPU)", 0.2, 0.5, "llama.cpp/llamafile matmuls reach 20–50 % of CPU peak"),
 }
-
-
 # transformers' concatenation of the KV cache (DynamicCache.update, kv_traffic) runs at a fraction of the decode
 # bandwidth: PyTorch's torch.cat took vector loads only for 4- and 8-byte types (pytorch/pytorch#102815) until
 # pytorch/pytorch#150233 (2025) added 8-byte loads for bf16/fp16, so a bf16 cat moves one 2-byte element per load and
@@ -63,16 +59,12 @@ PREFILL_MFU = {
 KV_CONCAT_BANDWIDTH = Efficiency("KV-cache torch.cat (transformers), share of the decode bandwidth", 0.475, 0.514,
                                  "torch.cat moves 2-byte elements without vector loads before PyTorch pull request "
                                  "#150233, whose timings put it at 0.48–0.51 of the vectorised byte rate")
-
-
 # Training MFU: PaLM 46 % (Chowdhery et al. 2022), Megatron-LM 52 % of A100 peak (Narayanan et al.
 # 2021); single-GPU Hugging Face fine-tuning is lower (30–40 %).  CPUs: 10–30 %.
 TRAINING_MFU = {
     "gpu": Efficiency("training MFU (GPU)", 0.3, 0.5, "PaLM 46 %, Megatron-LM 52 %, Trainer fine-tuning 30–40 %"),
     "cpu": Efficiency("training MFU (CPU)", 0.1, 0.3, "CPU training runs far below peak"),
 }
-
-
 # A decoder layer under CUDA graphs (vLLM, SGLang) at decode batch sizes is bound by its kernels' latency as well as
 # by the bytes they read: router, top-k, norms, rotary, the attention kernel and the activations each cost a few µs
 # of GPU time whatever they read, and the graph runs them one after the other, after or before the weight-reading
@@ -105,12 +97,8 @@ TRAINING_MFU = {
 GRAPH_KERNEL_LATENCY_S = Efficiency("decode latency per kernel (CUDA graphs)", 4.4e-6, 12.4e-6,
                                     "DeepSeek-V3/R1 on one 8× H200 node: 4.4 µs (SGLang 0.5.7) to 12.4 µs "
                                     "(SGLang 0.4.1) per kernel of its ~39 a layer at small batch")
-
-
 # A CPU decodes fast enough for one reader at this rate (people read ~5–10 tokens/s).
 CPU_ENOUGH_TOKENS_PER_S = 20.0
-
-
 GPU_BETTER_RATIO = 1.5  # below this speed-up a GPU "adds little"
 
 

@@ -19,8 +19,6 @@ from fitcheck.speed.efficiency import TRAINING_MFU, Efficiency, Rate, matmul_par
 
 # ---- training ----------------------------------------------------------------------------------
 TRAINING_FLOPS_PER_PARAM = {"full": 6.0, "lora": 4.0, "qlora": 4.0}
-
-
 RECOMPUTE_FLOPS_PER_PARAM = 2.0  # activation checkpointing repeats the forward pass: +2P
 
 

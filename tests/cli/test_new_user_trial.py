@@ -336,7 +336,7 @@ def test_at_equal_cost_a_comfortable_alternative_ranks_before_a_tight_one():
 def test_equal_cost_puts_the_comfortable_fit_first():
     from types import SimpleNamespace
 
-    from fitcheck.alternatives import _rank
+    from fitcheck.search.rank import rank_key as _rank
 
     tight = SimpleNamespace(cost=35.0, verdict=SimpleNamespace(status="tight"))
     fits = SimpleNamespace(cost=35.0, verdict=SimpleNamespace(status="fits"))

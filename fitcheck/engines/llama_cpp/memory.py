@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 # ggml's CUDA backend: context plus cuBLAS handle, smaller than PyTorch's.
 LLAMA_CPP_CUDA_CONTEXT = 320 * MiB
-
-
 LLAMA_CPP_CPU_RUNTIME = 100 * MiB
 
 

@@ -13,13 +13,9 @@ from fitcheck.versions import parse_transformers_version
 # computes logits for the last position only.  Before it, Llama-style models computed them for
 # every prompt position and upcast them (`logits = logits.float()` in *ForCausalLM.forward).
 LAST_LOGITS_SINCE = (4, 45)
-
-
 # Remote-code architectures whose forward has no logits_to_keep and keeps the compute dtype
 # (Qwen(1) modeling_qwen.py: `lm_logits = self.lm_head(hidden_states)`).
 _ALL_LOGITS_ARCHITECTURES = frozenset({"qwen"})
-
-
 # transformers 4.36 made SDPA the default attn_implementation (`_autoset_attn_implementation`,
 # torch >= 2.1.1); before it Llama-family models ran LlamaAttention (eager): `attn_weights =
 # torch.matmul(query_states, key_states.transpose(2, 3))`, then `softmax(attn_weights, dim=-1,
@@ -27,8 +23,6 @@ _ALL_LOGITS_ARCHITECTURES = frozenset({"qwen"})
 # v4.35.2/src/transformers/models/llama/modeling_llama.py (LlamaAttention.forward); measured:
 # benchmarks/results/cpu-inference-peaks-2026-12-01.csv (4.35.2 runs eager only).
 SDPA_DEFAULT_SINCE = (4, 36)
-
-
 # Releases whose generate() passed the legacy tuple cache between steps: the model's
 # DynamicCache.from_legacy_cache wraps the old tensors, torch.cat builds new ones, and the old tuple
 # stays referenced by generate's model_kwargs until the step returns (v4.38.2 generation/utils.py,
@@ -36,8 +30,6 @@ SDPA_DEFAULT_SINCE = (4, 36)
 # `next_cache = next_decoder_cache.to_legacy_cache() if use_legacy_cache`).  Measured across releases:
 # benchmarks/results/cpu-inference-peaks-2026-12-01.csv.
 DYNAMIC_CACHE_SINCE = (4, 42)
-
-
 # Training's loss: transformers 4.46 moved it into loss_utils.ForCausalLMLoss, which upcast the
 # logits to fp32 and then shifted them with a contiguous copy (`logits = logits.float()`,
 # `shift_logits = logits[..., :-1, :].contiguous()`): at batch > 1 one more fp32 vocabulary-sized
@@ -47,16 +39,10 @@ DYNAMIC_CACHE_SINCE = (4, 42)
 # https://github.com/huggingface/transformers/pull/35646; measured with the HF Trainer:
 # benchmarks/results/cpu-kbit-step-2026-12-01.csv (4.47.1 against 5.24.0).
 LOSS_SHIFT_COPY_RELEASES = ((4, 46), (4, 49))  # [first, last + 1)
-
-
 # transformers 4.38 expands a max_position_embeddings² causal mask per forward for these
 # (activations.static_causal_mask_bytes); 4.39 sizes the mask to the sequence again.
 STATIC_MASK_RELEASES = frozenset({(4, 38)})
-
-
 STATIC_MASK_ARCHITECTURES = frozenset({"llama", "gemma"})
-
-
 # Releases whose rotary embedding precomputes cos/sin tables for every position in every attention
 # layer: `self.rotary_emb = Qwen2RotaryEmbedding(head_dim, max_position_embeddings=...)` in each
 # attention module, whose __init__ calls `_set_cos_sin_cache(seq_len=max_position_embeddings, ...,
@@ -70,8 +56,6 @@ STATIC_MASK_ARCHITECTURES = frozenset({"llama", "gemma"})
 # releases before those checked kept the same Llama-style rotary module since the model was added.
 ROTARY_TABLE_RELEASES = {"qwen2": ((4, 37), (4, 45)), "qwen2_moe": ((4, 40), (4, 45)),
                          "mistral": ((4, 34), (4, 42)), "llama": ((4, 0), (4, 41))}
-
-
 # Remote-code architectures that keep tuple caches whatever the release (Qwen(1) modeling_qwen.py:
 # `present = (key, value)` after `torch.cat((past_key, key), dim=1)`; ChatGLM likewise).
 _LEGACY_CACHE_ARCHITECTURES = frozenset({"qwen", "chatglm"})

@@ -23,8 +23,6 @@ HOST_PER_LAYER_SLOW_KERNELS = Efficiency("host time per layer (transformers, AWQ
                                          1.35e-3, "AWQ and GPTQ-Int8 kernels: Qwen2.5-0.5B on A100 spends "
                                          "1.1–1.2 ms per layer per token")
 _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
-
-
 # ---- transformers (eager PyTorch): host work counted in operator calls ------------------------------------------
 # HOST_OVERHEAD_PER_LAYER_S["transformers"] is the host time of one decoder layer.  Where a layer does more host
 # work than a plain decoder layer (an MoE block's Python loop over experts, FP8Linear's Triton launches and
@@ -37,25 +35,15 @@ _SLOW_KERNEL_FAMILIES = ("awq", "bnb")
 # Qwen2FlashAttention2 / Qwen2RMSNorm / Qwen2MLP).  Per-head q/k RMSNorm (Qwen3) adds 2 × 8.
 # https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/qwen2/modeling_qwen2.py
 TRANSFORMERS_LAYER_OPS = 42
-
-
 TRANSFORMERS_QK_NORM_OPS = 16
-
-
 TRANSFORMERS_MLP_OPS = 5
-
-
 # The sparse MoE block's Python loop (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock
 # .forward), per expert it visits: torch.where on the routing mask (a nonzero, and the copy of its size to the
 # host: a sync), index the tokens, gate/act/up/mul/down, index the routing weights, scale, index_add_ = 11 calls.
 # Before the loop: router linear, softmax, topk, sum, div, to, zeros, one_hot = 8 (in place of the MLP's 5).
 # https://github.com/huggingface/transformers/blob/v4.51.3/src/transformers/models/qwen3_moe/modeling_qwen3_moe.py#L252-L289
 TRANSFORMERS_EXPERT_VISIT_OPS = 11
-
-
 TRANSFORMERS_ROUTER_OPS = 8
-
-
 # From the releases below the loop visits only the experts that got tokens, after finding them: sum, gt, nonzero
 # and its size's copy, tolist = 5 calls (`expert_hitted = (expert_mask.sum(dim=(-1, -2)) > 0).nonzero(...)
 # .tolist()`, modeling_mixtral.py v4.52.4); before them it visits every expert, tokens or not (`for expert_idx in
@@ -63,20 +51,14 @@ TRANSFORMERS_ROUTER_OPS = 8
 # 4.53.3, 4.54.1, 4.55.4: dbrx, deepseek_v3, dots1, glm4_moe, jamba, olmoe and phimoe still visit every expert in
 # 4.55.4 (4.56–4.57 not checked); MiniMax (4.53), Ernie 4.5 MoE (4.54) and gpt-oss (4.55) arrived with the hit loop.
 TRANSFORMERS_HIT_SCAN_OPS = 5
-
-
 EXPERT_HIT_LOOP_SINCE = {"mixtral": (4, 52), "qwen2_moe": (4, 52), "qwen3_moe": (4, 53), "minimax": (4, 53),
                          "ernie4_5_moe": (4, 54), "gpt_oss": (4, 55)}
-
-
 # From 5.0 the experts run through `grouped_mm_experts_forward` by default (integrations/moe.py,
 # get_correct_experts_implementation: "grouped_mm" unless asked otherwise; torch >= 2.9): no loop; its calls: arange,
 # index, 2 argsorts, 3 gathers, float, histc, cumsum, 2 grouped_mm, act and mul, mul, index, sum = 17, and a router
 # of 6 (linear, softmax, topk, sum, div, to), 23 in place of the MLP's 5.
 # https://github.com/huggingface/transformers/blob/v5.0.0/src/transformers/integrations/moe.py
 GROUPED_MM_EXPERTS_SINCE = (5, 0)
-
-
 TRANSFORMERS_GROUPED_MOE_OPS = 23
 
 
@@ -117,24 +99,14 @@ def expert_visits(spec: ModelSpec, batch: int, loop: str) -> float:
 # vLLM (CUTLASS/Triton FP8 GEMMs in CUDA graphs) and llama.cpp have no such wait.
 # https://github.com/huggingface/transformers/blob/v4.51.3/src/transformers/integrations/finegrained_fp8.py#L331-L353
 SERIAL_HOST_PRECISIONS = frozenset({"fp8"})
-
-
 FP8_LINEAR_EXTRA_OPS = 3
-
-
 FP8_LINEAR_TRITON_LAUNCHES = 2
-
-
 # A Triton kernel's launch from Python (JITFunction.run: binding the arguments, the cache lookup, the C launcher):
 # tritonbench's launch_latency benchmark times a no-op kernel at 5.7 µs with no arguments and 13.2 µs with 19
 # (Triton 3.5, github.com/meta-pytorch/tritonbench/pull/669); _w8a8_block_fp8_matmul takes 21 arguments.
 TRITON_LAUNCH_S = Efficiency("Triton kernel launch from Python", 5.7e-6, 13.2e-6,
                              "tritonbench launch_latency: a no-op Triton 3.5 kernel with 0 to 19 arguments")
-
-
 ATTENTION_LINEARS = 4   # q, k, v, o
-
-
 MLP_LINEARS = 3         # gate, up, down
 
 

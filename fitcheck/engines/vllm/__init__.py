@@ -54,6 +54,7 @@ class Vllm(ServingEngine):
     reserved_fact = "vllm_reserved_bytes"
 
     multi_node_words = "vLLM's (tensor parallel within a node, pipeline parallel across nodes)"
+    nodes_words = "tensor parallel within a node × pipeline parallel"
 
     def layout(self, plan: Plan) -> str:
         if plan.device != "cpu" and not plan.expert_parallel and plan.nodes > 1:

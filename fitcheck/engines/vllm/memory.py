@@ -43,17 +43,9 @@ if TYPE_CHECKING:
 #   at 27 layers, gpt-oss-20b 1.55 at 24).  With --enforce-eager there are none.
 # tests/benchmarks/test_vllm_startup_logs.py holds every logged row at or under the envelope.
 VLLM_INIT_ONE_RANK = TORCH_CUDA_CONTEXT
-
-
 VLLM_INIT_RANKS = int(2.05 * 1024) * MiB
-
-
 VLLM_GRAPHS_BASE = int(0.40 * 1024) * MiB
-
-
 VLLM_GRAPHS_PER_LAYER = int(18.5 * MiB)
-
-
 VLLM_GRAPHS_MOE = int(0.75 * 1024) * MiB
 
 
@@ -71,8 +63,6 @@ def vllm_outside_reservation(spec: ModelSpec, layers_on_rank: int, ranks: int) -
 # (benchmarks/data/vllm_startup_logs.csv, H100 80GB HBM3) read 1.81–1.82 GiB more at -tp 2 and 1.88–1.89 GiB at
 # -tp 4 than at -tp 1, a little more with the ranks.
 VLLM_NCCL_TP = int(1.79 * 1024) * MiB
-
-
 # ... and on every rank, what the profiling run's first forward and sampler add outside PyTorch (kernel images the
 # first launches load, library handles): vLLM v0.19.0 logs "non-torch forward increase memory" of 0.24-0.27 GiB on
 # each of its 35 single-GPU H100 rows (0.46 for Granite; v0.6.4's log on an RTX 3090 in vLLM issue #10517 reads

@@ -11,23 +11,13 @@ from fitcheck.model.spec import ModelSpec
 # sequences.  8192 and 256 are what SGLang's estimate reads (its chunked_prefill_size on GPUs of 25 GB and more,
 # and the sampled rows it keeps); vLLM's own defaults depend on the GPU (:func:`vllm_batch_defaults`).
 VLLM_PROFILE_TOKENS = 8192
-
-
 VLLM_MAX_NUM_SEQS = 256
-
-
 # vLLM v0.19.0's defaults for `vllm serve` (EngineArgs.get_batch_defaults, usage context OPENAI_API_SERVER,
 # https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/engine/arg_utils.py): a GPU of 70 GiB or more whose name
 # does not contain "a100" gets max_num_batched_tokens 8192 and max_num_seqs 1024; any other GPU 2048 and 256.
 VLLM_LARGE_GPU_BYTES = 70 * 2**30
-
-
 VLLM_LARGE_GPU_BATCH = (8192, 1024)   # (max_num_batched_tokens, max_num_seqs)
-
-
 VLLM_SMALL_GPU_BATCH = (2048, 256)
-
-
 # Streaming multiprocessors of the largest NVIDIA GPU of each compute capability (NVIDIA's datasheets: V100 80,
 # RTX 8000 72, A100 108, A40 84, Jetson AGX Orin 16, L40S 142, H100 SXM/H200 132, B200 148, RTX PRO 6000
 # Blackwell 188): vLLM's Triton top-k/top-p keeps one vocabulary-sized fp32 row per SM it runs on
@@ -35,8 +25,6 @@ VLLM_SMALL_GPU_BATCH = (2048, 256)
 # largest of all.
 MAX_SMS_BY_COMPUTE_CAPABILITY = {7.0: 80, 7.5: 72, 8.0: 108, 8.6: 84, 8.7: 16, 8.9: 142, 9.0: 132, 10.0: 148,
                                  12.0: 188}
-
-
 # vLLM's sampler falls back from the Triton top-k/top-p kernel to PyTorch's sort below this many rows
 # (apply_top_k_top_p: ``if HAS_TRITON and logits.shape[0] >= 8``,
 # https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/sample/ops/topk_topp_sampler.py).
