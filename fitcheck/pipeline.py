@@ -33,7 +33,7 @@ from fitcheck.estimate.verdict import (
     UNKNOWN,
     Verdict,
     judge,
-    vllm_room_utilization,
+    room_utilization,
     with_software,
 )
 from fitcheck.machine import Machine, nodes_of
@@ -293,7 +293,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile, extra=extra),
                              engine_command=engine_command(model_ref, a.plan, repos, local=local),
                              download=download_of(a.plan))
-                     for a in find_alternatives(spec, request, plan, machine, vllm_room(checked, machine)))
+                     for a in find_alternatives(spec, request, plan, machine, pool_room(checked, machine)))
 
     max_context = max_batch = None
     if search and verdict.status not in (CANNOT_RUN, UNKNOWN):
@@ -334,10 +334,10 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     )
 
 
-def vllm_room(evaluate: Any, machine: Machine) -> Any:
-    """``evaluate`` where a vLLM request at the default --gpu-memory-utilization overflows only by what vLLM keeps
-    beyond its reservation (the CUDA context and graphs): the same request at the largest utilization that leaves
-    them room, when that still holds it (an alternative then prints the flag)."""
+def pool_room(evaluate: Any, machine: Machine) -> Any:
+    """``evaluate`` where a request at the default --gpu-memory-utilization overflows only by what its engine keeps
+    beyond its reservation (vLLM: the CUDA context and graphs): the same request at the largest utilization that
+    leaves them room, when that still holds it (an alternative then prints the flag)."""
     from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION
 
     totals = [g.memory_total_bytes for g in machine.gpus if isinstance(g.memory_total_bytes, int)]
@@ -345,12 +345,11 @@ def vllm_room(evaluate: Any, machine: Machine) -> Any:
 
     def evaluate_with_room(req: Request) -> Outcome | None:
         out = evaluate(req)
-        if (out is None or out.verdict.status != DOES_NOT_FIT or not isinstance(out.plan, Plan)
-                or out.plan.engine != "vllm" or req.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION
-                or not totals or not frees):
+        pool = out.estimate.pool if out is not None else None
+        if (out is None or out.verdict.status != DOES_NOT_FIT or pool is None or not pool.holds_activations
+                or req.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION or not totals or not frees):
             return out
-        outside = out.estimate.fact("vllm_outside_reservation_bytes", 0) or 0
-        utilization = vllm_room_utilization(min(frees), outside, min(totals))
+        utilization = room_utilization(min(frees), pool.outside_bytes, min(totals))
         if not 0.5 <= utilization < req.gpu_memory_utilization:
             return out
         lowered = evaluate(req.with_changes(gpu_memory_utilization=utilization))
@@ -360,11 +359,7 @@ def vllm_room(evaluate: Any, machine: Machine) -> Any:
 
 
 def _concurrency(est: Estimate) -> float | None:
-    for prefix in ("vllm", "sglang"):
-        value = est.fact(f"{prefix}_max_concurrency")
-        if value is not None:
-            return float(value)
-    return None
+    return est.pool.max_concurrency if est.pool is not None else None
 
 
 def _expert_parallel_layout(spec: ModelSpec, request: Request, plan: Plan, estimate: Estimate,

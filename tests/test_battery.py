@@ -103,7 +103,7 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
             assert result.plan.precision == chosen.default_precision, (model, name)
             cpu_moe = ("all" if chosen.plan.cpu_moe_all else chosen.plan.cpu_moe) or None
             layers = chosen.plan.gpu_layers if chosen.plan.device == "offload" and not cpu_moe else None
-            # vLLM at the utilization that leaves its CUDA context and graphs room (pipeline.vllm_room), as printed
+            # vLLM at the utilization that leaves its CUDA context and graphs room (pipeline.pool_room), as printed
             utilization = chosen.plan.gpu_memory_utilization if chosen.plan.engine == "vllm" else None
             again = check(model, request_.with_changes(precision=chosen.plan.precision, engine=chosen.plan.engine,
                                                        cpu_moe=cpu_moe, gpu_layers=layers,

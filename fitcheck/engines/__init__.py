@@ -69,8 +69,9 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
     """Bytes per device for serving ``spec`` as ``plan`` says: the plan's engine's memory model."""
     from fitcheck.estimate.result import Estimate
 
-    devices, facts, notes = ENGINES[plan.engine].memory(spec, plan)
-    return Estimate(spec.name, "inference", tuple(devices), plan.assumptions, tuple(notes), tuple(facts))
+    m = ENGINES[plan.engine].memory(spec, plan)
+    return Estimate(spec.name, "inference", tuple(m.devices), plan.assumptions, tuple(m.notes), tuple(m.facts),
+                    m.pool)
 
 
 # ---- questions the resolver, validation and alternatives ask -----------------------------------

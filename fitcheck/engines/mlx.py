@@ -129,7 +129,7 @@ def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
     """(devices, facts, notes): one device, the Apple GPU's share of unified memory."""
     from fitcheck.estimate.kv_cache import kv_cache_bytes
     from fitcheck.estimate.parts import act_bytes, kv_detail, weights_component
-    from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, DeviceNeed
+    from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, DeviceNeed, Memory
 
     wb = engine.weights(spec, plan.precision)
     act_b = act_bytes(plan.precision)
@@ -151,7 +151,7 @@ def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
     )
     notes = ["MLX keeps weights, KV cache and activations in the GPU's share of unified memory (Metal's "
              "recommended working set); mlx-lm warns when the weights alone pass 0.9 of it"]
-    return [DeviceNeed("gpu0", "gpu", comps)], [("kv_cells", cells)], notes
+    return Memory([DeviceNeed("gpu0", "gpu", comps)], [("kv_cells", cells)], notes)
 
 
 def repo_for(model_id: str, precision: str, repos: Mapping[str, str]) -> tuple[str, str]:

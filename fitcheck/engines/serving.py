@@ -12,7 +12,7 @@ from fitcheck.engines.base import POOLED, Engine
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.parts import act_bytes, kv_detail, stored_weight_total, weights_component
-from fitcheck.estimate.result import KV_CACHE, WEIGHTS, Component, DeviceNeed
+from fitcheck.estimate.result import KV_CACHE, WEIGHTS, Component, DeviceNeed, Memory, Pool
 from fitcheck.model import spec as S
 from fitcheck.speed.efficiency import GRAPH_KERNEL_LATENCY_S, Efficiency
 from fitcheck.units import GiB
@@ -47,6 +47,8 @@ class ServingEngine(Engine):
     # Expert parallel: dense MLPs tensor parallel over every GPU (SGLang) or whole on each rank (vLLM).
     ep_dense_mlp_split = False
     reserved_fact = ""             # the fact that carries the reservation's bytes
+    pool_share = "reservation"     # what the reservation is called, and the flag that sizes it
+    pool_flag = "--gpu-memory-utilization"
 
     def rope_cache_fp32(self, spec: ModelSpec, plan: Plan) -> bool:
         """Whether the engine builds the rotary cos/sin cache in fp32 (else in the model dtype)."""
@@ -143,13 +145,23 @@ def static_pool(engine: ServingEngine, weights_c: Component, kv_c: Component, ac
     return comps, max(pool, 0)
 
 
-def pool_facts(engine: ServingEngine, plan: Plan, static: int, pool: int, per_token: float,
-               ranks: int = 1) -> list[tuple[str, Any]]:
-    tokens = int(pool / per_token) if per_token and pool > 0 else 0
+def pool_of(engine: ServingEngine, plan: Plan, reserved: int, pool_bytes: int, tokens: int, ranks: int = 0,
+            outside: int = 0) -> Pool:
+    """The reservation of ``reserved`` bytes per GPU with a KV pool of ``pool_bytes`` holding ``tokens`` tokens
+    (over ``ranks`` data-parallel ranks)."""
+    return Pool(engine.title, engine.pool_share, engine.pool_flag, engine.reservation_holds_activations, reserved,
+                pool_bytes, tokens, round(tokens / plan.context, 2) if plan.context else 0.0, ranks, outside)
+
+
+def pool_tokens(pool_bytes: int, per_token: float) -> int:
+    return int(pool_bytes / per_token) if per_token and pool_bytes > 0 else 0
+
+
+def pool_facts(engine: ServingEngine, pool: Pool) -> list[tuple[str, Any]]:
+    """The pool's lines of the JSON document's facts."""
     prefix = engine.name
-    return [(engine.reserved_fact, static),
-            (f"{prefix}_kv_pool_bytes", pool), (f"{prefix}_kv_pool_tokens", tokens * ranks),
-            (f"{prefix}_max_concurrency", round(tokens * ranks / plan.context, 2) if plan.context else 0.0)]
+    return [(engine.reserved_fact, pool.reserved_bytes), (f"{prefix}_kv_pool_bytes", pool.kv_pool_bytes),
+            (f"{prefix}_kv_pool_tokens", pool.kv_pool_tokens), (f"{prefix}_max_concurrency", pool.max_concurrency)]
 
 
 # ---- expert parallel: experts over all GPUs, attention data parallel ------------------------------------
@@ -189,17 +201,21 @@ def expert_parallel(engine: ServingEngine, spec: ModelSpec, plan: Plan) -> Any:
     comps, pool = static_pool(engine, weights_c, kv_c, parts.activations, parts.overhead, parts.reservation,
                               rope_c=rope_cache_component(spec, plan, engine))
     facts: list[tuple[str, Any]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
+    outside = 0
     if parts.beyond is not None:
         comps.insert(comps.index(parts.overhead) + 1, parts.beyond)
-        facts.append((f"{engine.name}_outside_reservation_bytes", parts.beyond.bytes))
+        outside = parts.beyond.bytes
+        facts.append((f"{engine.name}_outside_reservation_bytes", outside))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(world)]
+    kv_pool = None
     if parts.reservation is not None and pool is not None:
-        per_token = kv / max(plan.context * per_rank, 1)
-        facts += pool_facts(engine, plan, parts.reservation, pool, per_token, ranks=world)
+        tokens = pool_tokens(pool, kv / max(plan.context * per_rank, 1)) * world
+        kv_pool = pool_of(engine, plan, parts.reservation, pool, tokens, world, outside)
+        facts += pool_facts(engine, kv_pool)
     notes = [f"{engine.title} expert parallel over {world} GPUs" + (f" of {plan.nodes} nodes" if plan.nodes > 1 else "")
              + f": {spec.num_experts} routed experts, {spec.num_experts / world:g} per GPU; attention data parallel "
              f"({world} ranks, each with its own KV pool)"]
-    return devices, facts, notes
+    return Memory(devices, facts, notes, kv_pool)
 
 
 # ---- decode under CUDA graphs: each layer's kernels (fitcheck.speed.efficiency.GRAPH_KERNEL_LATENCY_S's table) ------

@@ -77,6 +77,8 @@ class Sglang(ServingEngine):
     reservation_holds_activations = False
     ep_dense_mlp_split = True
     reserved_fact = "sglang_static_bytes"
+    pool_share = "mem_fraction_static share"
+    pool_flag = "--gpu-memory-utilization (SGLang's --mem-fraction-static)"
 
     multi_node_words = "SGLang's (tensor parallel over all nodes)"
     nodes_words = "tensor parallel"
@@ -161,7 +163,7 @@ def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
     from fitcheck.engines.vllm import profile as A
     from fitcheck.estimate.kv_cache import kv_cache_bytes
     from fitcheck.estimate.parts import kv_detail
-    from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, Component, DeviceNeed
+    from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, Component, DeviceNeed, Memory
     from fitcheck.units import GiB
 
     tp = plan.world
@@ -184,15 +186,18 @@ def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
                                       rope_c=serving.rope_cache_component(spec, plan, engine))
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
     facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
+    kv_pool = None
     if static is not None and pool is not None:
-        facts += serving.pool_facts(engine, plan, static, pool, kv_c.bytes / max(plan.context * plan.batch, 1))
+        tokens = serving.pool_tokens(pool, kv_c.bytes / max(plan.context * plan.batch, 1))
+        kv_pool = serving.pool_of(engine, plan, static, pool, tokens)
+        facts += serving.pool_facts(engine, kv_pool)
     notes = [f"SGLang keeps mem_fraction_static {fraction:g} × the GPU memory free after its CUDA context"
              f"{' and NCCL' if tp > 1 else ''} for weights and the KV pool; "
              "activations, CUDA graphs and NCCL use the rest"]
     if tp > 1:
         notes.append(f"tensor parallel over {tp} GPUs" + (f" of {plan.nodes} nodes (--tp {tp} --nnodes {plan.nodes})"
                                                           if plan.nodes > 1 else ""))
-    return devices, facts, notes
+    return Memory(devices, facts, notes, kv_pool)
 
 
 def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int) -> tuple[str, str]:

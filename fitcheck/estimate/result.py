@@ -6,6 +6,7 @@ Plain frozen dataclasses; the verdict and every renderer (table, JSON, interacti
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Component names (a stable vocabulary: the JSON document uses them as keys).
 WEIGHTS = "weights"
@@ -65,6 +66,32 @@ class Assumption:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """A serving engine's up-front reservation on each GPU and the KV pool inside it: what the verdict holds the
+    request to, and how many sequences the pool takes (requests beyond them queue)."""
+
+    title: str                  # the engine, in words
+    share: str                  # what the reservation is called ('reservation', 'mem_fraction_static share')
+    flag: str                   # the flag that resizes it
+    holds_activations: bool     # everything lives inside (vLLM), or the weights and KV cache only (SGLang)
+    reserved_bytes: int         # per GPU
+    kv_pool_bytes: int
+    kv_pool_tokens: int         # over every data-parallel rank
+    max_concurrency: float      # sequences of the request's context the pool holds at once
+    ranks: int = 0              # data-parallel ranks, each with a pool of its own (0: none)
+    outside_bytes: int = 0      # what the engine keeps beyond its reservation (CUDA context and graphs)
+
+
+class Memory(NamedTuple):
+    """What an engine's memory model returns (fitcheck.engines.estimate_inference)."""
+
+    devices: list[DeviceNeed]
+    facts: list[tuple[str, float | int | str]]
+    notes: list[str]
+    pool: Pool | None = None
+
+
+@dataclass(frozen=True)
 class Estimate:
     """An estimate for one model, request and placement: per-device needs plus assumptions."""
 
@@ -73,7 +100,9 @@ class Estimate:
     devices: tuple[DeviceNeed, ...]
     assumptions: tuple[Assumption, ...] = ()
     notes: tuple[str, ...] = ()
-    facts: tuple[tuple[str, float | int | str], ...] = field(default=())  # e.g. vLLM max concurrency
+    facts: tuple[tuple[str, float | int | str], ...] = field(default=())  # the JSON document's, e.g. gpu_layers
+    pool: Pool | None = None
+    nodes: int = 1              # machines whose RAM each holds the cpu device's share (training over nodes)
 
     def fact(self, name: str, default=None):
         return dict(self.facts).get(name, default)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitcheck.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_UNKNOWN
-from fitcheck.estimate.result import Estimate
+from fitcheck.estimate.result import DeviceNeed, Estimate, Pool
 from fitcheck.machine import Machine, known
 from fitcheck.units import format_gib
 
@@ -104,12 +104,10 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
     gpu_order = sorted(range(len(machine.gpus)), key=lambda i: _free(machine, "gpu", i)[0] or 0)
     gi = 0
     unified_gpu_need = 0
-    # vLLM reserves gpu_memory_utilization × total itself, leaving the rest free: its reservation (and what vLLM
-    # keeps beyond it: the CUDA context and CUDA graphs) only has to be free; the headroom applies to what must fit
-    # inside the reservation (below).
-    # SGLang likewise reserves mem_fraction_static × total, for the weights and the KV pool only.
-    reserved = estimate.fact("vllm_reserved_bytes")
-    static = estimate.fact("sglang_static_bytes")
+    # A serving engine reserves its share itself, leaving the rest free: its reservation (and what it keeps beyond
+    # it: the CUDA context and CUDA graphs) only has to be free; the headroom applies to what must fit inside the
+    # reservation (_judge_pool).
+    pool = estimate.pool
     for need in estimate.devices:
         if need.kind == "gpu":
             index = gpu_order[gi] if gi < len(gpu_order) else len(machine.gpus) + gi
@@ -119,59 +117,61 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
                 unified_gpu_need += need.total_bytes
         else:
             free, what = _free(machine, "cpu", 0)
-            if (estimate.fact("nodes") or 1) > 1:
+            if estimate.nodes > 1:
                 what += " per node"  # each node's RAM holds its own ranks' share (training over nodes)
             if unified_gpu_need and free is not None:
                 free = max(free - unified_gpu_need, 0)  # unified memory: the GPU's share comes out of RAM
                 what += " after the GPU's share of unified memory"
-        room = 0.0 if ((reserved is not None or static is not None) and need.kind == "gpu") else headroom
+        room = 0.0 if (pool is not None and need.kind == "gpu") else headroom
         devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, room))
-    # Both engines: TIGHT when what the request needs inside the reservation leaves less than the headroom of it,
-    # i.e. the KV pool's spare beyond this request's KV cache is under headroom × the reservation.
-    if reserved is not None:
-        outside = estimate.fact("vllm_outside_reservation_bytes", 0) or 0
-        inner, kv = max(((d.total_bytes - d.component("kv_pool_spare") - outside, d.component("kv_cache"))
-                         for d in gpu_needs), default=(0, 0))
-        if inner > reserved:
-            free = _least_free(devices)
-            reasons.append(f"needs {format_gib(inner)} inside vLLM's reservation of {format_gib(reserved)} "
-                           + _pool_fix(inner, kv, reserved, None if free is None else free - outside,
-                                       "--gpu-memory-utilization"))
-        elif inner > reserved * (1 - headroom) and not reasons:
-            devices = _pool_tight(devices, _pool_reason("vLLM's", reserved - inner + kv, kv, reserved - inner,
-                                                        headroom, "reservation", reserved))
-        free = _least_free(devices)
-        total = _gpu_total(machine)
-        if (any(d.kind == "gpu" and d.status == DOES_NOT_FIT for d in devices) and inner <= reserved
-                and free is not None and total):
-            # what overflows is what vLLM keeps beyond its reservation: a smaller reservation that still holds the
-            # request inside its headroom leaves room for it
-            utilization = vllm_room_utilization(free, outside, total)
-            if inner <= utilization * total * (1 - headroom):
-                reasons.append(f"vLLM keeps {format_gib(outside)} beyond its reservation of {format_gib(reserved)} "
-                               f"(CUDA context and graphs): --gpu-memory-utilization {utilization:.2f} leaves room "
-                               "for them and still holds this request")
-    if static is not None:
-        inner, kv = max(((d.component("weights") + d.component("kv_cache"), d.component("kv_cache"))
-                         for d in gpu_needs), default=(0, 0))
-        if inner > static:
-            rest = max((d.total_bytes - d.component("kv_pool_spare") - d.component("weights") - d.component("kv_cache")
-                        for d in gpu_needs), default=0)  # activations, CUDA graphs: outside the static share
-            free = _least_free(devices)
-            reasons.append(f"needs {format_gib(inner)} of weights and KV cache inside SGLang's "
-                           f"mem_fraction_static share of {format_gib(static)} "
-                           + _pool_fix(inner, kv, static, None if free is None else free - rest,
-                                       "--gpu-memory-utilization (SGLang's --mem-fraction-static)"))
-        elif inner > static * (1 - headroom) and not reasons:
-            devices = _pool_tight(devices, _pool_reason("SGLang's", static - inner + kv, kv, static - inner, headroom,
-                                                        "mem_fraction_static share", static))
+    if pool is not None:
+        devices = _judge_pool(pool, gpu_needs, devices, machine, headroom, reasons)
     status = max((d.status for d in devices), key=lambda s: _ORDER[s], default=UNKNOWN)
     if reasons:
         status = DOES_NOT_FIT
     return Verdict(status, tuple(devices), headroom, tuple(reasons))
 
 
-def vllm_room_utilization(free: int, outside: int, total: int) -> float:
+def _judge_pool(pool: Pool, gpu_needs: tuple[DeviceNeed, ...], devices: list[DeviceVerdict], machine: Machine,
+                headroom: float, reasons: list[str]) -> list[DeviceVerdict]:
+    """A serving engine's reservation: DOES NOT FIT (a reason) when what the request needs inside it is more than
+    it holds; TIGHT when that leaves less than the headroom of it, i.e. the KV pool's spare beyond this request's
+    KV cache is under headroom × the reservation.  Inside are all of the GPU's parts but what the engine keeps
+    beyond it (vLLM), or the weights and KV cache only (SGLang)."""
+    reserved = pool.reserved_bytes
+    if pool.holds_activations:
+        inner, kv = max(((d.total_bytes - d.component("kv_pool_spare") - pool.outside_bytes, d.component("kv_cache"))
+                         for d in gpu_needs), default=(0, 0))
+        beyond, what = pool.outside_bytes, ""
+    else:
+        inner, kv = max(((d.component("weights") + d.component("kv_cache"), d.component("kv_cache"))
+                         for d in gpu_needs), default=(0, 0))
+        beyond = max((d.total_bytes - d.component("kv_pool_spare") - d.component("weights")
+                      - d.component("kv_cache") for d in gpu_needs), default=0)
+        what = "of weights and KV cache "
+    owner = f"{pool.title}'s"
+    if inner > reserved:
+        free = _least_free(devices)
+        reasons.append(f"needs {format_gib(inner)} {what}inside {owner} {pool.share} of {format_gib(reserved)} "
+                       + _pool_fix(inner, kv, reserved, None if free is None else free - beyond, pool.flag))
+    elif inner > reserved * (1 - headroom) and not reasons:
+        devices = _pool_tight(devices, _pool_reason(owner, reserved - inner + kv, kv, reserved - inner, headroom,
+                                                    pool.share, reserved))
+    free = _least_free(devices)
+    total = _gpu_total(machine)
+    if (pool.holds_activations and any(d.kind == "gpu" and d.status == DOES_NOT_FIT for d in devices)
+            and inner <= reserved and free is not None and total):
+        # what overflows is what the engine keeps beyond its reservation: a smaller reservation that still holds
+        # the request inside its headroom leaves room for it
+        utilization = room_utilization(free, beyond, total)
+        if inner <= utilization * total * (1 - headroom):
+            reasons.append(f"{pool.title} keeps {format_gib(beyond)} beyond its {pool.share} of {format_gib(reserved)} "
+                           f"(CUDA context and graphs): {pool.flag} {utilization:.2f} leaves room "
+                           "for them and still holds this request")
+    return devices
+
+
+def room_utilization(free: int, outside: int, total: int) -> float:
     """The largest --gpu-memory-utilization (two decimals, rounded down) whose reservation leaves ``outside``
     bytes (what vLLM keeps beyond it) room in ``free`` on a GPU of ``total`` bytes."""
     return int((free - outside) / total * 100) / 100

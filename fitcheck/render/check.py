@@ -334,12 +334,11 @@ def render_check_table(result: CheckResult) -> str:
         if result.verdict.status == DOES_NOT_FIT_ON_DISK and extra.startswith("memory: "):
             extra += f" (headroom {result.headroom:.0%})"
         lines.append(f"          {extra}")
-    for prefix, name in (("vllm", "vLLM"), ("sglang", "SGLang")):
-        if est.fact(f"{prefix}_max_concurrency") is not None and result.verdict.status != CANNOT_RUN:
-            ranks = est.fact("data_parallel_size")
-            lines.append(f"          {name} KV pool: {est.fact(f'{prefix}_kv_pool_tokens'):,} tokens"
-                         + (f" over {ranks} data-parallel ranks" if ranks else "")
-                         + f", maximum concurrency {est.fact(f'{prefix}_max_concurrency')}× at {plan.context:,} tokens")
+    pool = est.pool
+    if pool is not None and result.verdict.status != CANNOT_RUN:
+        lines.append(f"          {pool.title} KV pool: {pool.kv_pool_tokens:,} tokens"
+                     + (f" over {pool.ranks} data-parallel ranks" if pool.ranks else "")
+                     + f", maximum concurrency {pool.max_concurrency}× at {plan.context:,} tokens")
     better = getattr(result, "better_layout", None)
     if better is not None:
         lines.append(f"          {better.title}:")
@@ -386,7 +385,7 @@ def render_check_table(result: CheckResult) -> str:
         lines.append("What runs here instead (best first):" if result.verdict.status == CANNOT_RUN
                      else "What fits instead (best first):")
         for i, a in enumerate(result.alternatives, 1):
-            need = _needs_line(a.estimate.devices, per_node=(a.estimate.fact("nodes") or 1) > 1)
+            need = _needs_line(a.estimate.devices, per_node=a.estimate.nodes > 1)
             if result.verdict.status == DOES_NOT_FIT_ON_DISK and a.download is not None:
                 need += f"; download {format_gib(a.download.download_bytes)}"
             tight = " (tight)" if a.verdict.status == TIGHT else ""

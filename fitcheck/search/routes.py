@@ -111,7 +111,7 @@ class Search:
             return out
         self.seen.add(key)
         if out.verdict.status in (FITS, TIGHT):
-            # out.request: the request evaluated, which may carry what made it fit (pipeline.vllm_room's utilization)
+            # out.request: the request evaluated, which may carry what made it fit (pipeline.pool_room's utilization)
             changes = changed_fields(self.base, out.request)
             if not changes:
                 return out  # the request itself

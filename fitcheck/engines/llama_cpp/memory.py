@@ -18,7 +18,7 @@ from fitcheck.engines.llama_cpp.offload import (
 )
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.parts import stored_weight_total
-from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, WEIGHTS, Component, DeviceNeed
+from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, WEIGHTS, Component, DeviceNeed, Memory
 from fitcheck.model.spec import ModelSpec
 from fitcheck.units import GiB, MiB
 
@@ -137,7 +137,7 @@ def memory(engine: LlamaCpp, spec: ModelSpec, plan: Plan, setup: LC.LlamaCppSetu
                      "(llama.cpp's default --tensor-split; the nodes' GPUs are alike, so equal shares)")
     if plan.batch > 1:
         notes.append(f"llama.cpp: -c {cells} shared by -np {plan.batch} sequences of {plan.context} tokens")
-    return devices, facts, notes
+    return Memory(devices, facts, notes)
 
 
 def _llama_kv_detail(spec: ModelSpec, setup: LC.LlamaCppSetup, share: float) -> str:

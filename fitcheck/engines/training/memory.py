@@ -664,7 +664,7 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         facts += (("nodes", plan.nodes),)
         if offload_opt:
             facts += (("ram_per_node_bytes", devices[-1].total_bytes),)
-    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), facts)
+    return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), facts, nodes=plan.nodes)
 
 
 def _notes(plan: TrainingPlan, fmt, deferred_gradients: int) -> list[str]:

@@ -22,7 +22,7 @@ from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.generate_step import CURRENT, StepTensors, min_length_processor, step_tensors
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.parts import act_bytes, kv_detail, weight_load_waste, weights_component
-from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, WEIGHTS, Component, DeviceNeed
+from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, WEIGHTS, Component, DeviceNeed, Memory
 from fitcheck.estimate.weights import WeightBytes, largest_matrix_params, linear_matrices, rotary_table_bytes
 from fitcheck.model.spec import ModelSpec
 from fitcheck.units import GiB, MiB
@@ -164,7 +164,7 @@ def _heap_kept_scores(spec: ModelSpec, plan: Plan, act_b: int) -> int:
     return sum(s for s in sizes if s <= GLIBC_MMAP_THRESHOLD_MAX)
 
 
-def memory(engine: Transformers, spec: ModelSpec, plan: Plan):
+def memory(engine: Transformers, spec: ModelSpec, plan: Plan) -> Memory:
     wb = engine.weights(spec, plan.precision)
     on_gpu = plan.device == "gpu"
     n = max(plan.gpus, 1) if on_gpu else 1
@@ -308,7 +308,7 @@ def memory(engine: Transformers, spec: ModelSpec, plan: Plan):
         notes.append(f"transformers splits layers over {n} GPUs (device_map='auto'); each GPU holds its own activation "
                      "peak" + (f", and GPU{input_gpu} the model's output logits that accelerate moves back to the "
                                "input's device" if copy else ""))
-    return devices, (), notes
+    return Memory(devices, [], notes)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from fitcheck.engines.vllm import profile as A
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.estimate.parts import act_bytes, kv_detail, stored_weight_total, weights_component
-from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, WEIGHTS, Component, DeviceNeed
+from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, WEIGHTS, Component, DeviceNeed, Memory
 from fitcheck.model.spec import ModelSpec
 from fitcheck.units import GiB, MiB
 
@@ -215,8 +215,7 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
             if spare > 0:
                 comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
                                        "the KV pool", counted_in="reserved"))
-            per_token = kv_c.bytes / max(plan.context * plan.batch, 1)
-            pools.append(int(pool / per_token) if per_token and pool > 0 else 0)
+            pools.append(serving.pool_tokens(pool, kv_c.bytes / max(plan.context * plan.batch, 1)))
             if stage == 0 or pools[-1] < min(pools[:-1]):
                 first_comps = comps  # the stage whose pool is the smallest
         for i in range(tp):
@@ -224,14 +223,14 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
     outside = max(vllm_outside_reservation(spec, layers, ranks) for layers in stages)
     facts.append(("vllm_outside_reservation_bytes", outside))
     facts += [("vllm_max_num_batched_tokens", batched), ("vllm_max_num_seqs", seqs)]
+    kv_pool = None
     if reserved is not None:
         # Every stage holds the KV of its own layers for every token: the pool is the smallest stage's.
-        pool_tokens = min(pools) if pools else 0
         w = sum(c.bytes for c in first_comps if c.name == WEIGHTS)
         a = next(c for c in first_comps if c.name == ACTIVATIONS).bytes
-        facts += [("vllm_reserved_bytes", reserved), ("vllm_kv_pool_bytes", max(reserved - w - a - non_torch, 0)),
-                  ("vllm_kv_pool_tokens", pool_tokens),
-                  ("vllm_max_concurrency", round(pool_tokens / plan.context, 2) if plan.context else 0.0)]
+        kv_pool = serving.pool_of(engine, plan, reserved, max(reserved - w - a - non_torch, 0),
+                                  min(pools) if pools else 0, outside=outside)
+        facts += serving.pool_facts(engine, kv_pool)
     if pp > 1:
         facts += [("tensor_parallel_size", tp), ("pipeline_parallel_size", pp),
                   ("pipeline_stage_layers", ",".join(str(n) for n in stages))]
@@ -261,6 +260,6 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
     if pp > 1:
         notes.append(f"pipeline parallel over {pp} nodes: layers {'+'.join(str(n) for n in stages)} "
                      f"(vLLM's get_pp_indices); each GPU holds 1/{tp} of its stage")
-    return devices, facts, notes
+    return Memory(devices, facts, notes, kv_pool)
 
 
