@@ -84,33 +84,22 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
     results = {name: check(model, request_, machine) for name, machine in PROFILES.items()}
     for result in results.values():
         assert_takeable(result)
-    # check and where agree: where lists a profile exactly when check exits 0 for it, with its status.
-    rows = where_rows(model, request_)
-    listed = {row.machine.name: row for row in rows if getattr(row, "nodes", 1) == 1}
-    # A machine listed over several nodes (no single one serves it): check with those --nodes agrees.
-    for row in rows:
-        if getattr(row, "nodes", 1) > 1:
-            again = check(model, request_.with_changes(engine="vllm", nodes=row.nodes), row.machine)
-            assert again.exit_code == 0 and again.verdict.status == row.verdict.status, (model, row.machine.name)
-            assert_takeable(again)
+    # check and where agree: where lists a profile exactly when check exits 0 for it, with its status; and
+    # every row's command (over several nodes, or at the precision check advises there) checks it again.
+    where = where_result(model, request_)
+    listed = {row.machine.name: row for row in where.fitting if row.nodes == 1}
+    for row in where.fitting:
+        code, doc = cli_json(where.command(row))
+        assert code == 0 and doc["verdict"]["status"] == row.verdict.status, where.command(row)
+        assert doc["estimate"]["total_bytes"] == row.estimate.total_bytes, where.command(row)
+        if row.nodes > 1:  # no single machine serves it: the cluster's own alternatives are takeable too
+            assert_takeable(check(model, row.request, row.machine))
     for name, result in results.items():
         chosen = listed.get(name)
-        if chosen is not None and getattr(chosen, "default_precision", None):
-            # precision left to the machine, its default does not fit: where lists the best precision that
-            # does (with llama.cpp's -ngl, or --n-cpu-moe for a mixture of experts, where check advises it), and
-            # check with that precision, engine and --gpu-layers / --cpu-moe agrees
+        if chosen is not None and chosen.default_precision:
+            # precision left to the machine, its default does not fit: where lists what check advises there
             assert request_.precision is None and result.exit_code != 0, (model, name)
             assert result.plan.precision == chosen.default_precision, (model, name)
-            cpu_moe = ("all" if chosen.plan.cpu_moe_all else chosen.plan.cpu_moe) or None
-            layers = chosen.plan.gpu_layers if chosen.plan.device == "offload" and not cpu_moe else None
-            # vLLM at the utilization that leaves its CUDA context and graphs room (pipeline.pool_room), as printed
-            utilization = chosen.plan.gpu_memory_utilization if chosen.plan.engine == "vllm" else None
-            again = check(model, request_.with_changes(precision=chosen.plan.precision, engine=chosen.plan.engine,
-                                                       cpu_moe=cpu_moe, gpu_layers=layers,
-                                                       **({"gpu_memory_utilization": utilization} if utilization
-                                                          else {})), chosen.machine)
-            assert again.exit_code == 0 and again.verdict.status == chosen.verdict.status, (model, name)
-            assert again.plan.with_changes(assumptions=()) == chosen.plan.with_changes(assumptions=())
             continue
         assert (name in listed) == (result.exit_code == 0), (model, name)
         if name in listed:
@@ -119,20 +108,13 @@ def test_every_profile_answers_and_every_alternative_is_takeable(model, request_
             assert row.plan.with_changes(assumptions=()) == result.plan.with_changes(assumptions=())
 
 
-def where_rows(model: str, request: Request):
-    """The machines `fitcheck where` lists for the request (inference or training)."""
+def where_result(model: str, request: Request):
+    """What `fitcheck where` finds for the request (inference or training)."""
     from fitcheck.model.resolve import resolve_model
+    from fitcheck.search.where import where_result
 
-    resolved = resolve_model(model)
-    if request.training:
-        from fitcheck.render.where_training import where_training_result
-
-        return where_training_result(resolved, request, list(PROFILES.values()), headroom=request.headroom / 100,
-                                     query=model).fitting
-    from fitcheck.render.where import where_result
-
-    return where_result(resolved, request, list(PROFILES.values()), headroom=request.headroom / 100,
-                        query=model).fitting
+    return where_result(resolve_model(model), request, list(PROFILES.values()), headroom=request.headroom / 100,
+                        query=model)
 
 
 @pytest.fixture(scope="module")

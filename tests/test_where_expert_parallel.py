@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from fitcheck.cli import cli
-from fitcheck.render.where import EP_CONCURRENCY_GAIN
+from fitcheck.search.where import EP_CONCURRENCY_GAIN
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "where.schema.json").read_text())
 

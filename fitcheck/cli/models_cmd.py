@@ -78,7 +78,7 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
         raise FitcheckError(f"unknown family {family!r}", "families: " + ", ".join(catalog.families()))
     found = catalog.search(query, family)
     if kind:
-        from fitcheck.fits import select_entries
+        from fitcheck.search.fits import select_entries
 
         found = select_entries(query, family, kind)
     if not found:
@@ -116,7 +116,8 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
 
     from fitcheck.cli.options import load_machine
     from fitcheck.errors import FitcheckError
-    from fitcheck.fits import fits_document, local_models, models_that_fit, render_fits_table, select_entries
+    from fitcheck.render.fits import fits_document, render_fits_table
+    from fitcheck.search.fits import local_models, models_that_fit, select_entries
 
     def typed(name: str) -> bool:
         return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE

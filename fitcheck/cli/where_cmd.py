@@ -74,23 +74,16 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
     costs = cost_settings(kwh_price, amortize_years, hours_per_day)
     resolved = resolve_model(model, params=params) if params else resolve_model(model)
     headroom = request.headroom / 100
-    if request.training:
-        from fitcheck.render import where_training as wt
-
-        tresult = wt.where_training_result(resolved, request, list_profiles(), headroom=headroom, kind=kind,
-                                           max_price=max_price, query=model, tokens=tokens, cost=costs,
-                                           model_args=(model,) + (("--params", params) if params else ()))
-        if as_json:
-            click.echo(json.dumps(wt.where_training_document(tresult), indent=2, sort_keys=True))
-        else:
-            click.echo(wt.render_where_training_table(tresult))
-        ctx.exit(tresult.exit_code)
-    from fitcheck.render.where import render_where_table, where_document, where_result
+    from fitcheck.search.where import where_result
 
     result = where_result(resolved, request, list_profiles(), headroom=headroom, kind=kind, max_price=max_price,
-                          query=model, cost=costs)
-    if as_json:
-        click.echo(json.dumps(where_document(result), indent=2, sort_keys=True))
+                          query=model, tokens=tokens if request.training else None, cost=costs,
+                          model_args=(model,) + (("--params", params) if params else ()))
+    if request.training:
+        from fitcheck.render.where_training import render_where_training_table as table
+        from fitcheck.render.where_training import where_training_document as document
     else:
-        click.echo(render_where_table(result))
+        from fitcheck.render.where import render_where_table as table
+        from fitcheck.render.where import where_document as document
+    click.echo(json.dumps(document(result), indent=2, sort_keys=True) if as_json else table(result))
     ctx.exit(result.exit_code)

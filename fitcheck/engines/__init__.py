@@ -52,12 +52,15 @@ ENGINE_ORDER = tuple(ENGINES)
 # Engines that serve across nodes (--nodes > 1) and that have an expert-parallel MoE layout.
 MULTI_NODE_ENGINES = tuple(e.name for e in ENGINES.values() if e.multi_node)
 EXPERT_PARALLEL_ENGINES = tuple(e.name for e in ENGINES.values() if e.expert_parallel)
+# Servers with a KV pool (--batch: requests held at once); the first is the one `where` rents nodes for.
+SERVING_ENGINES = tuple(e.name for e in ENGINES.values() if e.batch == POOLED)
 
 __all__ = ["ATTENTION_RUNS", "CPU", "CPU_BF16_FEATURES", "CUDA", "ENGINES", "ENGINE_ORDER", "EXPERT_PARALLEL_ENGINES",
            "FLOATS", "GGUF_TYPES", "KIND_NAMES", "METAL", "MULTI_NODE_ENGINES", "OPTIMIZER_RUNS", "POOLED", "RESIDENT",
-           "ROCM", "SHARDING_RUNS", "TRAINING_BASE_RUNS", "XPU", "Engine", "Runs", "default_engine", "default_kv",
-           "default_precision", "engine_precision_problem", "engines_for", "estimate_inference", "get", "here_text",
-           "kv_problem", "machine_kind", "offload_engine", "runnable_precisions", "runs_here", "usable_gpus"]
+           "ROCM", "SERVING_ENGINES", "SHARDING_RUNS", "TRAINING_BASE_RUNS", "XPU", "Engine", "Runs", "default_engine",
+           "default_kv", "default_precision", "engine_precision_problem", "engines_for", "estimate_inference", "get",
+           "here_text", "kv_problem", "machine_kind", "offload_engine", "runnable_precisions", "runs_here",
+           "usable_gpus"]
 
 
 def get(name: str) -> Engine:

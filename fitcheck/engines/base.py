@@ -189,6 +189,10 @@ class Engine:
         """How ``plan`` spreads over GPUs and nodes, in words ('' on one device or a layer split)."""
         return ""
 
+    def layout_key(self, plan: Any) -> str:
+        """The layout of ``plan`` over several GPUs, as the JSON documents name it."""
+        return "layer-split"
+
     # ---- its memory, its commands ----------------------------------------------------------------
 
     def memory(self, spec: ModelSpec, plan: Any) -> Any:

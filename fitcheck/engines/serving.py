@@ -71,6 +71,9 @@ class ServingEngine(Engine):
     def read_devices(self, plan: Plan) -> int:
         return 1 if plan.expert_parallel else max(plan.gpus, 1)
 
+    def layout_key(self, plan: Any) -> str:
+        return "tensor-parallel"
+
     def layout(self, plan: Any) -> str:
         if plan.device == "cpu" or not plan.expert_parallel:
             return ""

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from fitcheck.cli import cli
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.verdict import FITS
-from fitcheck.fits import models_that_fit, select_entries
+from fitcheck.search.fits import models_that_fit, select_entries
 from fitcheck.model.catalog import get_entry
 from fitcheck.options import ENGINES as ENGINE_CHOICES
 from fitcheck.options import PRECISIONS as PRECISION_CHOICES

@@ -366,7 +366,7 @@ def test_where_offers_the_moe_expert_offload_check_advises():
     line = next(li for li in text.splitlines() if li.startswith("rtx-3060 "))
     assert "RTX 3060 + CPU" in line and "q4_k_m llama.cpp --n-cpu-moe 23*" in line and "GiB RAM" in line, line
     assert "q2_k" not in line and "(tight)" not in line
-    assert "and --cpu-moe N for --n-cpu-moe N" in text
+    assert "  rtx-3060: fitcheck qwen3-30b-a3b --precision q4_k_m --engine llama.cpp --cpu-moe 23 --profile rtx-3060" in text
 
 
 def test_a_tight_kv_pool_says_how_much_of_it_is_left_by_one_rule_for_vllm_and_sglang():

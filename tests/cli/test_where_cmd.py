@@ -16,7 +16,8 @@ MACHINE_KEYS = {"name", "kind", "description", "precision", "engine", "device", 
                 "usd_per_hour", "usd_per_million_tokens", "price_read_on", "price_source",
                 "owned", "power_watts", "purchase_usd", "purchase_read_on", "purchase_source",
                 "energy_kwh_per_million_tokens", "electricity_usd_per_million_tokens",
-                "amortized_usd_per_million_tokens", "break_even_hours", "precision_choice", "default_precision"}
+                "amortized_usd_per_million_tokens", "break_even_hours", "precision_choice", "default_precision",
+                "command"}
 REQUEST_KEYS = {"precision", "context", "prompt_tokens", "batch", "kv_dtype", "engine", "gpus", "headroom_pct", "kind",
                 "max_price_usd_per_hour"}
 
@@ -218,4 +219,7 @@ def test_where_lists_llama_cpp_partial_offload_as_check_advises_it():
     assert r.exit_code == 0 and again["verdict"]["status"] == row["status"]
     assert again["speed"]["decode_tokens_per_s"] == row["decode_tokens_per_s"]
     table = run("qwen2-72b", "--kind", "desktop").output
-    assert f"q4_k_m llama.cpp -ngl {row['gpu_layers']}*" in table and "--gpu-layers N for -ngl N" in table
+    assert f"q4_k_m llama.cpp -ngl {row['gpu_layers']}*" in table
+    assert row["command"] == ("fitcheck qwen2-72b --precision q4_k_m --engine llama.cpp --gpu-layers "
+                              f"{row['gpu_layers']} --profile rtx-4090")
+    assert f"  rtx-4090: {row['command']}" in table

@@ -61,6 +61,9 @@ class Vllm(ServingEngine):
             return f"tensor parallel {plan.gpus} × pipeline parallel {plan.nodes}"
         return super().layout(plan)
 
+    def layout_key(self, plan: Plan) -> str:
+        return "tensor-parallel+pipeline-parallel" if plan.nodes > 1 else "tensor-parallel"
+
     def reservation(self, step: Any) -> None:
         util = step.req.gpu_memory_utilization
         step.note("gpu_memory_utilization", f"{util:g}", "vLLM default" if util == DEFAULT_GPU_MEMORY_UTILIZATION

@@ -1,0 +1,123 @@
+"""`fitcheck models --fits`, rendered: the table and the JSON document of fitcheck.search.fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fitcheck import __version__
+from fitcheck.render.speed import rate_text
+from fitcheck.search.fits import SCHEMA, FitRow, FitsResult
+from fitcheck.speed.efficiency import Rate
+from fitcheck.units import GiB, format_count
+
+
+def fits_document(result: FitsResult) -> dict:
+    """The JSON document (schema "fitcheck.fits/1"; tests lock the row keys)."""
+    def rate(r: tuple[float, float] | None) -> dict | None:
+        return None if r is None else {"low": round(r[0], 2), "high": round(r[1], 2)}
+
+    def row(r: FitRow) -> dict:
+        plan = r.plan if r.fits else None
+        return {
+            "id": r.model.id, "family": r.model.family, "params": r.params,
+            "active_params": r.model.active_params,
+            "precision": plan.precision if plan else None,
+            "engine": getattr(plan, "engine", None) if plan else None,
+            "device": getattr(plan, "device", None) if plan else None,
+            "status": r.status, "need_bytes": r.need_bytes, "free_bytes": r.free_bytes,
+            "decode_tokens_per_s": rate(r.decode_tokens_per_s),
+            "training_tokens_per_s": rate(r.training_tokens_per_s),
+            "fitcheck_command": r.fitcheck_command, "change": r.change, "reason": r.reason or None,
+            **({"source": r.model.source, "where": r.model.where} if result.local else {}),
+        }
+
+    req = result.request
+    request = {"mode": result.mode, "headroom_pct": round(result.headroom * 100, 2)}
+    if result.mode == "inference":
+        request.update(context=req.context, batch=req.batch, engine=req.engine)
+    else:
+        request.update(seq_len=req.seq_len, batch=req.batch)
+    return {
+        "schema": SCHEMA, "fitcheck_version": __version__,
+        "machine": result.machine.name, "profile": result.profile, "request": request,
+        "models": [row(r) for r in result.fitting],
+        "not_fitting": [row(r) for r in result.rows if not r.fits],
+        **({"unreadable": [{"name": n, "source": src, "reason": why} for n, src, why in result.unreadable]}
+           if result.local or result.unreadable else {}),
+    }
+
+
+def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
+    from tabulate import tabulate
+
+    def speed(r: FitRow) -> str:
+        pair = r.decode_tokens_per_s or r.training_tokens_per_s
+        if pair is None:
+            return "unknown"
+        return rate_text(Rate(*pair), "").strip()
+
+    def label(device: str | None) -> str:
+        return device.upper() if device and device.startswith("gpu") else "RAM"
+
+    def memory(r: FitRow) -> str:
+        if len(r.devices) > 1:     # a split between GPU and RAM: both
+            return ", ".join(f"{need / GiB:.1f}/{free / GiB:.0f} {label(d)}" for d, need, free in r.devices)
+        if r.need_bytes is None or r.free_bytes is None:
+            return ""
+        return f"{r.need_bytes / GiB:.1f}/{r.free_bytes / GiB:.0f} {label(r.device)}"
+
+    def runs_as(plan: Any) -> str:
+        if plan.training:        # training: the base's format and what the recipe changed
+            parts = [plan.precision]
+            if plan.grad_checkpointing:
+                parts.append("checkpointing")
+            if plan.optimizer != "adamw":
+                parts.append(plan.optimizer)
+            if plan.zero is not None:
+                parts.append(f"ZeRO-{plan.zero}" + (f" offload {plan.offload}" if plan.offload != "none" else ""))
+            if plan.fsdp:
+                parts.append(f"FSDP {plan.fsdp}")
+            if plan.gpus > 1:
+                parts.append(f"{plan.gpus} GPUs")
+            return ", ".join(parts)
+        how = f"{plan.precision} {plan.engine}"
+        how += {"cpu": " CPU", "offload": f" {plan.offload_flag}"}.get(plan.device, "")
+        if plan.gpus > 1:
+            how += f" ×{plan.gpus} GPUs"
+        if plan.kv_dtype in ("fp8", "q8_0", "q4_0"):
+            how += f", KV {plan.kv_dtype}"
+        return how
+
+    req = result.request
+    if result.mode == "inference":
+        what = f"inference at {req.context:,} tokens, batch {req.batch}" + (f", {req.engine}" if req.engine else "")
+        rate_head = "decode tok/s"
+    else:
+        what = f"{req.mode} fine-tuning, sequence {req.seq_len:,} tokens, micro-batch {req.batch}"
+        rate_head = "train tok/s"
+    lines = [f"Machine:  {result.machine.name} — {what}", ""]
+    shown = result.rows if show_all else result.fitting
+    if shown:
+        table = []
+        for r in shown:
+            plan: Any = r.plan if r.fits else None
+            how = runs_as(plan) if plan is not None else ""
+            name = f"{r.model.id} ({r.model.source})" if result.local else r.model.id
+            table.append((name, format_count(r.params), how or "—", memory(r), speed(r) if r.fits else "",
+                          r.status.replace("_", " ")))
+        lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed (GiB)", rate_head, "status"),
+                              disable_numparse=True))
+    else:
+        lines.append("No local model fits this request here." if result.local else
+                     "No catalog model fits this request here.")
+    n_not = len(result.rows) - len(result.fitting)
+    lines += ["", f"{len(result.fitting)} of {len(result.rows)} model(s) fit"
+              + (f"; {n_not} do not (--all lists them, --json says why)" if n_not and not show_all else "")
+              + ". Ranked by parameter count; each runs as check would choose (its default, else its best "
+                "alternative at this context and batch)."]
+    lines += [f"Not read: {n} ({src}): {why}" for n, src, why in result.unreadable]
+    first = result.fitting[0].fitcheck_command if result.fitting else None
+    if first:
+        lines.append("Look closer: " + first)
+    return "\n".join(lines)
+
