@@ -44,7 +44,7 @@ from fitcheck.search.device import DeviceAdvice, advise_device
 from fitcheck.search.largest import largest_fitting
 from fitcheck.search.routes import Alternative, Outcome, changed_fields, find_alternatives, with_context
 from fitcheck.search.training_routes import hybrid_advice
-from fitcheck.speed.cost import CostSettings
+from fitcheck.speed.cost import CheckCost, CostSettings, check_cost
 from fitcheck.speed.decode import SpeedEstimate, estimate_speed
 from fitcheck.speed.training import TrainingSpeed, estimate_training_speed
 
@@ -97,6 +97,16 @@ class CheckResult:
     @property
     def model_id(self) -> str:
         return self.model.hf_id or self.spec.name
+
+    @property
+    def costs(self) -> CheckCost:
+        """What the answer costs here: serving per million tokens, or the fine-tuning run of --tokens."""
+        ts, sp = self.training_speed, self.speed
+        if ts is not None:
+            rate = (ts.rate.low, ts.rate.high) if ts.rate else None
+        else:
+            rate = (sp.decode.low, sp.decode.high) if sp is not None and sp.decode else None
+        return check_cost(self.machine, rate, ts is not None, self.tokens, self.cost or CostSettings())
 
     def command(self, request: Request | None = None) -> str:
         """The `fitcheck` command that asks ``request`` (default: this one) again."""

@@ -14,15 +14,7 @@ Each {low, high} is (fast end, slow end) of the speed range.
 from __future__ import annotations
 
 from fitcheck.machine import known
-from fitcheck.speed.cost import (
-    CostSettings,
-    RunCost,
-    is_owned,
-    machine_owned_cost,
-    range_dict,
-    run_cost,
-    settings_dict,
-)
+from fitcheck.speed.cost import CostSettings, RunCost, is_owned, range_dict, settings_dict
 
 
 def usd(x: float) -> str:
@@ -59,23 +51,6 @@ def settings_text(s: CostSettings) -> str:
 
 
 # ---- check ---------------------------------------------------------------------------------------
-def _check_rate(result):
-    """(low, high) tokens/s: training throughput for a training check, decode otherwise."""
-    ts = getattr(result, "training_speed", None)
-    if ts is not None:
-        return (ts.rate.low, ts.rate.high) if ts.rate else None
-    sp = getattr(result, "speed", None)
-    return (sp.decode.low, sp.decode.high) if sp is not None and sp.decode else None
-
-
-def check_run_cost(result) -> RunCost | None:
-    tokens = getattr(result, "tokens", None)
-    rate = _check_rate(result)
-    if tokens is None or rate is None or getattr(result, "training_speed", None) is None:
-        return None
-    return run_cost(tokens, rate, result.machine, result.cost or CostSettings())
-
-
 def run_dict(run: RunCost | None) -> dict | None:
     if run is None:
         return None
@@ -88,41 +63,32 @@ def run_dict(run: RunCost | None) -> dict | None:
 
 def check_cost_document(result) -> dict | None:
     """The "cost" section of the check document (see the module docstring), or None."""
-    settings = getattr(result, "cost", None) or CostSettings()
+    c = result.costs
     m = result.machine
-    rate = _check_rate(result)
-    training = getattr(result, "training_speed", None) is not None
-    if rate is None or (not is_owned(m) and m.price is None) or not result.verdict.runs:
+    if c.rate is None or (not is_owned(m) and m.price is None) or not result.verdict.runs:
         return None
-    owned = None if training else machine_owned_cost(m, rate, settings)
-    rented = None
-    if m.price is not None and not training:
-        from fitcheck.speed.cost import usd_per_million_tokens
-        from fitcheck.speed.efficiency import Rate
-
-        rented = usd_per_million_tokens(m.price.usd_per_hour, Rate(*rate))
+    owned = c.owned
     return {
-        **settings_dict(settings), "owned": is_owned(m),
+        **settings_dict(c.settings), "owned": is_owned(m),
         "usd_per_hour": m.price.usd_per_hour if m.price else None,
         "power_watts": m.power_watts if known(m.power_watts) else None,
         "purchase_usd": m.purchase.usd if m.purchase else None,
         "energy_kwh_per_million_tokens": range_dict(owned.energy_kwh_per_million) if owned else None,
         "electricity_usd_per_million_tokens": range_dict(owned.electricity_usd_per_million) if owned else None,
         "amortized_usd_per_million_tokens": range_dict(owned.amortized_usd_per_million) if owned else None,
-        "usd_per_million_tokens": range_dict(rented),
-        "run": run_dict(check_run_cost(result)),
+        "usd_per_million_tokens": range_dict(c.rented_per_million),
+        "run": run_dict(c.run),
     }
 
 
 def check_cost_lines(result) -> list[str]:
     """'Cost:' lines of the check table: per million tokens (inference) or the run (--tokens)."""
-    settings = getattr(result, "cost", None) or CostSettings()
+    c = result.costs
     m = result.machine
-    rate = _check_rate(result)
-    if rate is None or not result.verdict.runs:
+    if c.rate is None or not result.verdict.runs:
         return []
-    if getattr(result, "training_speed", None) is not None:
-        run = check_run_cost(result)
+    if result.training_speed is not None:
+        run = c.run
         if run is None:
             return []
         text = f"Run:      {run.tokens:,} tokens in {hours_range(run.hours)}"
@@ -133,7 +99,7 @@ def check_cost_lines(result) -> list[str]:
             if run.amortized_usd:
                 text += f" ({usd_range(run.amortized_usd)} with the purchase's share)"
         return [text]
-    owned = machine_owned_cost(m, rate, settings)
+    owned, settings = c.owned, c.settings
     if owned is None:
         return []
     source = "" if settings.kwh_price_source == "--kwh-price" else f" ({settings.kwh_price_source}; --kwh-price)"

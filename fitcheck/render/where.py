@@ -176,8 +176,8 @@ def render_where_table(result: WhereResult) -> str:
         lines += ["", "No hardware profile fits this request with the headroom"
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
     lines += commands_note(result, [r for r in fitting if r.default_precision],
-                           "* the machine's default precision does not fit there: the best precision that does, as check "
-                           "advises there; check it with")
+                           "* the machine's default precision does not fit there: the best precision that does, as "
+                           "check advises there; check it with")
     lines += tight_note(fitting, result.headroom)
     skipped = len(result.not_fitting)
     if skipped:

@@ -171,6 +171,29 @@ def run_cost(tokens: int, rate: Range, machine: Machine, settings: CostSettings)
     return RunCost(tokens, hours, energy_kwh=energy, electricity_usd=electricity, amortized_usd=amortized)
 
 
+@dataclass(frozen=True)
+class CheckCost:
+    """What one answer costs on its machine: serving per million tokens (owned: energy, electricity and the
+    purchase's share; rented: the price per hour ÷ the decode rate), or a fine-tuning run of --tokens."""
+
+    settings: CostSettings
+    rate: Range | None              # (fast, slow) tokens/s: training throughput, or decode
+    owned: OwnedCost | None         # serving on an owned machine
+    rented_per_million: Range | None  # serving on a rented machine: USD per million tokens
+    run: RunCost | None             # fine-tuning with --tokens
+
+
+def check_cost(machine: Machine, rate: Range | None, training: bool, tokens: int | None,
+               settings: CostSettings) -> CheckCost:
+    from fitcheck.speed.efficiency import Rate
+
+    owned = None if training or rate is None else machine_owned_cost(machine, rate, settings)
+    rented = (usd_per_million_tokens(machine.price.usd_per_hour, Rate(*rate))
+              if machine.price is not None and not training and rate is not None else None)
+    run = run_cost(tokens, rate, machine, settings) if training and tokens is not None and rate is not None else None
+    return CheckCost(settings, rate, owned, rented, run)
+
+
 def range_dict(r: Range | None, digits: int = 4) -> dict | None:
     """{low, high} rounded, or None (the JSON form of a range)."""
     return None if r is None else {"low": round(r[0], digits), "high": round(r[1], digits)}

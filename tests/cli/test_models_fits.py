@@ -12,13 +12,13 @@ from click.testing import CliRunner
 from fitcheck.cli import cli
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.verdict import FITS
-from fitcheck.search.fits import models_that_fit, select_entries
 from fitcheck.model.catalog import get_entry
 from fitcheck.options import ENGINES as ENGINE_CHOICES
 from fitcheck.options import PRECISIONS as PRECISION_CHOICES
 from fitcheck.pipeline import check
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.search.fits import models_that_fit, select_entries
 
 ROW_KEYS = {"id", "family", "params", "active_params", "precision", "engine", "device", "status", "need_bytes",
             "free_bytes", "decode_tokens_per_s", "training_tokens_per_s", "fitcheck_command", "change", "reason"}
