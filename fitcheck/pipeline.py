@@ -49,6 +49,7 @@ from fitcheck.speed.decode import SpeedEstimate, estimate_speed
 from fitcheck.speed.training import TrainingSpeed, estimate_training_speed
 
 if TYPE_CHECKING:
+    from fitcheck.context import Context
     from fitcheck.engines.stack import StackCheck
     from fitcheck.estimate.download import Download, Storage
 
@@ -245,7 +246,7 @@ def resolve_model_arg(model: Any, params: str | None = None,
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
           profile: str | None = None, as_typed: tuple[str, ...] | None = None,
-          storage: Storage | None = None, device_advice: bool = True) -> CheckResult:
+          storage: Storage | None = None, device_advice: bool = True, ctx: Context | None = None) -> CheckResult:
     """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
 
     Malformed input raises FitcheckError (exit 2); anything else is a verdict: fits, tight, does
@@ -253,9 +254,14 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     (``storage``: the free space where downloads land and the copies already here, read at the
     edge by fitcheck.probe.disk.read_storage; None: the disk is not checked) or unknown.
     ``alternatives``, ``search`` and ``device_advice`` (CPU or GPU) False skip what a caller
-    does not show (`where`, `models --fits`); nothing else of the result changes.
+    does not show (`where`, `models --fits`); nothing else of the result changes.  ``ctx``: what the front end
+    read of the machine (fitcheck.context: the installed engines and stack on this machine, cost settings).
     """
     from fitcheck.estimate.download import plan_download, with_disk
+
+    asked = request
+    if ctx is not None:
+        request = ctx.ask(request)
 
     resolved, query, model_args = resolve_model_arg(model, params, revision)
     if as_typed is not None and resolved.source in ("local", "generic"):
@@ -335,13 +341,14 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
             options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
             advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs,
                                    options)
-    return CheckResult(
+    result = CheckResult(
         query=query, model=resolved, machine=machine, request=request, plan=plan, estimate=estimate,
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,
         device_advice=advice, training_speed=training_speed, model_args=model_args, profile=profile,
         launch=launch_lines(model_ref, plan, repos) if not plan.problems else (), download=download,
         better_layout=better,
     )
+    return ctx.finish(result, asked) if ctx is not None else result
 
 
 def pool_room(evaluate: Any, machine: Machine) -> Any:

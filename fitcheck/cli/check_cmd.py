@@ -69,8 +69,7 @@ def check(ctx: click.Context, model: str | None, strict: bool, params: str | Non
 
     Exit codes: 0 fits, 1 does not fit or cannot run here (or tight with --strict), 2 bad input, 3 unknown.
     """
-    from dataclasses import replace
-
+    from fitcheck.context import Context, read_context
     from fitcheck.preflight import emit
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
@@ -83,63 +82,40 @@ def check(ctx: click.Context, model: str | None, strict: bool, params: str | Non
         check_output_target(output, "--output")  # a FIFO or folder: exit 2 before any work
     requirements = parse_requirements(require)  # a malformed one: exit 2 before any probing
     overrides = {"gpu": gpu, "vram": vram, "ram": ram}
+    what_if = any(overrides.values())
+    if (profile or what_if) and python_envs:
+        raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile, "
+                               "--gpu, --vram or --ram")
+    costs = cost_settings(kwh_price, amortize_years, hours_per_day)
+    contexts: dict[str | None, Context] = {}
+
+    def context_for(name: str | None) -> Context:
+        """The context of an answer for the machine ``name`` (None: this one), read once: the installed stack
+        only for this machine (a --profile or a --gpu/--vram/--ram what-if describes another)."""
+        if name not in contexts:
+            contexts[name] = read_context(name is None and not what_if, python_envs=python_envs, cost=costs,
+                                          tokens=tokens)
+        return contexts[name]
+
     if plan_file:
         if model:
             raise click.UsageError("give MODEL or --plan, not both")
         ctx.exit(emit.run_plan_file(plan_file, profile=profile, strict=strict, requirements=requirements,
-                                    fmt=fmt, output=output, overrides=overrides))
+                                    fmt=fmt, output=output, overrides=overrides, context_for=context_for))
     if not model:
         if not requirements:
             raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
         machine = load_machine(profile, **overrides)
-        stack = _stack(profile, python_envs, overrides)
-        ctx.exit(emit.emit_requirements(machine, evaluate(requirements, machine, stack), fmt=fmt, output=output))
+        outcomes = evaluate(requirements, machine, context_for(profile).stack)
+        ctx.exit(emit.emit_requirements(machine, outcomes, fmt=fmt, output=output))
 
     typed_for_other_mode(ctx, options["mode"])
     request = request_from(options)
-    costs = cost_settings(kwh_price, amortize_years, hours_per_day)
-    versions: dict[str, str] = {}
-    from_env = False
-    if profile is None and not request.training:
-        # This machine: its installed transformers is the default (package metadata only).
-        from fitcheck.model.installed import default_transformers_version, installed_versions
-
-        versions = installed_versions()
-        installed = default_transformers_version(versions)
-        if request.transformers_version is None and installed:
-            request, from_env = request.with_changes(transformers_version=installed), True
     machine = load_machine(profile, **overrides)
-    stack = _stack(profile, python_envs, overrides)
-    outcomes = evaluate(requirements, machine, stack)
-
-    def finish(result):
-        result = replace(result, cost=costs, tokens=tokens if request.training else None)
-        if stack is not None:
-            from fitcheck.pipeline import with_stack
-
-            result = with_stack(result, stack)
-        if versions:
-            from fitcheck.model.installed import name_in_assumptions
-
-            result = name_in_assumptions(result, versions, from_env)
-        return result
-
+    edge = context_for(profile)
     ctx.exit(emit.run_check(model, request, machine, params=params, revision=revision, fmt=fmt, output=output,
-                            strict=strict, outcomes=outcomes, finish=finish,
+                            strict=strict, outcomes=evaluate(requirements, machine, edge.stack), context=edge,
                             after=lambda result: _mention_receipt(result, fmt)))
-
-
-def _stack(profile: str | None, python_envs: tuple[str, ...], overrides: dict[str, str | None]):
-    """The installed stack when answering for this machine (never for a --profile or a --gpu/--vram/--ram
-    what-if: those describe another machine)."""
-    if profile or any(overrides.values()):
-        if python_envs:
-            raise click.UsageError("--python-env reads this machine's packages; it cannot be combined with --profile, "
-                                   "--gpu, --vram or --ram")
-        return None
-    from fitcheck.probe.software import read_stack
-
-    return read_stack(extra=tuple(python_envs))
 
 
 def _mention_receipt(result, fmt: str) -> None:

@@ -15,7 +15,7 @@ The pure part (answers, parsing a change, applying an alternative) is separate f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import click
@@ -248,9 +248,19 @@ class Session:
     models: dict
     machines: dict
     result: Any = None        # the last CheckResult (fitcheck.pipeline)
+    contexts: dict = field(default_factory=dict)
 
     def machine(self):
         return self.machine_of(self.answers)
+
+    def context(self):
+        """What `fitcheck MODEL` reads of the machine (fitcheck.context): the installed stack on this one."""
+        name = self.answers.machine
+        if name not in self.contexts:
+            from fitcheck.context import read_context
+
+            self.contexts[name] = read_context(name == THIS_MACHINE)
+        return self.contexts[name]
 
     def model(self):
         return self.model_of(self.answers)
@@ -360,7 +370,7 @@ def _evaluate(session: Session) -> int:
         from fitcheck.probe.disk import storage_for
 
         model, machine, request = session.model(), session.machine(), session.answers.request
-        session.result = check(model, request, machine,
+        session.result = check(model, request, machine, ctx=session.context(),
                                storage=storage_for(model, session.answers.model, request.download_dir, machine))
     except FitcheckError as exc:
         session.result = None

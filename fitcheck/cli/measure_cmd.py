@@ -120,11 +120,13 @@ def measure(ctx: click.Context, model: str | None, prompt: int | None, new_token
     require_extra()
     from click.core import ParameterSource
 
+    from fitcheck.context import read_context
     from fitcheck.measure.document import measure_document, render_measure
     from fitcheck.measure.run import MeasureOptions, measure_inference, measure_training, receipt_of
     from fitcheck.probe import probe
 
-    run_options = MeasureOptions(time_limit_s=time_limit, memory_limit_bytes=memory_limit, force=force, layers=layers)
+    run_options = MeasureOptions(time_limit_s=time_limit, memory_limit_bytes=memory_limit, force=force, layers=layers,
+                                 context=read_context(True))
     machine = probe()
     if mode == "inference":
         context = request.context if ctx.get_parameter_source("context") == ParameterSource.COMMANDLINE else None

@@ -135,13 +135,15 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         from fitcheck.request import Request
 
         request = Request(mode=mode, seq_len=seq_len, batch=batch)
+    from fitcheck.context import read_context
+
     if local:
         if query or family or kind:
             raise click.UsageError("--local lists every local model: QUERY, --family and --kind filter the catalog")
         refs, unreadable = local_models()
         machine = load_machine(profile)
         result = models_that_fit(machine, request, models=refs, headroom=headroom / 100, profile=profile,
-                                 unreadable=unreadable)
+                                 unreadable=unreadable, context=read_context(profile is None))
         result = replace(result, local=True)
         show_all = True     # every local model is listed, fitting or not
     else:
@@ -150,7 +152,8 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
             within = f" (family {family}, kind {kind})" if family or kind else ""
             raise FitcheckError(f"no catalog model matches {query!r}{within}")
         machine = load_machine(profile)
-        result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile)
+        result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile,
+                                 context=read_context(profile is None))
     if as_json:
         click.echo(json.dumps(fits_document(result), indent=2))
     elif local and not result.rows and not result.unreadable:

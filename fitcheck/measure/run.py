@@ -38,6 +38,7 @@ class MeasureOptions:
     memory_limit_bytes: int | None = None  # CPU: RSS guard; CUDA: set_per_process_memory_fraction
     force: bool = False
     layers: int | None = None              # build only the first N layers (the estimate uses the same depth)
+    context: Any = None                    # fitcheck.context.Context read of this machine (the installed stack)
 
 
 @dataclass
@@ -186,10 +187,10 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
     request = Request(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype,
                       engine="transformers", device=device, prompt_tokens=prompt, headroom=headroom * 100)
     where = device_for(machine, device)
-    check = check_api(resolved, request, machine, as_typed=_typed(model, params))
+    check = check_api(resolved, request, machine, as_typed=_typed(model, params), ctx=options.context)
     return _measure(check, where, lambda: inference_job(check.spec, check.plan, where, new_tokens,
                                                          options.memory_limit_bytes), options,
-                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params)))
+                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
 
 def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_STEPS, headroom: float = 0.10,
@@ -204,12 +205,12 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
     resolved = _shallower(_resolve(model, params), options.layers)
     request = request.with_changes(headroom=headroom * 100)
     where = device_for(machine, request.device)
-    check = check_api(resolved, request, machine, as_typed=_typed(model, params))
+    check = check_api(resolved, request, machine, as_typed=_typed(model, params), ctx=options.context)
     if plain_loop:
         check = _reason(check, "master_weights", "measure runs a plain PyTorch loop (parameters in their dtype)")
     return _measure(check, where, lambda: training_job(check.spec, check.plan, where, steps,
                                                         options.memory_limit_bytes), options,
-                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params)))
+                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
 
 def _reason(check, name: str, why: str):

@@ -3,20 +3,16 @@ importing vLLM or transformers takes seconds and may touch the GPU).
 
 When fitcheck answers for this machine (no --profile), an installed transformers is the default
 ``--transformers-version`` (it decides the prefill's logits), and the plan's engine version is
-named in the assumptions.  llama.cpp itself is a binary (``llama-server``) that fitcheck does not
+named in the assumptions (fitcheck.context).  llama.cpp itself is a binary (``llama-server``) that fitcheck does not
 run; its Python binding, llama-cpp-python, is read like the others.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from importlib import metadata
-
-from fitcheck.estimate.result import Assumption
 
 # engine -> distribution name on PyPI
 DISTRIBUTIONS = {"transformers": "transformers", "vllm": "vllm", "llama.cpp": "llama-cpp-python"}
-WHY = "installed here (package metadata)"
 
 
 def _version(distribution: str) -> str | None:
@@ -46,23 +42,3 @@ def default_transformers_version(versions: dict[str, str] | None = None) -> str 
     except Exception:
         return None
     return v
-
-
-def name_in_assumptions(result, versions: dict[str, str], transformers_from_env: bool):
-    """The CheckResult with its assumptions (the plan's and the estimate's) saying which installed
-    versions were used."""
-    engine = getattr(result.plan, "engine", None)
-
-    def named(assumptions) -> tuple[Assumption, ...]:
-        notes = []
-        for a in assumptions:
-            if a.name == "logits" and transformers_from_env:
-                a = replace(a, why=f"transformers {versions['transformers']} {WHY}: " + a.why.split(": ", 1)[-1])
-            notes.append(a)
-        if engine in versions and engine != "transformers":
-            label = "llama-cpp-python" if engine == "llama.cpp" else engine
-            notes.append(Assumption("engine_version", f"{label} {versions[engine]}", WHY))
-        return tuple(notes)
-
-    plan = result.plan.with_changes(assumptions=named(result.plan.assumptions))
-    return replace(result, plan=plan, estimate=replace(result.estimate, assumptions=named(result.estimate.assumptions)))

@@ -67,7 +67,7 @@ def _requirement_lines(outcomes, err: bool) -> None:
 
 
 def run_check(model: str, request, machine, *, params: str | None, fmt: str, output: str | None, strict: bool,
-              outcomes=(), revision: str | None = None, finish=None, after=None) -> int:
+              outcomes=(), revision: str | None = None, context=None, after=None) -> int:
     """Check ``model`` as ``request`` asks on ``machine`` and show it.  A malformed request is bad input
     (exit 2), except that a failed --require stays exit 1 whatever else happens."""
     from fitcheck.pipeline import check
@@ -82,9 +82,7 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
         from fitcheck.probe.disk import storage_for
 
         storage = storage_for(resolved, model, request.download_dir, machine)
-        result = check(resolved, request, machine, as_typed=typed, storage=storage)
-        if finish is not None:
-            result = finish(result)
+        result = check(resolved, request, machine, as_typed=typed, storage=storage, ctx=context)
     except FitcheckError as exc:
         if requirements_exit_code(outcomes) == 1:
             _requirement_lines(outcomes, err=True)
@@ -205,12 +203,13 @@ def emit_plan(path: str, case_results, *, fmt: str, output: str | None, strict: 
 
 
 def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements, fmt: str,
-                  output: str | None, overrides: dict | None = None) -> int:
+                  output: str | None, overrides: dict | None = None, context_for=None) -> int:
     """`fitcheck check --plan PATH`: read, check every case for bad input, run every case (machines loaded
     once each), show, exit code.  A plan with malformed cases runs none: each is a line on stderr (and an
     annotation with --format github), exit 2.
 
-    ``overrides`` (--gpu/--vram/--ram) apply to every case's machine."""
+    ``overrides`` (--gpu/--vram/--ram) apply to every case's machine; ``context_for(profile)``: what the edge read
+    of a case's machine (fitcheck.context), the same as `fitcheck MODEL` reads for it."""
     from fitcheck.cli.options import apply_machine_overrides, load_machine
     from fitcheck.preflight.plan_file import read_plan_errors
     from fitcheck.preflight.requirements import evaluate
@@ -233,8 +232,10 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
     errors = sorted(errors + invalid, key=_case_order)
     if errors:
         return emit_plan_errors(path, errors, fmt=fmt)
-    case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile, prepared=prepared)
-    outcomes = evaluate(requirements, machine_for(profile)) if requirements else ()
+    case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile, prepared=prepared,
+                            context_for=context_for)
+    stack = context_for(profile).stack if context_for is not None else None
+    outcomes = evaluate(requirements, machine_for(profile), stack) if requirements else ()
     return emit_plan(path, case_results, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
 
 

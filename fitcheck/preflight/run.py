@@ -85,7 +85,7 @@ def prepare_case(case: Case, machine: Machine) -> Prepared:
 
 
 def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str = "plan",
-             prepared: Prepared | None = None) -> CaseResult:
+             prepared: Prepared | None = None, context: Any = None) -> CaseResult:
     from fitcheck.pipeline import check
 
     label = case.label(where)
@@ -97,7 +97,7 @@ def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str =
         params = case.get("params")
         typed = (case.model.strip(),) + (("--params", params) if params else ())
         result = check(resolved, request, machine, as_typed=typed,
-                       storage=storage_for(resolved, case.model, request.download_dir, machine))
+                       storage=storage_for(resolved, case.model, request.download_dir, machine), ctx=context)
     except FitcheckError as exc:
         return CaseResult(case, None, EXIT_BAD_INPUT, f"{label}: {exc.one_line()}")
     code = result.exit_code
@@ -128,9 +128,11 @@ def validate_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], 
 
 def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, strict: bool = False,
              default_profile: str | None = None,
-             prepared: dict[int, Prepared] | None = None) -> tuple[CaseResult, ...]:
-    """Every case of ``plan``; ``machine_for(profile_or_None)`` supplies (and caches) machines; ``prepared``:
-    the cases validate_plan found well-formed."""
+             prepared: dict[int, Prepared] | None = None,
+             context_for: Callable[[str | None], Any] | None = None) -> tuple[CaseResult, ...]:
+    """Every case of ``plan``; ``machine_for(profile_or_None)`` supplies (and caches) machines and
+    ``context_for`` their edge context (fitcheck.context); ``prepared``: the cases validate_plan found
+    well-formed."""
     out = []
     for case in plan.cases:
         profile = case.get("profile", default_profile)
@@ -140,5 +142,6 @@ def run_plan(plan: PlanFile, machine_for: Callable[[str | None], Machine], *, st
             out.append(CaseResult(case, None, EXIT_BAD_INPUT, _machine_failure(case, plan.path, default_profile, exc)))
             continue
         out.append(run_case(case, machine, strict=strict, where=plan.path,
-                            prepared=(prepared or {}).get(case.index)))
+                            prepared=(prepared or {}).get(case.index),
+                            context=context_for(profile) if context_for is not None else None))
     return tuple(out)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from fitcheck.context import Context
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.verdict import FITS, TIGHT
 from fitcheck.machine import Machine
@@ -139,16 +140,18 @@ def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str
 
 def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[CatalogEntry, ...] | None = None,
                     models: tuple[ModelRef, ...] | None = None, headroom: float = DEFAULT_HEADROOM,
-                    profile: str | None = None, unreadable: tuple[tuple[str, str, str], ...] = ()) -> FitsResult:
+                    profile: str | None = None, unreadable: tuple[tuple[str, str, str], ...] = (),
+                    context: Context | None = None) -> FitsResult:
     """Every entry (default: the whole catalog; or `models`, e.g. the local ones) judged on
-    `machine` for `request` (a Request of any mode; default: inference as `fitcheck MODEL` asks), ranked."""
+    `machine` for `request` (a Request of any mode; default: inference as `fitcheck MODEL` asks), ranked;
+    ``context``: what `fitcheck MODEL` reads of the machine (fitcheck.context)."""
     request = request if request is not None else Request()
     from fitcheck.plan import validate_request
 
     validate_request(request)
     if models is None:
         models = tuple(ModelRef.of(e) for e in (entries if entries is not None else load_catalog().entries))
-    rows = [judge_model(m, request, machine, headroom, profile) for m in models]
+    rows = [judge_model(m, request, machine, headroom, profile, context) for m in models]
     rows.sort(key=lambda r: (not r.fits, -r.params, _negated(r.model.released), r.model.id))
     return FitsResult(machine, profile, request, headroom, tuple(rows), unreadable, local=entries is None
                       and models is not None and any(m.source != "catalog" for m in models))
@@ -160,7 +163,7 @@ def _negated(released: str) -> tuple[int, ...]:
 
 @lru_cache(maxsize=4096)
 def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float,
-                profile: str | None) -> FitRow:
+                profile: str | None, context: Context | None = None) -> FitRow:
     """One model's row (memoised: the same question is answered once per process)."""
     from fitcheck.model.resolve import ResolvedModel
     from fitcheck.pipeline import check
@@ -171,7 +174,7 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
     try:
         # the row needs the verdict and check's alternatives: not the largest context and batch, nor CPU-or-GPU
         result = check(resolved, request.with_changes(headroom=headroom * 100), machine, profile=profile,
-                       search=False, device_advice=False)
+                       search=False, device_advice=False, ctx=context)
     except FitcheckError as exc:
         return FitRow(entry, REFUSED, None, None, None, None, None, None, None, None, exc.one_line())
     if result.verdict.status in (FITS, TIGHT):
