@@ -5,7 +5,7 @@
 
 Reads `benchmarks/data/llamacpp_load_logs.csv`: buffers that llama.cpp printed at load in published
 logs (GitHub issues and pull requests; each row's `source`), with the settings the log shows.  Each
-row is estimated with the same code as `fitcheck MODEL --engine llama.cpp` (`inference.llama_cpp_devices`)
+row is estimated with the same code as `fitcheck MODEL --engine llama.cpp` (`fitcheck.engines.llama_cpp.llama_cpp_devices`)
 for that model, file type, context (-c), sequences (-np), micro-batch (-ub), flash attention (-fa), KV
 types (-ctk/-ctv), offloaded layers (-ngl) and GPUs -- and, where the release or the runner differs from
 today's llama-server, its n_ctx rounding (`ctx_pad`: 32 without flash attention before PR #17046), whether
@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fitcheck.engines import FLOATS, GGUF_TYPES  # noqa: E402
+from fitcheck.engines.llama_cpp import llama_cpp_devices
 from fitcheck.engines.llama_cpp.buffers import CTX_PAD, LlamaCppSetup
-from fitcheck.engines.llama_cpp.memory import llama_cpp_devices
 from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, WEIGHTS  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 from fitcheck.model.spec import ModelSpec  # noqa: E402

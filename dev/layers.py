@@ -11,9 +11,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("util", ("fitcheck", "fitcheck.units", "fitcheck.errors", "fitcheck.bounded", "fitcheck.frozen",
               "fitcheck.versions", "fitcheck.user_config", "fitcheck.contracts")),
     # tables the vocabulary is made of: weights formats, sharding strategies, generate()'s samplings
-    ("tables", ("fitcheck.estimate.formats", "fitcheck.estimate.sharding", "fitcheck.estimate.generate_step")),
+    ("tables", ("fitcheck.estimate.formats", "fitcheck.estimate.sharding", "fitcheck.estimate.generate_step",
+                "fitcheck.estimate.lora_targets")),
     # what a machine and a model are, and where they are read from
-    ("machine", ("fitcheck.machine", "fitcheck.model", "fitcheck.probe", "fitcheck.profiles")),
+    ("machine", ("fitcheck.machine", "fitcheck.storage", "fitcheck.model", "fitcheck.probe", "fitcheck.profiles")),
     # the question as asked
     ("request", ("fitcheck.options", "fitcheck.request")),
     # shared arithmetic, the plan's type, sourced constants, the speed figures' types
@@ -26,12 +27,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # how fast, and what it costs
     ("speed", ("fitcheck.speed",)),
     # what fits instead, where, which models
-    ("search", ("fitcheck.search", "fitcheck.alternatives", "fitcheck.fits")),
+    ("search", ("fitcheck.search",)),
     # one request, one pipeline; the commands that reproduce it
     ("pipeline", ("fitcheck.commands", "fitcheck.pipeline", "fitcheck.api", "fitcheck.context")),
+    # searches over the whole check: every machine (`where`), every model (`models --fits`)
+    ("answers", ("fitcheck.search.where", "fitcheck.search.fits")),
     # what the user sees, CI formats, measurement
     ("front", ("fitcheck.render", "fitcheck.preflight", "fitcheck.measure", "fitcheck.serve")),
-    ("cli", ("fitcheck.cli", "fitcheck.__main__")),
+    # the command line, and the GitHub Action's step that runs it
+    ("cli", ("fitcheck.cli", "fitcheck.__main__", "fitcheck.preflight.action")),
 )
 
 

@@ -55,8 +55,11 @@ class Context:
         return result
 
     def _named(self, result: CheckResult, from_env: bool) -> CheckResult:
+        from fitcheck.engines import ENGINES, get
+
         versions = dict(self.versions)
         engine = getattr(result.plan, "engine", None)
+        engine = engine if engine in ENGINES else None  # a training plan's launcher is no serving engine
 
         def named(assumptions: tuple[Assumption, ...]) -> tuple[Assumption, ...]:
             notes = []
@@ -65,8 +68,8 @@ class Context:
                     a = replace(a, why=f"transformers {versions['transformers']} {INSTALLED_WHY}: "
                                 + a.why.split(": ", 1)[-1])
                 notes.append(a)
-            if engine in versions and engine != "transformers":
-                label = "llama-cpp-python" if engine == "llama.cpp" else engine
+            if engine in versions and engine != "transformers":  # transformers: the logits' release, above
+                label = get(engine).distribution or engine
                 notes.append(Assumption("engine_version", f"{label} {versions[engine]}", INSTALLED_WHY))
             return tuple(notes)
 
@@ -81,10 +84,11 @@ def read_context(this_machine: bool, *, python_envs: tuple[str, ...] = (), cost:
     for a profile or a what-if, only the cost settings and tokens."""
     if not this_machine:
         return Context(cost=cost, tokens=tokens)
+    from fitcheck.engines import ENGINES
     from fitcheck.model.installed import default_transformers_version, installed_versions
     from fitcheck.probe.software import read_stack
 
-    versions = installed_versions()
+    versions = installed_versions({e.name: e.distribution for e in ENGINES.values() if e.distribution})
     if "transformers" in versions and default_transformers_version(versions) is None:
         del versions["transformers"]  # a version --transformers-version would not take: not a default
     return Context(tuple(sorted(versions.items())), read_stack(extra=tuple(python_envs)), cost, tokens)

@@ -192,7 +192,7 @@ def _check_transformers_version(text: str) -> None:
 
 
 def _check_lora_targets(text: str) -> None:
-    from fitcheck.estimate.lora import parse_targets
+    from fitcheck.estimate.lora_targets import parse_targets
 
     parse_targets(text)
 

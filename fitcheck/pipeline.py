@@ -40,9 +40,10 @@ from fitcheck.machine import Machine, nodes_of
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
 from fitcheck.request import Request
+from fitcheck.search.alternatives import find_alternatives
 from fitcheck.search.device import DeviceAdvice, advise_device
 from fitcheck.search.largest import largest_fitting
-from fitcheck.search.routes import Alternative, Outcome, changed_fields, find_alternatives, with_context
+from fitcheck.search.routes import Alternative, Outcome, changed_fields, with_context
 from fitcheck.search.training_routes import hybrid_advice
 from fitcheck.speed.cost import CheckCost, CostSettings, check_cost
 from fitcheck.speed.decode import SpeedEstimate, estimate_speed
@@ -50,8 +51,9 @@ from fitcheck.speed.training import TrainingSpeed, estimate_training_speed
 
 if TYPE_CHECKING:
     from fitcheck.context import Context
+    from fitcheck.engines.download import Download
     from fitcheck.engines.stack import StackCheck
-    from fitcheck.estimate.download import Download, Storage
+    from fitcheck.storage import Storage
 
 MAX_BATCH_SEARCHED = 4096
 MAX_MICRO_BATCH_SEARCHED = 1024
@@ -257,7 +259,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     does not show (`where`, `models --fits`); nothing else of the result changes.  ``ctx``: what the front end
     read of the machine (fitcheck.context: the installed engines and stack on this machine, cost settings).
     """
-    from fitcheck.estimate.download import plan_download, with_disk
+    from fitcheck.engines.download import plan_download, with_disk
 
     asked = request
     if ctx is not None:

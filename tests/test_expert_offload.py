@@ -194,9 +194,9 @@ def test_vllm_cpu_offload_implies_vllm_and_its_command_says_so():
 
 def test_vllm_cpu_offload_is_the_last_resort_alternative():
     from fitcheck.pipeline import Evaluator
+    from fitcheck.search.alternatives import find_alternatives
     from fitcheck.search.inference_routes import _context, streamed
     from fitcheck.search.rank import COST_STREAMED
-    from fitcheck.search.routes import find_alternatives
 
     s, machine = spec("qwen-14b"), load_profile("rtx-4090")
     request = Request(engine="vllm")

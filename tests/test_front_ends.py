@@ -91,7 +91,7 @@ def transformers_440(monkeypatch):
     fp32 (transformers < 4.45), and that is the default --transformers-version here."""
     import fitcheck.model.installed as installed
 
-    monkeypatch.setattr(installed, "installed_versions", lambda: {"transformers": "4.40.0"})
+    monkeypatch.setattr(installed, "_version", lambda dist: "4.40.0" if dist == "transformers" else None)
 
 
 def test_this_machines_installed_transformers_is_read_once_for_every_front_end(tmp_path, transformers_440):

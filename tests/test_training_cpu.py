@@ -19,7 +19,7 @@ from fitcheck.pipeline import Evaluator
 from fitcheck.plan import resolve_training
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
-from fitcheck.search.routes import find_alternatives
+from fitcheck.search.alternatives import find_alternatives
 
 NO_GPU = "github-ubuntu-latest"
 GPU = "rtx-4090"

@@ -9,7 +9,6 @@ from fitcheck.cli.options import (
     cost_options,
     cost_settings,
     json_option,
-    load_machine,
     machine_override_options,
     params_option,
     profile_option,
@@ -20,6 +19,7 @@ from fitcheck.cli.options import (
     typed_for_other_mode,
 )
 from fitcheck.options import click_options
+from fitcheck.profiles.overrides import load_machine
 
 
 @click.command("check")

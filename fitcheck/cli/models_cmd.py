@@ -114,8 +114,8 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
           as_json: bool, local: bool = False) -> None:
     from click.core import ParameterSource
 
-    from fitcheck.cli.options import load_machine
     from fitcheck.errors import FitcheckError
+    from fitcheck.profiles.overrides import load_machine
     from fitcheck.render.fits import fits_document, render_fits_table
     from fitcheck.search.fits import local_models, models_that_fit, select_entries
 

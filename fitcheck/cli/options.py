@@ -46,32 +46,6 @@ def json_option(func):
     return click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of tables.")(func)
 
 
-def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
-    """The machine to answer for: the named/pathed profile, else this machine probed; then the
-    --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied."""
-    if profile:
-        from fitcheck.profiles import load_profile
-
-        machine = load_profile(profile)
-    else:
-        from fitcheck.probe import probe
-
-        machine = probe()
-    return apply_machine_overrides(machine, gpu, vram, ram)
-
-
-def apply_machine_overrides(machine, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
-    """``machine`` with the --gpu/--vram/--ram overrides applied (fitcheck.profiles.overrides; each error
-    names its flag); ``machine`` itself when none is given."""
-    if gpu or vram or ram:
-        from fitcheck.profiles import list_profiles
-        from fitcheck.profiles.overrides import MachineOverrides, apply_overrides
-
-        machine = apply_overrides(machine, MachineOverrides(gpu=gpu, vram=vram, ram=ram),
-                                  list_profiles() if gpu else ())
-    return machine
-
-
 def machine_override_options(func):
     """``--gpu [Nx]NAME``, ``--vram [Nx]SIZE``, ``--ram SIZE``: "what if I had ..." without a TOML file
     (passed to :func:`load_machine` as ``gpu``, ``vram``, ``ram``)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from fitcheck.cli.options import json_option, load_machine, machine_override_options, profile_option, python_env_option
+from fitcheck.cli.options import json_option, machine_override_options, profile_option, python_env_option
+from fitcheck.profiles.overrides import load_machine
 
 
 @click.command("probe")

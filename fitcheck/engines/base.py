@@ -115,6 +115,10 @@ class Engine:
         return None
 
     # ---- its weights ---------------------------------------------------------------------------
+    def stored_needs(self, precision: str) -> str:
+        """What keeping a checkpoint stored as ``precision`` needs installed ('' when nothing more)."""
+        return ""
+
     def weight_format(self, spec: ModelSpec, precision: str) -> WeightFormat:
         """The weights this engine holds for ``precision`` (an MXFP4 checkpoint's experts kept packed where
         ``keeps_packed_experts``)."""

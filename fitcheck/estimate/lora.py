@@ -12,62 +12,17 @@ Check (peft's `print_trainable_parameters`): Llama-2-7B, r=8, q_proj+v_proj:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.lora_targets import LoraTargets, parse_targets
+from fitcheck.estimate.optimizers import ParamShape
 from fitcheck.estimate.weights import Matrix, linear_matrices
 from fitcheck.model.spec import ModelSpec
 
-# Module names people pass to peft's `target_modules`, mapped to fitcheck's matrix roles.
-_NAME_TO_ROLES: dict[str, tuple[str, ...]] = {
-    "q_proj": ("attn_q", "attn_q_a", "attn_q_b"), "k_proj": ("attn_k",), "v_proj": ("attn_v",),
-    "o_proj": ("attn_output",), "gate_proj": ("ffn_gate", "ffn_gate_exps", "ffn_gate_shexp"),
-    "up_proj": ("ffn_up", "ffn_up_exps", "ffn_up_shexp"), "down_proj": ("ffn_down", "ffn_down_exps", "ffn_down_shexp"),
-    "kv_a_proj_with_mqa": ("attn_kv_a_mqa",), "kv_b_proj": ("attn_kv_b",),
-    "q_a_proj": ("attn_q_a",), "q_b_proj": ("attn_q_b",),
-    # Qwen1 (modeling_qwen.py): c_attn = fused q/k/v, c_proj = attention output *and* MLP output
-    # (both modules are named c_proj), w1/w2 = the two MLP input projections.
-    "c_attn": ("attn_qkv",), "c_proj": ("attn_output", "ffn_down"), "w1": ("ffn_up",), "w2": ("ffn_gate",),
-    # Phi-3: fused qkv_proj and gate_up_proj.
-    "qkv_proj": ("attn_qkv",), "gate_up_proj": ("ffn_gate_up",),
-}
-PRESETS = {
-    "all-linear": None,  # peft's "all-linear": every linear layer except the output head
-    "attention": ("attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "attn_q_a", "attn_q_b",
-                  "attn_kv_a_mqa", "attn_kv_b"),
-}
 # Architectures whose checkpoints fuse projections into one nn.Linear (one adapter pair each).
 _FUSED_QKV = frozenset({"qwen", "phi3"})          # modeling_qwen.py c_attn; modeling_phi3.py qkv_proj
 _FUSED_GATE_UP = frozenset({"phi3"})             # modeling_phi3.py gate_up_proj
-
-
-@dataclass(frozen=True)
-class LoraTargets:
-    """A parsed --lora-targets value: a preset name or module names."""
-
-    text: str
-    roles: frozenset[str] | None   # None: all linear layers
-
-    @property
-    def label(self) -> str:
-        return self.text
-
-
-def parse_targets(text: str) -> LoraTargets:
-    """'all-linear', 'attention' or a comma list of module names (q_proj,v_proj)."""
-    t = text.strip().lower()
-    if t in PRESETS:
-        roles = PRESETS[t]
-        return LoraTargets(t, None if roles is None else frozenset(roles))
-    names = [n.strip() for n in t.split(",") if n.strip()]
-    unknown = [n for n in names if n not in _NAME_TO_ROLES]
-    if not names or unknown:
-        raise FitcheckError(f"unknown LoRA target module(s): {', '.join(unknown) or text!r}",
-                            "use all-linear, attention, or names such as q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
-    roles: set[str] = set()
-    for n in names:
-        roles.update(_NAME_TO_ROLES[n])
-    return LoraTargets(",".join(names), frozenset(roles))
 
 
 def model_matrices(spec: ModelSpec) -> tuple[Matrix, ...]:
@@ -145,3 +100,22 @@ def adapter_saved_bytes_per_token(spec: ModelSpec, targets: LoraTargets, rank: i
             per += rank * adapter_bytes
         total += per * copies * share
     return int(total)
+
+
+def trainable_shapes(spec: ModelSpec, plan: Any) -> tuple[ParamShape, ...]:
+    """Trainable tensors: every tensor for full fine-tuning, the adapters (and embeddings) for LoRA."""
+    if plan.mode == "full":
+        shapes = [ParamShape(m.rows_in, m.cols_out, m.per_layer * m.layers) for m in linear_matrices(spec)]
+        counted = sum(s.params for s in shapes)
+        emb = spec.vocab_size * spec.hidden_size
+        shapes.append(ParamShape(spec.vocab_size, spec.hidden_size, 1 if spec.tie_word_embeddings else 2))
+        rest = spec.total_params - counted - emb * (1 if spec.tie_word_embeddings else 2)
+        if rest > 0:
+            shapes.append(ParamShape(rest, 1))  # norms, biases, routers: vectors
+        return tuple(shapes)
+    targets = parse_targets(plan.lora_targets)
+    r = plan.lora_rank
+    shapes = []
+    for m in adapted_matrices(spec, targets):
+        shapes += [ParamShape(r, m.rows_in, m.per_layer * m.layers), ParamShape(m.cols_out, r, m.per_layer * m.layers)]
+    return tuple(shapes)

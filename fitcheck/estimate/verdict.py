@@ -6,7 +6,7 @@ does not fit  need > free on some device (or more GPUs asked than there are)
 unknown       a device's free memory could not be read (and nothing already fails)
 does not fit on disk
               the memory fits (or is unknown) but the download does not fit in the free disk space where
-              it lands (fitcheck.estimate.download.with_disk; the memory verdict is the next reason)
+              it lands (fitcheck.engines.download.with_disk; the memory verdict is the next reason)
 cannot run    this machine cannot run the request at all: kernels missing, compute capability too
               low, no GPU or fewer GPUs than asked (the plan's problems, from fitcheck.engines), or the
               installed software stack cannot run it (driver older than the CUDA build, no kernels for

@@ -272,3 +272,36 @@ def entries() -> tuple[CatalogEntry, ...]:
 def get_entry(hf_id: str) -> CatalogEntry | None:
     """The entry with this Hugging Face id (case-insensitive), else None."""
     return load_catalog().get(hf_id)
+
+
+# ---- lookups by name: what fitcheck.model.resolve and the Ollama names match against ----------------------
+def rank(entry: CatalogEntry) -> tuple:
+    """How entries that share a name are ordered: newest release first"""
+    # newest release first, then instruct over base, then the shorter (plainer) id
+    return (entry.released, entry.variant == "instruct", -len(entry.hf_id))
+
+
+def indexes() -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
+    """(normalized alias -> entries, normalized repository name -> entries) of the catalog in use."""
+    return indexes_for(load_catalog())
+
+
+@lru_cache(maxsize=4)
+def indexes_for(catalog) -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
+    by_alias: dict[str, list[CatalogEntry]] = {}
+    by_name: dict[str, list[CatalogEntry]] = {}
+    for e in catalog.entries:
+        for alias in {normalize_name(a) for a in e.aliases}:
+            by_alias.setdefault(alias, []).append(e)
+        by_name.setdefault(normalize_name(e.name), []).append(e)
+    return by_alias, by_name
+
+
+def alias_matches(key: str) -> list[CatalogEntry]:
+    """The entries one of whose aliases normalizes to ``key``."""
+    return indexes()[0].get(key, [])
+
+
+def name_matches(key: str) -> list[CatalogEntry]:
+    """The entries whose repository name normalizes to ``key``."""
+    return indexes()[1].get(key, [])

@@ -18,6 +18,9 @@ from typing import Protocol
 from fitcheck.errors import FitcheckError
 from fitcheck.model.spec import ModelSpec
 
+# The GGUF types fitcheck estimates, as Ollama tags and `repo:QUANT` names spell them -> fitcheck's precisions.
+QUANTS = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k_m": "q5_k_m", "q4_k_m": "q4_k_m", "q4_0": "q4_0",
+          "q3_k_m": "q3_k_m", "q2_k": "q2_k", "fp16": "fp16", "f16": "fp16", "bf16": "bf16", "fp32": "fp32"}
 _NAME = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+):(?P<quant>[A-Za-z0-9_]+)$")
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 HEADER_READS = (1 << 21, 1 << 23, 1 << 25, 1 << 26)   # bytes tried in turn: 2, 8, 32, 64 MiB
@@ -42,8 +45,6 @@ def parse_name(text: str) -> GGUFRepoName | None:
 
 
 def precision_of(name: GGUFRepoName) -> str:
-    from fitcheck.model.ollama import QUANTS
-
     key = name.quant.lower()
     if key in QUANTS:
         return QUANTS[key]

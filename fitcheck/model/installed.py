@@ -9,10 +9,8 @@ run; its Python binding, llama-cpp-python, is read like the others.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import metadata
-
-# engine -> distribution name on PyPI
-DISTRIBUTIONS = {"transformers": "transformers", "vllm": "vllm", "llama.cpp": "llama-cpp-python"}
 
 
 def _version(distribution: str) -> str | None:
@@ -24,17 +22,18 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def installed_versions() -> dict[str, str]:
-    """{engine: version} of the engines whose package is installed in this environment."""
-    found = {engine: _version(dist) for engine, dist in DISTRIBUTIONS.items()}
+def installed_versions(distributions: Mapping[str, str]) -> dict[str, str]:
+    """{engine: version} of the engines whose package (``distributions``: engine -> its name on PyPI, each
+    engine's ``distribution``) is installed in this environment."""
+    found = {engine: _version(dist) for engine, dist in distributions.items()}
     return {engine: v for engine, v in found.items() if v}
 
 
-def default_transformers_version(versions: dict[str, str] | None = None) -> str | None:
+def default_transformers_version(versions: Mapping[str, str]) -> str | None:
     """The installed transformers version, as --transformers-version takes it (major.minor.patch)."""
     from fitcheck.versions import parse_transformers_version
 
-    v = (installed_versions() if versions is None else versions).get("transformers")
+    v = versions.get("transformers")
     if not v:
         return None
     try:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fitcheck.errors import FitcheckError
+from fitcheck.model.gguf_repo import QUANTS
 from fitcheck.model.spec import ModelSpec
 
 MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
@@ -36,8 +37,6 @@ _NAME = re.compile(r"^(?:(?P<ns>[a-z0-9][\w.-]*)/)?(?P<model>[a-z0-9][\w.-]*):(?
 _SIZE = re.compile(r"^(?:\d+x)?\d+(?:\.\d+)?[bm]$", re.IGNORECASE)
 _DIGEST = re.compile(r"^sha256[:-](?P<hex>[0-9a-f]{64})$")
 # Ollama tag quantization names -> fitcheck precision (llama.cpp types fitcheck estimates).
-QUANTS = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k_m": "q5_k_m", "q4_k_m": "q4_k_m", "q4_0": "q4_0",
-          "q3_k_m": "q3_k_m", "q2_k": "q2_k", "fp16": "fp16", "f16": "fp16", "bf16": "bf16", "fp32": "fp32"}
 _OTHER_QUANTS = re.compile(r"^(q\d_[01]|q\d_k(_[sml])?|iq\d\w*|mxfp4)$", re.IGNORECASE)
 _TEXT_VARIANTS = {"text", "base"}
 # The size Ollama's `latest` tag (and a tag without a size) points at, from each model's page on
@@ -144,18 +143,17 @@ def spec_from_blob(blob: Path, name: str) -> ModelSpec:
 
 def catalog_entry(name: OllamaName):
     """The catalog entry an Ollama name stands for, or None."""
-    from fitcheck.model.catalog import normalize_name
-    from fitcheck.model.resolve import _rank, _short_name_matches
+    from fitcheck.model.catalog import alias_matches, normalize_name, rank
 
     size = name.size or LATEST_SIZE.get(name.model)
     if size is None:
         return None
-    matches = _short_name_matches(normalize_name(f"{name.model}-{size}"))
+    matches = alias_matches(normalize_name(f"{name.model}-{size}"))
     if not matches:
         return None
     want = "base" if name.variant in _TEXT_VARIANTS else "instruct"
     preferred = [e for e in matches if e.variant == want] or matches
-    return max(preferred, key=_rank)
+    return max(preferred, key=rank)
 
 
 def size_note(name: OllamaName) -> str:

@@ -25,10 +25,9 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from fitcheck.errors import FitcheckError
-from fitcheck.model.catalog import CatalogEntry, load_catalog, normalize_name
+from fitcheck.model.catalog import CatalogEntry, alias_matches, load_catalog, name_matches, normalize_name, rank
 from fitcheck.model.spec import ModelSpec
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -47,37 +46,8 @@ class ResolvedModel:
     entry: CatalogEntry | None = None
 
 
-def _rank(entry: CatalogEntry) -> tuple:
-    # newest release first, then instruct over base, then the shorter (plainer) id
-    return (entry.released, entry.variant == "instruct", -len(entry.hf_id))
-
-
-def _indexes() -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
-    """(normalized alias -> entries, normalized repository name -> entries) of the catalog in use."""
-    return _indexes_for(load_catalog())
-
-
-@lru_cache(maxsize=4)
-def _indexes_for(catalog) -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
-    by_alias: dict[str, list[CatalogEntry]] = {}
-    by_name: dict[str, list[CatalogEntry]] = {}
-    for e in catalog.entries:
-        for alias in {normalize_name(a) for a in e.aliases}:
-            by_alias.setdefault(alias, []).append(e)
-        by_name.setdefault(normalize_name(e.name), []).append(e)
-    return by_alias, by_name
-
-
-def _short_name_matches(key: str) -> list[CatalogEntry]:
-    return _indexes()[0].get(key, [])
-
-
-def _name_matches(key: str) -> list[CatalogEntry]:
-    return _indexes()[1].get(key, [])
-
-
 def _choose(text: str, candidates: list[CatalogEntry]) -> ResolvedModel:
-    ranked = sorted(candidates, key=_rank, reverse=True)
+    ranked = sorted(candidates, key=rank, reverse=True)
     chosen = ranked[0]
     note = None
     if len(ranked) > 1:
@@ -383,13 +353,13 @@ def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
 
     key = normalize_name(text)
     if "/" not in text:
-        exact_name = [e for e in _name_matches(key) if e.name == text]
+        exact_name = [e for e in name_matches(key) if e.name == text]
         if exact_name:          # 'Qwen-7B' is Qwen/Qwen-7B, not the newest model called qwen-7b
             return _choose(text, exact_name)
-        short = _short_name_matches(key)
+        short = alias_matches(key)
         if short:
             return _choose(text, short)
-        named = _name_matches(key)
+        named = name_matches(key)
         if named:
             return _choose(text, named)
     if _REPO_ID.match(text):
@@ -413,8 +383,8 @@ def _known(text: str) -> CatalogEntry | None:
     if "/" in text:
         return None
     key = normalize_name(text)
-    matches = _short_name_matches(key) or _name_matches(key)
-    return max(matches, key=_rank) if matches else None
+    matches = alias_matches(key) or name_matches(key)
+    return max(matches, key=rank) if matches else None
 
 
 def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_heads: int | None) -> ResolvedModel:

@@ -8,10 +8,11 @@ GPU's 16-bit type), the recipe's defaults (gradient checkpointing by mode), the 
 from __future__ import annotations
 
 from fitcheck import engines
+from fitcheck.engines.training import BASE_ENGINE
 from fitcheck.engines.transformers import dequantize
 from fitcheck.engines.transformers.releases import loss_shift_copy_mode
 from fitcheck.estimate.formats import derived_note, weight_format
-from fitcheck.estimate.lora import parse_targets
+from fitcheck.estimate.lora_targets import parse_targets
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
@@ -87,7 +88,7 @@ def resolve_training(req: Request, spec: ModelSpec, machine: Machine) -> Trainin
                             ("a GPU is present" if has_gpu else "no GPU on this machine"), "--device"))
     cc = engines.machine_kind(machine, device)[1] if device == "gpu" else None
     if device == "gpu" and has_gpu:
-        half, half_why = engines.default_precision(machine, "gpu", "transformers")
+        half, half_why = engines.default_precision(machine, "gpu", BASE_ENGINE)
     else:
         half, half_why = "bf16", CPU_PRECISION_WHY
     if half not in ("bf16", "fp16"):

@@ -210,10 +210,10 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
 
     ``overrides`` (--gpu/--vram/--ram) apply to every case's machine; ``context_for(profile)``: what the edge read
     of a case's machine (fitcheck.context), the same as `fitcheck MODEL` reads for it."""
-    from fitcheck.cli.options import apply_machine_overrides, load_machine
     from fitcheck.preflight.plan_file import read_plan_errors
     from fitcheck.preflight.requirements import evaluate
     from fitcheck.preflight.run import MachineError, run_plan, validate_plan
+    from fitcheck.profiles.overrides import apply_machine_overrides, load_machine
 
     plan, errors = read_plan_errors(path)
     machines: dict = {}

@@ -1,5 +1,5 @@
 """Free disk space where models would be downloaded, and the copies already downloaded (the I/O
-edge of fitcheck.estimate.download)."""
+edge of fitcheck.engines.download)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def ollama_store_dir(env: Mapping[str, str], home: str) -> str:
 
 def read_place(kind: str, path: str):
     """The free space of the disk ``path`` would be written to (its nearest existing folder)."""
-    from fitcheck.estimate.download import Place
+    from fitcheck.storage import Place
 
     path = os.path.abspath(os.path.expanduser(path))
     near = nearest_existing(path)
@@ -131,18 +131,9 @@ def _gguf_quants(names: list[str]) -> set[str]:
 def read_storage(model, query: str, download_dir: str | None, machine, env: Mapping[str, str] | None = None):
     """The places a download for ``model`` lands in and their free space, and its copies already here.
 
-    This machine only; a hardware profile gets its ``[disk]`` (fitcheck.estimate.download.profile_storage).
+    This machine only; a hardware profile gets its ``[disk]`` (fitcheck.storage.profile_storage).
     Bounded: one disk_usage per place, a few stats per repository, one listing of llama.cpp's cache."""
-    from fitcheck.estimate.download import (
-        DOWNLOAD_DIR,
-        HF_CACHE,
-        LLAMA_CPP,
-        OLLAMA,
-        OUTPUT,
-        Storage,
-        lookups,
-        profile_storage,
-    )
+    from fitcheck.storage import DOWNLOAD_DIR, HF_CACHE, LLAMA_CPP, OLLAMA, OUTPUT, Storage, lookups, profile_storage
 
     if machine.source != "probe":
         return profile_storage(machine)
@@ -191,7 +182,7 @@ def read_storage(model, query: str, download_dir: str | None, machine, env: Mapp
 
 def storage_for(model, query: str, download_dir: str | None, machine, env: Mapping[str, str] | None = None):
     """:func:`read_storage`, or an unknown storage saying why when reading failed (never raises)."""
-    from fitcheck.estimate.download import Storage
+    from fitcheck.storage import Storage
 
     try:
         return read_storage(model, query, download_dir, machine, env)

@@ -160,3 +160,28 @@ def apply_overrides(machine: Machine, overrides: MachineOverrides, catalogue: It
             swap_total_bytes=mem.swap_total_bytes, swap_free_bytes=mem.swap_free_bytes,
             bandwidth_bytes_per_s=mem.bandwidth_bytes_per_s, bandwidth_source=mem.bandwidth_source)
     return replace(machine, gpus=gpus, overrides=(*machine.overrides, *overrides.args()), **changes)
+
+
+def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
+    """The machine to answer for: the named/pathed profile, else this machine probed; then the
+    --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied."""
+    if profile:
+        from fitcheck.profiles.store import load_profile
+
+        machine = load_profile(profile)
+    else:
+        from fitcheck.probe import probe
+
+        machine = probe()
+    return apply_machine_overrides(machine, gpu, vram, ram)
+
+
+def apply_machine_overrides(machine, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
+    """``machine`` with the --gpu/--vram/--ram overrides applied (fitcheck.profiles.overrides; each error
+    names its flag); ``machine`` itself when none is given."""
+    if gpu or vram or ram:
+        from fitcheck.profiles.store import list_profiles
+
+        machine = apply_overrides(machine, MachineOverrides(gpu=gpu, vram=vram, ram=ram),
+                                  list_profiles() if gpu else ())
+    return machine

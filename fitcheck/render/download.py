@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import os
 
-from fitcheck.estimate.download import (
-    DISK_DOES_NOT_FIT,
-    DOWNLOAD_DIR,
-    PLACE_VARIABLE,
-    Download,
-    Place,
-)
+from fitcheck.engines.download import DISK_DOES_NOT_FIT, Download
+from fitcheck.storage import DOWNLOAD_DIR, PLACE_VARIABLE, Place
 from fitcheck.units import format_gib
 
 

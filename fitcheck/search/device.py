@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from fitcheck import engines
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.machine import Machine
@@ -43,9 +44,10 @@ def cpu_plan(spec: ModelSpec, plan: Plan, machine: Machine) -> Plan | None:
     fmt = weight_format(plan.precision)
     keep = fmt.gguf or (fmt.family == "float" and _precision_given(plan))
     precision = plan.precision if keep else "q4_k_m"
-    kv = plan.kv_dtype if plan.kv_dtype in ("fp16", "q8_0", "q4_0") else "auto"
+    engine = engines.gguf_engine()
+    kv = plan.kv_dtype if plan.kv_dtype in engines.get(engine).kv_dtypes else "auto"
     req = Request(precision=precision, context=plan.context, batch=plan.batch, kv_dtype=kv,
-                  engine="llama.cpp", device="cpu", prompt_tokens=plan.prompt_tokens)
+                  engine=engine, device="cpu", prompt_tokens=plan.prompt_tokens)
     try:
         cpu = resolve_inference(req, spec, machine)
     except FitcheckError:

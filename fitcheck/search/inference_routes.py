@@ -197,7 +197,6 @@ def consider_fastest(s: Search, spec: ModelSpec, machine: Machine, tries: list[t
 def quantize(c: Context) -> None:
     """Lower-precision weights (alone, over all GPUs, then at the context that fits) with the plan's engine and,
     where fitcheck chose the engine, with each engine of the table that runs them here."""
-    from fitcheck.engines.transformers.releases import MXFP4_TRANSFORMERS_NEEDS
 
     spec, plan, s = c.spec, c.plan, c.s
     tries: list[tuple[str, Request, float, Outcome]] = []
@@ -209,7 +208,8 @@ def quantize(c: Context) -> None:
             cand = with_engine(c.base, e, plan).with_changes(precision=p)
             title = f"Quantize the weights to {desc}{served}"
             if p == spec.stored_format:
-                needs = f" ({MXFP4_TRANSFORMERS_NEEDS})" if p == "mxfp4" and e == "transformers" else ""
+                needs = engines.get(e).stored_needs(p)
+                needs = f" ({needs})" if needs else ""
                 title = f"Keep the checkpoint's own {desc}{needs}{served}"
             attempt: tuple[str, Request, float] = (title, cand, float(cost))
             out = s.evaluate(cand)

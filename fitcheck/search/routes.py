@@ -29,7 +29,7 @@ from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
 from fitcheck.options import BY_NAME
-from fitcheck.plan import AnyPlan, TrainingPlan
+from fitcheck.plan import AnyPlan
 from fitcheck.request import Request
 from fitcheck.search import rank as R
 
@@ -58,7 +58,7 @@ class Alternative:
     changes: tuple[tuple[str, Any], ...]      # request fields replaced, with their new (typed) values
     fitcheck_command: str = ""
     engine_command: str = ""
-    download: Any = None                      # fitcheck.estimate.download.Download of its plan
+    download: Any = None                      # fitcheck.engines.download.Download of its plan
 
 
 @dataclass(frozen=True)
@@ -204,15 +204,3 @@ def same_effective_batch(fitting: int, effective: int) -> tuple[int, int]:
     largest micro-batch up to ``fitting`` that divides it (8 at most 5 a step: 4 × 2, not 5 × 2 = 10)."""
     micro = max(d for d in range(1, max(fitting, 1) + 1) if effective % d == 0)
     return micro, effective // micro
-
-
-def find_alternatives(spec: ModelSpec, request: Request, plan: AnyPlan, machine: Machine,
-                      evaluate: Evaluate) -> tuple[Alternative, ...]:
-    """What fits instead of ``request`` on ``machine``, best first."""
-    if isinstance(plan, TrainingPlan):
-        from fitcheck.search.training_routes import training_alternatives
-
-        return training_alternatives(spec, request, plan, machine, evaluate)
-    from fitcheck.search.inference_routes import inference_alternatives
-
-    return inference_alternatives(spec, request, plan, machine, evaluate)

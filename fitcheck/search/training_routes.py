@@ -394,7 +394,8 @@ def hybrid_advice(spec: ModelSpec, request: Request, plan: Any, machine: Machine
     if not isinstance(plan, TrainingPlan) or plan.nodes <= 1 or plan.fsdp not in ("full-shard", "shard-grad-op"):
         return None
     from fitcheck.estimate.distributed import gb_text, training_traffic
-    from fitcheck.estimate.lora import lora_params, parse_targets
+    from fitcheck.estimate.lora import lora_params
+    from fitcheck.estimate.lora_targets import parse_targets
 
     twin = "hybrid-shard" if plan.fsdp == "full-shard" else "hybrid-shard-zero2"
     out = evaluate(request.with_changes(fsdp=twin))

@@ -71,13 +71,14 @@ class SpeedEstimate:
     kv_copy_share: float = 0.0     # share of the slow end's step those copies cost, against reading the cache in place
 
 
-def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1, engine: str = "transformers") -> int:
+def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1, engine: str | None = None) -> int:
     """Weight bytes one decode step reads, in the plan's storage format.
 
     Routed experts count by :func:`experts_touched_fraction`; an untied input embedding is not
     read (one row per token is looked up), a tied one is read in full as the output head.
     """
-    wb = weight_bytes(spec, engines.get(engine).weight_format(spec, precision))
+    fmt = engines.get(engine).weight_format(spec, precision) if engine else weight_format(precision)
+    wb = weight_bytes(spec, fmt)
     share = experts_touched_fraction(spec, batch)
     total = 0.0
     for kind, b in wb.by_group:

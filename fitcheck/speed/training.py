@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.distributed import NodeTraffic, overlapped_step, training_traffic
-from fitcheck.estimate.lora import lora_params, parse_targets
+from fitcheck.estimate.lora import lora_params
+from fitcheck.estimate.lora_targets import parse_targets
 from fitcheck.estimate.sharding import shard_degree
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.machine import Machine, known, nodes_of
@@ -85,11 +86,12 @@ def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
     with gradient checkpointing's recompute), per micro-batch."""
     if plan.offload == "none":
         return 0
-    from fitcheck.engines.training.memory import _base_format, _trainable_shapes
+    from fitcheck.engines.training.memory import _base_format
+    from fitcheck.estimate.lora import trainable_shapes
 
     n = shard_degree(plan.zero, plan.fsdp, plan.gpus, plan.nodes)  # this GPU's partition: 1/n
     half = 4 if plan.compute_dtype == "fp32" else 2
-    trainable = sum(sh.params for sh in _trainable_shapes(spec, plan))
+    trainable = sum(sh.params for sh in trainable_shapes(spec, plan))
     moved = (plan.grad_accum + 1) * trainable * half // n
     if plan.offload == "optimizer+params":
         passes = 3 if plan.grad_checkpointing else 2

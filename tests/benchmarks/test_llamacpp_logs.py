@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import llamacpp_logs as L  # noqa: E402
 from fitcheck.engines import estimate_inference  # noqa: E402
 from fitcheck.engines.llama_cpp import buffers as LC  # noqa: E402
-from fitcheck.engines.llama_cpp.memory import llama_cpp_devices  # noqa: E402
+from fitcheck.engines.llama_cpp import llama_cpp_devices  # noqa: E402
 from fitcheck.model.resolve import resolve_model  # noqa: E402
 
 MIB = 2**20

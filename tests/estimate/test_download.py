@@ -1,4 +1,4 @@
-"""The download itself (fitcheck.estimate.download): what a plan downloads, its size, where it lands,
+"""The download itself (fitcheck.engines.download): what a plan downloads, its size, where it lands,
 the free disk there, what fine-tuning saves, and how the disk verdict combines with the memory one."""
 
 from __future__ import annotations
@@ -9,20 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitcheck.estimate.download import (
+from fitcheck.engines.download import (
     DISK_DOES_NOT_FIT,
     DISK_FITS,
     DISK_UNKNOWN,
-    DOWNLOAD_DIR,
-    HF_CACHE,
-    LLAMA_CPP,
-    OUTPUT,
-    Place,
-    Storage,
     artifact_for,
     checkpoint_bytes,
     plan_download,
-    profile_storage,
     training_saves,
     with_disk,
 )
@@ -32,6 +25,7 @@ from fitcheck.pipeline import check
 from fitcheck.plan import resolve
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.storage import DOWNLOAD_DIR, HF_CACHE, LLAMA_CPP, OUTPUT, Place, Storage, profile_storage
 
 GB = 10**9
 GiB = 2**30

@@ -8,7 +8,8 @@ from machines import machine, nvidia
 
 from fitcheck.engines.training.memory import estimate_training, model_state_bytes
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.lora import lora_params, parse_targets
+from fitcheck.estimate.lora import lora_params
+from fitcheck.estimate.lora_targets import parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, GRADIENTS, LOGITS, MASTER_WEIGHTS, OPTIMIZER, WEIGHTS
 from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import resolve_training

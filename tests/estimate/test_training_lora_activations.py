@@ -5,7 +5,8 @@ from estimate_specs import QWEN25_7B
 from machines import machine, nvidia
 
 from fitcheck.engines.training.memory import estimate_training
-from fitcheck.estimate.lora import adapter_saved_bytes_per_token, parse_targets
+from fitcheck.estimate.lora import adapter_saved_bytes_per_token
+from fitcheck.estimate.lora_targets import parse_targets
 from fitcheck.estimate.result import ACTIVATIONS, LOGITS
 from fitcheck.estimate.training_activations import logits_bytes_per_token
 from fitcheck.plan import resolve_training

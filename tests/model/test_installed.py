@@ -28,9 +28,12 @@ def assumptions(doc):
 def test_versions_come_from_metadata_without_importing(monkeypatch):
     import sys
 
+    from fitcheck.context import read_context
+
     fake_versions(monkeypatch, {"transformers": "4.38.2", "llama-cpp-python": "0.3.2"})
-    assert installed.installed_versions() == {"transformers": "4.38.2", "llama.cpp": "0.3.2"}
-    assert "vllm" not in sys.modules and installed.default_transformers_version() == "4.38.2"
+    ctx = read_context(True)
+    assert dict(ctx.versions) == {"transformers": "4.38.2", "llama.cpp": "0.3.2"}
+    assert "vllm" not in sys.modules and ctx.installed_transformers == "4.38.2"
 
 
 def test_installed_transformers_is_the_default_here_and_said_so(monkeypatch):

@@ -69,7 +69,7 @@ def test_inference_commands_match_the_json_document():
 
 
 def test_the_summary_and_annotation_carry_the_disk():
-    from fitcheck.estimate.download import HF_CACHE, Place, Storage
+    from fitcheck.storage import HF_CACHE, Place, Storage
 
     storage = Storage((Place(HF_CACHE, "/runner/hub", 5 * 2**30, "d"),), looked=True)
     result = check("qwen-7b", Request(), load_profile("rtx-4090"), storage=storage)

@@ -147,3 +147,11 @@ def _nodes_text(nodes: int) -> str:
 
 
 ENGINE = LlamaCpp()
+
+
+def llama_cpp_devices(spec: ModelSpec, plan: Plan, setup: Any = None) -> list[Any]:
+    """The llama.cpp estimate's devices for `plan`, with the context settings of `setup` where a load's
+    command line sets more than a plan says (-ub, -fa); `benchmarks/llamacpp_logs.py` scores them."""
+    from fitcheck.engines.llama_cpp.memory import memory
+
+    return memory(ENGINE, spec, plan, setup).devices

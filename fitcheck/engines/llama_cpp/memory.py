@@ -32,14 +32,6 @@ LLAMA_CPP_CPU_RUNTIME = 100 * MiB
 
 
 # ---- llama.cpp ---------------------------------------------------------------------------------
-def llama_cpp_devices(spec: ModelSpec, plan: Plan, setup: LC.LlamaCppSetup | None = None) -> list[DeviceNeed]:
-    """The llama.cpp estimate's devices for `plan`, with the context settings of `setup` where a load's
-    command line sets more than a plan says (-ub, -fa); `benchmarks/llamacpp_logs.py` scores them."""
-    from fitcheck.engines.llama_cpp import ENGINE
-
-    return memory(ENGINE, spec, plan, setup)[0]
-
-
 def memory(engine: LlamaCpp, spec: ModelSpec, plan: Plan, setup: LC.LlamaCppSetup | None = None):
     setup = setup or LC.setup_from_plan(plan)
     wb = engine.weights(spec, plan.precision)

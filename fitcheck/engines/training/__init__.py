@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+# The engine that loads the base model for training: Trainer and peft wrap a transformers model (its precision
+# defaults and kernels are the training run's).
+BASE_ENGINE = "transformers"
+
 if TYPE_CHECKING:
     from fitcheck.estimate.result import Estimate
     from fitcheck.model.spec import ModelSpec

@@ -32,7 +32,8 @@ from fitcheck.calibration import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_C
 from fitcheck.engines.transformers.releases import loss_shift_copy_mode, rotary_table_mode
 from fitcheck.estimate.allocator import MIN_LARGE_ALLOC, round_size, segment_size
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices, parse_targets
+from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices, trainable_shapes
+from fitcheck.estimate.lora_targets import parse_targets
 from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
 from fitcheck.estimate.result import (
     ACTIVATIONS,
@@ -177,25 +178,6 @@ def after_forward_bytes(spec: ModelSpec, plan: TrainingPlan, act_b: int, upcast:
 
 def _shard(n: int, sharded: bool, gpus: int) -> int:
     return n // gpus if sharded else n
-
-
-def _trainable_shapes(spec: ModelSpec, plan: TrainingPlan) -> tuple[ParamShape, ...]:
-    """Trainable tensors: every tensor for full fine-tuning, the adapters (and embeddings) for LoRA."""
-    if plan.mode == "full":
-        shapes = [ParamShape(m.rows_in, m.cols_out, m.per_layer * m.layers) for m in linear_matrices(spec)]
-        counted = sum(s.params for s in shapes)
-        emb = spec.vocab_size * spec.hidden_size
-        shapes.append(ParamShape(spec.vocab_size, spec.hidden_size, 1 if spec.tie_word_embeddings else 2))
-        rest = spec.total_params - counted - emb * (1 if spec.tie_word_embeddings else 2)
-        if rest > 0:
-            shapes.append(ParamShape(rest, 1))  # norms, biases, routers: vectors
-        return tuple(shapes)
-    targets = parse_targets(plan.lora_targets)
-    r = plan.lora_rank
-    shapes = []
-    for m in adapted_matrices(spec, targets):
-        shapes += [ParamShape(r, m.rows_in, m.per_layer * m.layers), ParamShape(m.cols_out, r, m.per_layer * m.layers)]
-    return tuple(shapes)
 
 
 def _embedding_copies(spec: ModelSpec, plan: TrainingPlan) -> ParamShape | None:
@@ -455,7 +437,7 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     gpu_weights = 0 if offload_params else _shard(base, weights_sharded, N)
 
     # ---- trainable parameters ------------------------------------------------------------------
-    shapes = _trainable_shapes(spec, plan)
+    shapes = trainable_shapes(spec, plan)
     trainable = sum(s.params for s in shapes)
     emb = _embedding_copies(spec, plan)
     # LoRA adapters outside DeepSpeed with an fp32 master are simply fp32 parameters (peft keeps

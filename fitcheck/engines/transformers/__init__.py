@@ -44,6 +44,9 @@ class Transformers(Engine):
     distribution = "transformers"
     lower_precisions = ("mxfp4", "int8", "awq", "gptq-int4", "nf4")
 
+    def stored_needs(self, precision: str) -> str:
+        return releases.MXFP4_TRANSFORMERS_NEEDS if precision == "mxfp4" else ""
+
     def default_why(self, precision: str) -> str:
         return "GPU with a non-GGUF precision"
 

@@ -2,8 +2,8 @@
 there, and what fine-tuning's saves write to the output folder.
 
 Pure.  The free space of each place and the copies already on this machine come in as a
-:class:`Storage` (read at the edge by :func:`fitcheck.probe.disk.read_storage`, or built from a
-hardware profile's ``[disk]`` by :func:`profile_storage`).
+:class:`fitcheck.storage.Storage` (read at the edge by :func:`fitcheck.probe.disk.read_storage`, or built from a
+hardware profile's ``[disk]`` by :func:`fitcheck.storage.profile_storage`).
 
 What is downloaded is what the printed engine command loads (fitcheck.commands):
 
@@ -30,30 +30,20 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fitcheck.engines import get
 from fitcheck.estimate.formats import MXFP4_BITS, weight_format, weight_format_or_none
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
+from fitcheck.plan.plan import TrainingPlan
+from fitcheck.storage import DOWNLOAD_DIR, HF_CACHE, LLAMA_CPP, OLLAMA, OUTPUT, PROFILE_DISK, Place, Storage
 from fitcheck.units import format_gib
-
-# Where files land (Place.kind).
-HF_CACHE = "hf-cache"
-LLAMA_CPP = "llama.cpp"
-OLLAMA = "ollama"
-DOWNLOAD_DIR = "download-dir"
-OUTPUT = "output"
-PLACE_KINDS = (HF_CACHE, LLAMA_CPP, OLLAMA, DOWNLOAD_DIR, OUTPUT)
-PLACE_WORDS = {HF_CACHE: "the Hugging Face cache", LLAMA_CPP: "llama.cpp's cache", OLLAMA: "the Ollama store",
-               DOWNLOAD_DIR: "--download-dir", OUTPUT: "the output folder"}
-# The variable each engine reads for its download folder (what --download-dir asks the user to set).
-PLACE_VARIABLE = {HF_CACHE: "HF_HUB_CACHE", LLAMA_CPP: "LLAMA_CACHE", OLLAMA: "OLLAMA_MODELS"}
 
 # Disk statuses (Download.status).
 DISK_FITS = "fits"
 DISK_DOES_NOT_FIT = "does_not_fit"
 DISK_UNKNOWN = "unknown"
 DISK_STATUSES = (DISK_FITS, DISK_DOES_NOT_FIT, DISK_UNKNOWN)
-PROFILE_DISK = "profile"   # Place.disk_id of a hardware profile's one [disk]
 
 # transformers TrainingArguments defaults (training_args.py): save_strategy "steps", save_steps 500,
 # save_only_model False (optimizer.pt and scheduler.pt are saved with the model), save_total_limit
@@ -62,44 +52,6 @@ SAVE_STEPS = 500
 
 _HF_QUANT_KEYS = {"awq": "awq", "gptq-int4": "gptq-int4", "int4": "gptq-int4", "gptq-int8": "gptq-int8", "fp8": "fp8"}
 _BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-@dataclass(frozen=True)
-class Place:
-    """A folder files land in, and the free space of the disk holding it (None: unknown)."""
-
-    kind: str                 # one of PLACE_KINDS
-    path: str
-    free_bytes: int | None
-    disk_id: str = ""         # places with the same id share one file system (and its free space)
-    why_unknown: str = ""
-
-
-@dataclass(frozen=True)
-class Storage:
-    """The places downloads and saves land in, and the copies already on this machine."""
-
-    places: tuple[Place, ...] = ()
-    present: tuple[tuple[str, str], ...] = ()   # (Artifact.key, where it is)
-    looked: bool = False      # whether this machine was searched for copies already downloaded
-    unknown_reason: str = ""  # no disk known: why (a hardware profile without [disk])
-
-    def place(self, kind: str) -> Place | None:
-        return next((p for p in self.places if p.kind == kind), None)
-
-    def where_present(self, key: str) -> str | None:
-        return next((where for k, where in self.present if k == key), None) if key else None
-
-
-def profile_storage(machine: Any) -> Storage:
-    """A hardware profile's storage: its ``[disk]`` for every place (nothing is on it yet), or unknown."""
-    disk = getattr(machine, "disk", None)
-    free = getattr(disk, "free_bytes", None)
-    if disk is None or not isinstance(free, int):
-        why = f"{disk.free_bytes}" if disk is not None else f"the profile {machine.name} has no [disk]"
-        return Storage(unknown_reason=f"free disk not checked: {why}")
-    path = disk.path or f"the {machine.name} disk"
-    return Storage(places=tuple(Place(k, path, free, PROFILE_DISK) for k in PLACE_KINDS))
 
 
 @dataclass(frozen=True)
@@ -216,7 +168,7 @@ def _own_serves(model: Any, plan: Any, gguf: bool, repos: dict[str, str]) -> boo
     spec: ModelSpec = model.spec
     fmt = weight_format(plan.precision)
     if gguf:
-        if getattr(plan, "engine", None) != "llama.cpp":
+        if isinstance(plan, TrainingPlan) or not get(plan.engine).loads_gguf_files:
             return False
         own = spec.stored_format
         return (own or "").lower() == plan.precision or (own is None and fmt.family == "float")
@@ -279,14 +231,14 @@ def training_saves(spec: ModelSpec, plan: Any) -> Saves:
     weight, in fp32 when the parameters are the fp32 master copy (Trainer/FSDP mixed precision),
     16-bit under DeepSpeed (its 16-bit model save) or pure bf16; DeepSpeed's optimizer files also
     hold the fp32 master partitions.  States per parameter: fitcheck.estimate.optimizers."""
-    from fitcheck.engines.training.memory import _trainable_shapes
+    from fitcheck.estimate.lora import trainable_shapes
     from fitcheck.estimate.optimizers import ParamShape, state_bytes
 
     act_b = _BYTES.get(plan.compute_dtype, 2)
     ds = plan.zero is not None
     fp32_compute = plan.compute_dtype == "fp32"
     master_on = plan.master_weights == "fp32" and not fp32_compute
-    shapes = _trainable_shapes(spec, plan)
+    shapes = trainable_shapes(spec, plan)
     trainable = sum(s.params for s in shapes)
     if plan.mode == "full":
         weight_b = 4 if (fp32_compute or (master_on and not ds)) else act_b
@@ -371,20 +323,3 @@ def with_disk(verdict: Any, download: Download | None) -> Any:
         return verdict
     return Verdict(DOES_NOT_FIT_ON_DISK, verdict.devices, verdict.headroom,
                    (download.reason, f"memory: {verdict.summary()}"))
-
-
-def lookups(model: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(Hugging Face repositories, GGUF repositories) a plan for ``model`` may download: where the edge
-    looks for copies already here."""
-    entry = getattr(model, "entry", None)
-    repos = dict(getattr(entry, "quantized_repos", None) or {}) if entry is not None else {}
-    hf_id = model.hf_id or ""
-    hf = [r for k, r in repos.items() if k != "gguf"]
-    gguf = [repos["gguf"]] if "gguf" in repos else []
-    if ":" in hf_id:
-        gguf.append(hf_id.partition(":")[0])
-    elif hf_id and model.source in ("catalog", "hub", "hf-cache"):
-        hf.insert(0, hf_id)
-    if entry is not None and getattr(entry, "hf_id", None) and entry.hf_id not in hf:
-        hf.append(entry.hf_id)
-    return tuple(dict.fromkeys(hf)), tuple(dict.fromkeys(gguf))
