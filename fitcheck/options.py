@@ -106,39 +106,46 @@ class Option:
         unset = ("auto", "default") if self.kind == "flag" else ("auto", "none", "off")  # a flag's "off" is False
         if self.nullable and not is_choice and isinstance(value, str) and value.strip().lower() in unset:
             return None
-        if self.kind == "flag":
-            if isinstance(value, bool):
-                return value
-            low = str(value).strip().lower()
-            if low in ("on", "yes", "true", "1"):
-                return True
-            if low in ("off", "no", "false", "0"):
-                return False
-            raise FitcheckError(f"{self.flag} is on or off, got {value!r}")
-        if self.kind == "choice":
-            for c in self.choices:
-                if str(c).lower() == str(value).strip().lower():
-                    return c
-            raise FitcheckError(f"{self.flag}: {short_number(value)} is not one of: "
-                                + ", ".join(str(c) for c in self.choices))
-        if self.kind == "int":
-            number = _int(value)
-            if number is None:
-                words = "".join(f" or {c}" for c in self.choices)
-                raise FitcheckError(f"{self.flag} must be a whole number{words}, got {short_number(value)}")
-            self._bounds(number)
-            return number
-        if self.kind == "float":
-            if isinstance(value, bool):
-                raise FitcheckError(f"{self.flag} must be a number, got {value!r}")
-            try:
-                real = float(str(value)[:64]) if not isinstance(value, (int, float)) else float(value)
-            except (TypeError, ValueError, OverflowError):
-                raise FitcheckError(f"{self.flag} must be a number, got {short_number(value)}") from None
-            if real != real or real in (float("inf"), float("-inf")):  # NaN, infinity
-                raise FitcheckError(f"{self.flag} must be a finite number, got {short_number(value)}")
-            self._bounds(real)
-            return real
+        return getattr(self, f"_parse_{self.kind}")(value)
+
+    def _parse_flag(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        low = str(value).strip().lower()
+        if low in ("on", "yes", "true", "1"):
+            return True
+        if low in ("off", "no", "false", "0"):
+            return False
+        raise FitcheckError(f"{self.flag} is on or off, got {value!r}")
+
+    def _parse_choice(self, value: Any) -> Any:
+        for c in self.choices:
+            if str(c).lower() == str(value).strip().lower():
+                return c
+        raise FitcheckError(f"{self.flag}: {short_number(value)} is not one of: "
+                            + ", ".join(str(c) for c in self.choices))
+
+    def _parse_int(self, value: Any) -> int:
+        number = _int(value)
+        if number is None:
+            words = "".join(f" or {c}" for c in self.choices)
+            raise FitcheckError(f"{self.flag} must be a whole number{words}, got {short_number(value)}")
+        self._bounds(number)
+        return number
+
+    def _parse_float(self, value: Any) -> float:
+        if isinstance(value, bool):
+            raise FitcheckError(f"{self.flag} must be a number, got {value!r}")
+        try:
+            real = float(str(value)[:64]) if not isinstance(value, (int, float)) else float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise FitcheckError(f"{self.flag} must be a number, got {short_number(value)}") from None
+        if real != real or real in (float("inf"), float("-inf")):  # NaN, infinity
+            raise FitcheckError(f"{self.flag} must be a finite number, got {short_number(value)}")
+        self._bounds(real)
+        return real
+
+    def _parse_str(self, value: Any) -> str:
         text = str(value).strip()
         if not text:
             raise FitcheckError(f"{self.flag} must not be empty")

@@ -15,7 +15,7 @@ result; the commands that reproduce each alternative come with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -259,7 +259,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     does not show (`where`, `models --fits`); nothing else of the result changes.  ``ctx``: what the front end
     read of the machine (fitcheck.context: the installed engines and stack on this machine, cost settings).
     """
-    from fitcheck.engines.download import plan_download, with_disk
+    from fitcheck.engines.download import with_disk
 
     asked = request
     if ctx is not None:
@@ -272,38 +272,23 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     elif as_typed is not None:
         model_args = model_args[:1] + as_typed[1:]  # the canonical id, with the flags typed (--revision)
     spec = resolved.spec
+    model_ref, repos = _engine_model(resolved, model_args)
+    local = resolved.source == "local"
     evaluate = evaluator(spec, machine)
     outcome = evaluate.outcome(request)
     plan, estimate, verdict = outcome.plan, outcome.estimate, outcome.verdict
     if estimate.assumptions != plan.assumptions:
         # an equal plan reached by another request first (evaluations shared across checks): this one's reasons
         estimate = replace(estimate, assumptions=plan.assumptions)
-    downloads: dict[Any, Download] = {}
-
-    def download_of(p: AnyPlan) -> Download:
-        key = p.with_changes(assumptions=())
-        if key not in downloads:
-            downloads[key] = plan_download(resolved, p, storage, request.download_dir)
-        return downloads[key]
-
+    download_of = _Downloads(resolved, storage, request.download_dir)
     download = download_of(plan)
     verdict = with_disk(verdict, download)
-    checked: Any = evaluate
-    if storage is not None and storage.places:
-        # An alternative must fit on disk too: its download judged with its memory.
-        def checked(req: Request) -> Outcome | None:
-            out = evaluate(req)
-            return None if out is None else replace(out, verdict=with_disk(out.verdict, download_of(out.plan)))
+    checked = download_of.judged(evaluate) if storage is not None and storage.places else evaluate
     past = context_note(spec, request.seq_len if request.training else request.context,
                         "--seq-len" if request.training else "--context")
     if past:
         estimate = replace(estimate, notes=(past, *estimate.notes))
     profile = profile if profile is not None else profile_arg(machine)
-    local = resolved.source == "local"
-    model_ref = model_args[0] if local else (resolved.hf_id or spec.name)
-    if resolved.entry is not None and ":" in model_ref:  # an Ollama name or repo:QUANT: engines load the base repo
-        model_ref = resolved.entry.hf_id
-    repos = dict(getattr(resolved.entry, "quantized_repos", None) or {}) if resolved.entry else {}
 
     alts: tuple[Alternative, ...] = ()
     if alternatives and verdict.status != FITS:
@@ -313,14 +298,8 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
                              download=download_of(a.plan))
                      for a in find_alternatives(spec, request, plan, machine, pool_room(checked, machine)))
 
-    max_context = max_batch = None
-    if search and verdict.status not in (CANNOT_RUN, UNKNOWN):
-        if request.training:
-            max_context = largest(evaluate, request, "seq_len", search_limit(spec, request.seq_len))
-            max_batch = largest(evaluate, request, "batch", MAX_MICRO_BATCH_SEARCHED)
-        else:
-            max_context = largest(evaluate, request, "context", search_limit(spec, request.context))
-            max_batch = largest(evaluate, request, "batch", MAX_BATCH_SEARCHED)
+    max_context, max_batch = _largest(spec, request, evaluate) if search and verdict.status not in (
+        CANNOT_RUN, UNKNOWN) else (None, None)
 
     better = None
     if alternatives and isinstance(plan, Plan) and verdict.runs:
@@ -340,9 +319,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         speed = estimate_speed(spec, plan, machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
         if device_advice and verdict.status != UNKNOWN and not plan.problems:
-            options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
-            advice = advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs,
-                                   options)
+            advice = _device_advice(spec, request, plan, machine, evaluate, alts)
     result = CheckResult(
         query=query, model=resolved, machine=machine, request=request, plan=plan, estimate=estimate,
         verdict=verdict, max_context=max_context, max_batch=max_batch, alternatives=alts, speed=speed,
@@ -351,6 +328,58 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         better_layout=better,
     )
     return ctx.finish(result, asked) if ctx is not None else result
+
+
+class _Downloads:
+    """Each plan's download (fitcheck.engines.download), once: the alternatives' plans recur."""
+
+    def __init__(self, resolved: Any, storage: Storage | None, download_dir: str | None):
+        self.resolved, self.storage, self.download_dir = resolved, storage, download_dir
+        self._by_plan: dict[Any, Download] = {}
+
+    def __call__(self, plan: AnyPlan) -> Download:
+        from fitcheck.engines.download import plan_download
+
+        key = plan.with_changes(assumptions=())
+        if key not in self._by_plan:
+            self._by_plan[key] = plan_download(self.resolved, plan, self.storage, self.download_dir)
+        return self._by_plan[key]
+
+    def judged(self, evaluate: Evaluator) -> Callable[[Request], Outcome | None]:
+        """``evaluate`` with each outcome's download judged with its memory (an alternative must fit on disk too)."""
+        from fitcheck.engines.download import with_disk
+
+        def checked(req: Request) -> Outcome | None:
+            out = evaluate(req)
+            return None if out is None else replace(out, verdict=with_disk(out.verdict, self(out.plan)))
+
+        return checked
+
+
+def _device_advice(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, evaluate: Evaluator,
+                   alts: tuple[Alternative, ...]) -> DeviceAdvice | None:
+    """CPU or GPU for this request here (fitcheck.search.device), among the plan and the alternatives that run."""
+    options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
+    return advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs, options)
+
+
+def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """What the engines' commands load (a local model's path as typed; an Ollama name's or repo:QUANT's base
+    repository), and the catalog's pre-quantized repositories."""
+    ref = model_args[0] if resolved.source == "local" else (resolved.hf_id or resolved.spec.name)
+    if resolved.entry is not None and ":" in ref:
+        ref = resolved.entry.hf_id
+    repos = dict(getattr(resolved.entry, "quantized_repos", None) or {}) if resolved.entry else {}
+    return ref, repos
+
+
+def _largest(spec: ModelSpec, request: Request, evaluate: Evaluator) -> tuple[int | None, int | None]:
+    """The longest context (training: sequence) and the largest batch (micro-batch) that fit, the other kept."""
+    if request.training:
+        return (largest(evaluate, request, "seq_len", search_limit(spec, request.seq_len)),
+                largest(evaluate, request, "batch", MAX_MICRO_BATCH_SEARCHED))
+    return (largest(evaluate, request, "context", search_limit(spec, request.context)),
+            largest(evaluate, request, "batch", MAX_BATCH_SEARCHED))
 
 
 def pool_room(evaluate: Any, machine: Machine) -> Any:

@@ -53,41 +53,29 @@ class Case:
 
     def problems(self) -> list[str]:
         """Why this case cannot run as written (empty when it can)."""
-        bad = []
-        if self.mode not in MODES:
-            bad.append(f"mode {self.mode!r} not in {MODES}")
-        if self.dtype not in DTYPES:
-            bad.append(f"dtype {self.dtype!r} not in {DTYPES}")
-        if self.attn not in ATTN_IMPLEMENTATIONS:
-            bad.append(f"attn {self.attn!r} not in {ATTN_IMPLEMENTATIONS}")
-        if self.layers is not None and self.layers < 1:
-            bad.append("layers must be >= 1")
-        if self.batch < 1:
-            bad.append("batch must be >= 1")
-        if self.mode != "load" and self.seq_len < 1:
-            bad.append("seq_len must be >= 1 outside load mode")
-        if (self.mode == "generate") != (self.new_tokens > 0):
-            bad.append("new_tokens > 0 exactly when mode is generate")
         training = self.mode.startswith("train")
-        if training != bool(self.optimizer):
-            bad.append("optimizer set exactly when training")
-        if self.optimizer and self.optimizer not in OPTIMIZERS:
-            bad.append(f"optimizer {self.optimizer!r} not in {OPTIMIZERS}")
-        if training and self.train_steps < 1:
-            bad.append("train_steps must be >= 1")
-        if not training and (self.grad_checkpointing or self.autocast):
-            bad.append("grad_checkpointing/autocast only when training")
-        if self.autocast and self.autocast not in DTYPES:
-            bad.append(f"autocast {self.autocast!r} not in {DTYPES}")
-        if (self.mode == "train_lora") != (self.lora_rank > 0):
-            bad.append("lora_rank > 0 exactly when mode is train_lora")
-        if self.lora_rank and self.lora_targets not in LORA_TARGETS:
-            bad.append(f"lora_targets {self.lora_targets!r} not in {tuple(LORA_TARGETS)}")
-        if not self.lora_rank and self.lora_targets:
-            bad.append("lora_targets without lora_rank")
-        if self.timeout_s < 1:
-            bad.append("timeout_s must be >= 1")
-        return bad
+        checks = [
+            (self.mode not in MODES, f"mode {self.mode!r} not in {MODES}"),
+            (self.dtype not in DTYPES, f"dtype {self.dtype!r} not in {DTYPES}"),
+            (self.attn not in ATTN_IMPLEMENTATIONS, f"attn {self.attn!r} not in {ATTN_IMPLEMENTATIONS}"),
+            (self.layers is not None and self.layers < 1, "layers must be >= 1"),
+            (self.batch < 1, "batch must be >= 1"),
+            (self.mode != "load" and self.seq_len < 1, "seq_len must be >= 1 outside load mode"),
+            ((self.mode == "generate") != (self.new_tokens > 0), "new_tokens > 0 exactly when mode is generate"),
+            (training != bool(self.optimizer), "optimizer set exactly when training"),
+            (bool(self.optimizer) and self.optimizer not in OPTIMIZERS,
+             f"optimizer {self.optimizer!r} not in {OPTIMIZERS}"),
+            (training and self.train_steps < 1, "train_steps must be >= 1"),
+            (not training and bool(self.grad_checkpointing or self.autocast),
+             "grad_checkpointing/autocast only when training"),
+            (bool(self.autocast) and self.autocast not in DTYPES, f"autocast {self.autocast!r} not in {DTYPES}"),
+            ((self.mode == "train_lora") != (self.lora_rank > 0), "lora_rank > 0 exactly when mode is train_lora"),
+            (bool(self.lora_rank) and self.lora_targets not in LORA_TARGETS,
+             f"lora_targets {self.lora_targets!r} not in {tuple(LORA_TARGETS)}"),
+            (not self.lora_rank and bool(self.lora_targets), "lora_targets without lora_rank"),
+            (self.timeout_s < 1, "timeout_s must be >= 1"),
+        ]
+        return [problem for failed, problem in checks if failed]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -157,41 +157,56 @@ def compare_rows(rows: list[dict], tensor_peaks: dict[str, int] | None = None) -
                 # (-0.4 % to -10.7 % here), which this resident-memory comparison would mix in.
                 skipped.append(f"{case_id}: eager attention, checked as live tensors in cpu-inference-peaks-*.csv")
                 continue
-            plan = _inference_plan(first, device)
-            if first["logits_to_keep"] not in ("1", ""):
-                plan = plan.with_changes(logits="all")  # logits_to_keep=0: every position, compute dtype
-            pre = phase.get("prefill")
-            if pre and _int(pre, "kv_cache_bytes"):
-                kv = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
-                                    engine=get("transformers"), prompt_tokens=plan.prompt_tokens,
-                                    transformers_version=first.get("transformers_version") or None)
-                out.append(Comparison(case_id, "kv_cache", kv, _int(pre, "kv_cache_bytes")))
-            target = phase.get("generate") if mode == "generate" else pre
-            if target and _int(target, "peak_bytes"):
-                if mode == "prefill":
-                    plan = plan.with_changes(context=plan.prompt_tokens, decodes=False)
-                out.append(Comparison(case_id, f"{mode} peak", _peak_prediction(estimate_inference(spec, plan), device),
-                                      _int(target, "peak_bytes")))
+            out += _inference_comparisons(case_id, first, spec, phase, device)
         elif mode in ("train_full", "train_lora"):
-            est = _training_prediction(first, spec, device)
-            need = est.devices[0]
-            back = phase.get("backward")
-            if back and _int(back, "grad_bytes"):
-                out.append(Comparison(case_id, "gradients", dict(est.facts)["gradient_bytes"],
-                                      _int(back, "grad_bytes")))
-            opt = phase.get("optimizer")
-            if opt and _int(opt, "optimizer_state_bytes"):
-                out.append(Comparison(case_id, "optimizer_states", need.component("optimizer_states"),
-                                      _int(opt, "optimizer_state_bytes")))
-            if case_id in tensor_peaks:
-                # Live tensors at the step's peak (tensor_peak.py, profiler): the allocated model alone.
-                out.append(Comparison(case_id, "training tensors", need.peak_allocated_bytes, tensor_peaks[case_id]))
-            steady = phase.get("step2") or phase.get("optimizer")
-            if steady and _int(steady, "peak_bytes"):
-                # CPU: resident memory includes glibc's retention, which the CPU estimate counts as reserved.
-                predicted = need.peak_reserved_bytes if device == "cpu" else need.peak_allocated_bytes
-                out.append(Comparison(case_id, "training peak", predicted, _int(steady, "peak_bytes")))
+            out += _training_comparisons(case_id, first, spec, phase, device, tensor_peaks)
     return out, skipped
+
+
+def _inference_comparisons(case_id: str, first: dict, spec, phase: dict, device: str) -> list[Comparison]:
+    """The KV cache after prefill, and the prefill's or generation's peak."""
+    out = []
+    mode = first["mode"]
+    plan = _inference_plan(first, device)
+    if first["logits_to_keep"] not in ("1", ""):
+        plan = plan.with_changes(logits="all")  # logits_to_keep=0: every position, compute dtype
+    pre = phase.get("prefill")
+    if pre and _int(pre, "kv_cache_bytes"):
+        kv = kv_cache_bytes(spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
+                            engine=get("transformers"), prompt_tokens=plan.prompt_tokens,
+                            transformers_version=first.get("transformers_version") or None)
+        out.append(Comparison(case_id, "kv_cache", kv, _int(pre, "kv_cache_bytes")))
+    target = phase.get("generate") if mode == "generate" else pre
+    if target and _int(target, "peak_bytes"):
+        if mode == "prefill":
+            plan = plan.with_changes(context=plan.prompt_tokens, decodes=False)
+        out.append(Comparison(case_id, f"{mode} peak", _peak_prediction(estimate_inference(spec, plan), device),
+                              _int(target, "peak_bytes")))
+    return out
+
+
+def _training_comparisons(case_id: str, first: dict, spec, phase: dict, device: str,
+                          tensor_peaks: dict[str, int]) -> list[Comparison]:
+    """Gradients, optimizer states, the live tensors at the peak, and the step's peak."""
+    out = []
+    est = _training_prediction(first, spec, device)
+    need = est.devices[0]
+    back = phase.get("backward")
+    if back and _int(back, "grad_bytes"):
+        out.append(Comparison(case_id, "gradients", dict(est.facts)["gradient_bytes"], _int(back, "grad_bytes")))
+    opt = phase.get("optimizer")
+    if opt and _int(opt, "optimizer_state_bytes"):
+        out.append(Comparison(case_id, "optimizer_states", need.component("optimizer_states"),
+                              _int(opt, "optimizer_state_bytes")))
+    if case_id in tensor_peaks:
+        # Live tensors at the step's peak (tensor_peak.py, profiler): the allocated model alone.
+        out.append(Comparison(case_id, "training tensors", need.peak_allocated_bytes, tensor_peaks[case_id]))
+    steady = phase.get("step2") or phase.get("optimizer")
+    if steady and _int(steady, "peak_bytes"):
+        # CPU: resident memory includes glibc's retention, which the CPU estimate counts as reserved.
+        predicted = need.peak_reserved_bytes if device == "cpu" else need.peak_allocated_bytes
+        out.append(Comparison(case_id, "training peak", predicted, _int(steady, "peak_bytes")))
+    return out
 
 
 def receipt_comparisons(path: Path) -> list[Comparison]:

@@ -75,6 +75,8 @@ def kv_cache_bytes(spec: ModelSpec, *, tokens: int, sequences: int, kv_dtype: st
     elem = KV_DTYPE_BYTES[kv_dtype]
     per_token = engine.kv_elements_per_token(spec)
     attn_layers = spec.num_attention_layers
+    full: float
+    sliding: float  # whole layers, or a share of them when `layers` is given
     full, sliding = engine.kv_layer_slots(spec)
     if layers is not None and attn_layers:
         share = min(layers, attn_layers) / attn_layers

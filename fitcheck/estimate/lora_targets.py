@@ -42,8 +42,8 @@ def parse_targets(text: str) -> LoraTargets:
     """'all-linear', 'attention' or a comma list of module names (q_proj,v_proj)."""
     t = text.strip().lower()
     if t in PRESETS:
-        roles = PRESETS[t]
-        return LoraTargets(t, None if roles is None else frozenset(roles))
+        preset = PRESETS[t]
+        return LoraTargets(t, None if preset is None else frozenset(preset))
     names = [n.strip() for n in t.split(",") if n.strip()]
     unknown = [n for n in names if n not in _NAME_TO_ROLES]
     if not names or unknown:

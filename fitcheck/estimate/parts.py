@@ -18,8 +18,11 @@ from fitcheck.model.spec import ModelSpec
 class KvWords(KvLayout, Protocol):
     """A KV layout with the names its words use (fitcheck.engines.base.Engine)."""
 
-    title: str
-    kv_mla_latent: bool
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def kv_mla_latent(self) -> bool: ...
 
 
 @functools.lru_cache(maxsize=2048)  # every catalog model × the precisions tried stays (`models --fits`)

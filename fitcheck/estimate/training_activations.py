@@ -96,7 +96,7 @@ def layer_bytes_per_token(spec: ModelSpec, *, attention: str, seq_len: int, act_
     b = act_bytes
     q, kv = attn_dims(spec)
     ffn = ffn_width_per_token(spec, dispatch_imbalance=MOE_IMBALANCE)
-    total = spec.norms_per_layer * norm_bytes_per_token(spec, b, trainable_base)
+    total: float = spec.norms_per_layer * norm_bytes_per_token(spec, b, trainable_base)
     if spec.qk_norm:
         total += 4 * (q + kv) + ((q + kv) * b if trainable_base else 0)  # per-head q/k norms, same rule
     # Attention: q and k after rotary, v and the output (o_proj reads that same tensor).  Eager

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
@@ -264,17 +264,18 @@ def _grad(t: StepTensors, k: tuple, name: object, elements: int, first: bool) ->
 def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
             micro: int = 0) -> Iterator[tuple[bool, object, int]]:
     """(allocate?, id, bytes) of one micro-batch of `tokens` tokens (samples of `length` tokens, padded),
-    the `micro`-th of its accumulation window."""
-    L = t.layers
-    p = t.params
-    first = micro == 0
-    v = t.vocab * tokens
-    # the loss's positions: one fewer per sample when it is shifted (tokens // length samples)
-    vl = t.vocab * (tokens - tokens // length) if t.shifted_loss and length else v
+    the `micro`-th of its accumulation window: the layers' forward, the loss and its backward, the layers'
+    backward."""
     k = ("s", step)
     mask = _expanded_mask_bytes(t, tokens, length)
+    yield from _forward_events(t, k, tokens, mask)
+    yield from _loss_events(t, k, tokens, length, micro == 0)
+    yield from _backward_events(t, k, tokens, mask, micro == 0)
+
+
+def _forward_events(t: StepTensors, k: tuple, tokens: int, mask: int) -> Iterator[tuple[bool, object, int]]:
     yield True, (k, "x", 0), tokens * t.layer_input
-    for i in range(L):
+    for i in range(t.layers):
         yield from _work(t, True, k, i, tokens)
         if mask:
             yield True, (k, "mask", i), mask
@@ -284,6 +285,15 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
             yield False, (k, "mask", i), 0
         if not t.checkpointing:
             yield True, (k, "keep", i), tokens * t.layer_work
+
+
+def _loss_events(t: StepTensors, k: tuple, tokens: int, length: int,
+                 first: bool) -> Iterator[tuple[bool, object, int]]:
+    """The logits, the loss and their backward down to lm_head's input gradient."""
+    p = t.params
+    v = t.vocab * tokens
+    # the loss's positions: one fewer per sample when it is shifted (tokens // length samples)
+    vl = t.vocab * (tokens - tokens // length) if t.shifted_loss and length else v
     yield True, (k, "out"), tokens * t.outside
     yield True, (k, "logits"), v * t.compute_bytes
     if t.shift_copy:
@@ -307,7 +317,24 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
         yield False, (k, "logits32"), 0
     else:
         yield False, (k, "logits"), 0
-    # backward of the loss
+    last = yield from _loss_backward_events(t, k, vl, late, upcast)
+    yield True, (k, "g_slice"), v * t.compute_bytes
+    yield False, (k, last), 0
+    if p and p.head:  # lm_head's weight gradient, then its input's
+        if first:
+            yield True, ("grad", "head"), p.head * p.grad_bytes
+        else:
+            yield True, (k, "grad", "head"), p.head * p.grad_bytes
+    yield True, (k, "g", t.layers), tokens * t.layer_input
+    yield False, (k, "g_slice"), 0
+    yield False, (k, "out"), 0
+    if p and p.head and not first:
+        yield False, (k, "grad", "head"), 0
+
+
+def _loss_backward_events(t: StepTensors, k: tuple, vl: int, late: bool,
+                          upcast: bool) -> Generator[tuple[bool, object, int], None, str]:
+    """The loss's backward; returns the id of the gradient it leaves for the logits' slice."""
     if late:
         # NllLossBackward (its saved fp32 input released), ToCopyBackward to the compute dtype,
         # LogSoftmaxBackward in it
@@ -318,29 +345,22 @@ def _events(t: StepTensors, tokens: int, step: int, length: int = 0,
         yield True, (k, "g_logp"), vl * t.compute_bytes
         yield False, (k, "logp"), 0
         yield False, (k, "g_cast"), 0
-        last = "g_logp"
-    else:
-        yield True, (k, "g_nll"), vl * t.loss_bytes
-        yield True, (k, "g_logp"), vl * t.loss_bytes
-        yield False, (k, "g_nll"), 0
-        yield False, (k, "logp"), 0
-        last = "g_logp"
-        if upcast:
-            yield True, (k, "g_cast"), vl * t.compute_bytes
-            yield False, (k, "g_logp"), 0
-            last = "g_cast"
-    yield True, (k, "g_slice"), v * t.compute_bytes
-    yield False, (k, last), 0
-    if p and p.head:  # lm_head's weight gradient, then its input's
-        if first:
-            yield True, ("grad", "head"), p.head * p.grad_bytes
-        else:
-            yield True, (k, "grad", "head"), p.head * p.grad_bytes
-    yield True, (k, "g", L), tokens * t.layer_input
-    yield False, (k, "g_slice"), 0
-    yield False, (k, "out"), 0
-    if p and p.head and not first:
-        yield False, (k, "grad", "head"), 0
+        return "g_logp"
+    yield True, (k, "g_nll"), vl * t.loss_bytes
+    yield True, (k, "g_logp"), vl * t.loss_bytes
+    yield False, (k, "g_nll"), 0
+    yield False, (k, "logp"), 0
+    if not upcast:
+        return "g_logp"
+    yield True, (k, "g_cast"), vl * t.compute_bytes
+    yield False, (k, "g_logp"), 0
+    return "g_cast"
+
+
+def _backward_events(t: StepTensors, k: tuple, tokens: int, mask: int,
+                     first: bool) -> Iterator[tuple[bool, object, int]]:
+    """The final norm's and every layer's backward (recomputed first under checkpointing), then the embedding's."""
+    p, L = t.params, t.layers
     if p:
         for j, n in enumerate(p.final_vectors):
             yield from _grad(t, k, ("f", j), n, first)

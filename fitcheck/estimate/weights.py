@@ -210,35 +210,30 @@ def _gguf_tensor_type(ftype: str, role: str, layer: int, n_layers: int, spec: Mo
     if role.endswith("_exps") and (ftype == "mxfp4_moe" or spec.stored_groups().get(S.EXPERTS) == "mxfp4"):
         return "mxfp4"
     base = _BASE_TYPE[ftype]
-    n_gqa = spec.num_attention_heads // max(spec.num_kv_heads, 1)
     eight_experts = spec.num_experts == 8
-    t = base
     if role == "attn_v":
+        return "q8_0" if eight_experts else _attn_v_type(ftype, base, layer, n_layers, spec)
+    if role == "attn_k" and eight_experts:
+        return "q8_0"
+    if role.startswith("ffn_down"):
         if ftype == "q2_k":
-            t = "q4_k" if n_gqa >= 4 else "q3_k"
-        elif ftype == "q3_k_m":
-            t = "q5_k" if layer < 2 else "q4_k"
-        elif ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(layer, n_layers):
-            t = "q6_k"
-        if eight_experts:
-            t = "q8_0"
-    elif role == "attn_k" and eight_experts:
-        t = "q8_0"
-    elif role.startswith("ffn_down"):
-        if ftype == "q2_k":
-            t = "q3_k"
-        elif ftype == "q3_k_m":
-            t = "q5_k" if layer < n_layers // 16 else "q4_k"
-        elif ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(layer, n_layers):
-            t = "q6_k"
-    elif role == "attn_output":
+            return "q3_k"
+        if ftype == "q3_k_m":
+            return "q5_k" if layer < n_layers // 16 else "q4_k"
+        return "q6_k" if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(layer, n_layers) else base
+    if role == "attn_output":
         if eight_experts and ftype in ("q2_k", "q3_k_m"):
-            t = "q5_k"
-        elif ftype == "q2_k":
-            t = "q3_k"
-        elif ftype == "q3_k_m":
-            t = "q4_k"
-    return t
+            return "q5_k"
+        return {"q2_k": "q3_k", "q3_k_m": "q4_k"}.get(ftype, base)
+    return base
+
+
+def _attn_v_type(ftype: str, base: str, layer: int, n_layers: int, spec: ModelSpec) -> str:
+    if ftype == "q2_k":
+        return "q4_k" if spec.num_attention_heads // max(spec.num_kv_heads, 1) >= 4 else "q3_k"
+    if ftype == "q3_k_m":
+        return "q5_k" if layer < 2 else "q4_k"
+    return "q6_k" if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(layer, n_layers) else base
 
 
 def _overlap(a: int, b: int, lo: int, hi: int) -> int:

@@ -98,8 +98,20 @@ def run_job(job: Job, time_limit_s: float, env: dict[str, str] | None = None) ->
     readers = [threading.Thread(target=read_stdout, daemon=True), threading.Thread(target=read_stderr, daemon=True)]
     for reader in readers:
         reader.start()
-    killed_for = ""
     guard = job.memory_limit_bytes if job.device == "cpu" else None
+    killed_for = _watch(proc, result, guard, t0, time_limit_s)
+    proc.wait()
+    for reader in readers:
+        reader.join(timeout=5)
+    result.wall_s = round(time.perf_counter() - t0, 3)
+    _ending(result, proc, killed_for, marks, stderr_tail, time_limit_s, guard)
+    return result
+
+
+def _watch(proc: subprocess.Popen, result: RunResult, guard: int | None, t0: float, time_limit_s: float) -> str:
+    """Poll the child until it ends; kill it past the time limit or (CPU) the resident-memory guard.  Returns
+    why it was killed ('' when it ended by itself)."""
+    killed_for = ""
     try:
         while proc.poll() is None:
             if time.perf_counter() - t0 > time_limit_s:
@@ -116,10 +128,12 @@ def run_job(job: Job, time_limit_s: float, env: dict[str, str] | None = None) ->
     except BaseException:
         _kill(proc)  # Ctrl-C or an error here: the child (its own session) must not outlive us
         raise
-    proc.wait()
-    for reader in readers:
-        reader.join(timeout=5)
-    result.wall_s = round(time.perf_counter() - t0, 3)
+    return killed_for
+
+
+def _ending(result: RunResult, proc: subprocess.Popen, killed_for: str, marks: list[str], stderr_tail: list[str],
+            time_limit_s: float, guard: int | None) -> None:
+    """How the run ended, from why it was killed, the child's marks and its exit status."""
     if killed_for == TIMEOUT:
         result.status, result.error = TIMEOUT, f"stopped after the {time_limit_s:g} s time limit (--time-limit)"
     elif killed_for == OUT_OF_MEMORY:
@@ -137,7 +151,6 @@ def run_job(job: Job, time_limit_s: float, env: dict[str, str] | None = None) ->
         if not result.error:
             tail = [ln for ln in stderr_tail if ln.strip()]
             result.error = (tail[-1] if tail else f"the measuring process exited with {proc.returncode}")[:500]
-    return result
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -19,6 +19,7 @@ import mmap
 import os
 import struct
 from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict, overload
 
 from fitcheck.bounded import open_regular_file
 from fitcheck.errors import FitcheckError
@@ -364,6 +365,15 @@ _MAX_LAYERS = 10_000
 _MAX_WIDTH = 1 << 24
 
 
+@overload
+def _meta_int(header: GGUFHeader, key: str, *, required: Literal[True], default: int | None = None) -> int: ...
+
+
+@overload
+def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
+              default: int | None = None) -> int | None: ...
+
+
 def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
               default: int | None = None) -> int | None:
     """An integer metadata value; a per-layer array counts as its largest entry."""
@@ -387,7 +397,43 @@ def _dominant_type(tensors: dict[str, GGUFTensor]) -> str:
     for t in tensors.values():
         if len(t.dims) >= 2:
             totals[t.type_name] = totals.get(t.type_name, 0) + t.nbytes
-    return max(totals, key=totals.get).lower() if totals else "f32"
+    return max(totals, key=totals.__getitem__).lower() if totals else "f32"
+
+
+class _MLAFields(TypedDict, total=False):
+    """The ModelSpec fields of multi-head latent attention, as spec_from_gguf passes them."""
+
+    kv_lora_rank: int
+    q_lora_rank: int | None
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+def _vocab_from_metadata(first: Any, arch: str) -> tuple[int, str]:
+    """The vocabulary size where no token_embd tensor says it: the tokenizer's token list, else vocab_size."""
+    tokens = first.metadata.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, ArrayInfo):
+        return len(tokens), "tokenizer.ggml.tokens length"
+    return _meta_int(first, f"{arch}.vocab_size", required=True), f"GGUF {arch}.vocab_size"
+
+
+def _dense_layers(leading: int | None, tensors: dict, layers: int) -> int:
+    """A mixture of experts' dense layers: leading_dense_block_count, else the blocks without a router."""
+    if leading is not None:
+        return leading
+    return sum(1 for i in range(layers) if f"blk.{i}.ffn_gate_inp.weight" not in tensors) if tensors else 0
+
+
+def _sliding_layers(first: Any, arch: str, layers: int) -> int:
+    """Layers with a sliding window: the file's pattern, else llama.cpp's for the architecture, else every one."""
+    pattern = first.metadata.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, ArrayInfo) and pattern.values is not None:
+        return sum(1 for v in pattern.values if v)
+    if arch in _SWA_PATTERN:
+        n = _SWA_PATTERN[arch]
+        return sum(1 for il in range(layers) if il % n < n - 1)
+    return layers
 
 
 def spec_from_gguf(headers, name: str):
@@ -414,15 +460,18 @@ def spec_from_gguf(headers, name: str):
     def key(k: str, **kw) -> int | None:
         return _meta_int(first, f"{arch}.{k}", **kw)
 
+    def required_key(k: str) -> int:
+        return _meta_int(first, f"{arch}.{k}", required=True)
+
     def has(suffix: str, block: int | None = None) -> bool:
         if block is not None:
             return f"blk.{block}.{suffix}" in tensors
         return any(f"blk.{i}.{suffix}" in tensors for i in range(layers))
 
     sources: list[tuple[str, str]] = []
-    layers = key("block_count", required=True)
-    hidden = key("embedding_length", required=True)
-    heads = key("attention.head_count", required=True)
+    layers = required_key("block_count")
+    hidden = required_key("embedding_length")
+    heads = required_key("attention.head_count")
     if not 0 < layers <= _MAX_LAYERS or not hidden or not heads:
         raise FitcheckError(f"{first.source}: GGUF metadata has zero or absurd layer/width/head counts",
                             "re-download it, or point at another file")
@@ -433,10 +482,8 @@ def spec_from_gguf(headers, name: str):
     embd = tensors.get("token_embd.weight")
     if embd is not None and len(embd.dims) == 2:
         vocab, vocab_src = embd.dims[1], "token_embd.weight shape"
-    elif isinstance(first.metadata.get("tokenizer.ggml.tokens"), ArrayInfo):
-        vocab, vocab_src = len(first.metadata["tokenizer.ggml.tokens"]), "tokenizer.ggml.tokens length"
     else:
-        vocab, vocab_src = key("vocab_size", required=True), src + "vocab_size"
+        vocab, vocab_src = _vocab_from_metadata(first, arch)
     sources.append(("vocab_size", vocab_src))
 
     # MoE: expert counts from metadata; dense layers are blocks without a router tensor.
@@ -449,18 +496,11 @@ def spec_from_gguf(headers, name: str):
     if not ff:
         raise FitcheckError(f"{first.source}: GGUF metadata lacks {arch}.feed_forward_length",
                             "fitcheck reads llama.cpp GGUF files of decoder LLMs")
-    shared = 0
-    shared_ff = 0
-    dense_layers = 0
+    shared = shared_ff = dense_layers = 0
     if experts:
         shared = key("expert_shared_count", default=0) or (1 if has("ffn_up_shexp.weight") else 0)
         shared_ff = key("expert_shared_feed_forward_length", default=0) or 0
-        leading = key("leading_dense_block_count")
-        if leading is not None:
-            dense_layers = leading
-        else:
-            dense_layers = sum(1 for i in range(layers)
-                               if f"blk.{i}.ffn_gate_inp.weight" not in tensors) if tensors else 0
+        dense_layers = _dense_layers(key("leading_dense_block_count"), tensors, layers)
         sources.append(("num_experts", src + "expert_count"))
 
     # Multi-head latent attention (deepseek2): newer files store the absorbed widths in
@@ -470,29 +510,21 @@ def spec_from_gguf(headers, name: str):
     rope_dim = key("rope.dimension_count", default=0) or 0
     key_len = key("attention.key_length")
     value_len = key("attention.value_length")
-    mla = {}
+    mla: _MLAFields = {}
     head_dim = None
     if kv_lora:
         k_mla = key("attention.key_length_mla") or key_len or 0
         v_mla = key("attention.value_length_mla") or value_len or 0
-        mla = dict(kv_lora_rank=kv_lora, q_lora_rank=q_lora or None, qk_rope_head_dim=rope_dim,
-                   qk_nope_head_dim=max(k_mla - rope_dim, 0), v_head_dim=v_mla)
+        mla = _MLAFields(kv_lora_rank=kv_lora, q_lora_rank=q_lora or None, qk_rope_head_dim=rope_dim,
+                         qk_nope_head_dim=max(k_mla - rope_dim, 0), v_head_dim=v_mla)
         sources.append(("kv_lora_rank", src + "attention.kv_lora_rank"))
     elif key_len:
         head_dim = key_len
         sources.append(("head_dim", src + "attention.key_length"))
 
     window = key("attention.sliding_window")
-    sliding_layers = 0
+    sliding_layers = _sliding_layers(first, arch, layers) if window else 0
     if window:
-        pattern = first.metadata.get(f"{arch}.attention.sliding_window_pattern")
-        if isinstance(pattern, ArrayInfo) and pattern.values is not None:
-            sliding_layers = sum(1 for v in pattern.values if v)
-        elif arch in _SWA_PATTERN:
-            n = _SWA_PATTERN[arch]
-            sliding_layers = sum(1 for il in range(layers) if il % n < n - 1)
-        else:
-            sliding_layers = layers
         sources.append(("num_sliding_layers", f"llama.cpp sliding-window pattern for {arch}"))
 
     _check_gguf_shape(first.source, arch, heads=heads, kv_heads=kv_heads, hidden=hidden, head_dim=head_dim,

@@ -11,6 +11,7 @@ Anything missing, of the wrong type, or absurd raises :class:`FitcheckError` nam
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable
 from typing import Any
@@ -84,7 +85,9 @@ class _Reader:
             self.sources.append((field, default_note or f"default {default} ({self.prefix}{keys[0]} absent)"))
         return default
 
-    def opt_int(self, field: str, *keys: str, minimum: int = 1, maximum: int | None = None) -> int | None:
+    # ``int`` in this class body is the method above: the annotations below name the builtin
+    def opt_int(self, field: str, *keys: str, minimum: builtins.int = 1,
+                maximum: builtins.int | None = None) -> builtins.int | None:
         key, value = self._find(keys)
         if key is None:
             return None
@@ -119,7 +122,7 @@ class _Reader:
             raise FitcheckError(f"{self._where(key)} must be a list of strings")
         return value
 
-    def list_of_int(self, key: str) -> list[int] | None:
+    def list_of_int(self, key: str) -> list[builtins.int] | None:
         value = self.raw.get(key)
         if value is None:
             return None
@@ -510,6 +513,7 @@ def _falcon(r: _Reader, f: dict) -> None:
     groups, two LayerNorms): LayerNorm with bias, plain GELU MLP of 4 x hidden, tied embeddings."""
     new_arch = r.bool("new_decoder_architecture", "new_decoder_architecture", default=False)
     multi_query = r.bool("multi_query", "multi_query", default=True)
+    kv: tuple[str, ...]
     if new_arch:
         kv = ("num_kv_heads", "n_head_kv")
     elif multi_query:

@@ -141,42 +141,55 @@ def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None 
     """One line (and what to do) for an exception from a Hub call, by class name and status."""
     if isinstance(exc, FitcheckError):
         return exc
-    names = [cls.__name__ for cls in type(exc).__mro__]
-    page = f"https://huggingface.co/{repo_id}"
     status = _status(exc)
-    for name in names:  # most specific class first
-        if name == "GatedRepoError":
-            return FitcheckError(f"{repo_id} is gated on the Hugging Face Hub",
-                                 f"accept the licence on {page} and set HF_TOKEN")
-        if name == "DisabledRepoError":
-            return FitcheckError(f"{repo_id} has been disabled on the Hugging Face Hub")
-        if name == "RevisionNotFoundError":
-            return FitcheckError(f"revision {revision!r} not found in {repo_id}",
-                                 "check the branch, tag or commit")
-        if name in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
-            if offline:
-                return FitcheckError(f"HF_HUB_OFFLINE is set and {repo_id}'s config.json is not in the "
-                                     "Hugging Face cache",
-                                     "run once online, or point at a local model folder")
-            return FitcheckError(f"cannot reach the Hugging Face Hub and {repo_id}'s config.json is not cached",
-                                 "check the network (or HF_ENDPOINT), or point at a local model folder")
-        if name == "RepositoryNotFoundError":
-            if status in (401, 403):
-                return FitcheckError(f"{repo_id} not found on the Hugging Face Hub, or it is private (HTTP {status})",
-                                     "check the id; for a private or gated model set HF_TOKEN; "
-                                     "try `fitcheck models QUERY`")
-            return FitcheckError(f"{repo_id} not found on the Hugging Face Hub",
-                                 "check the id (owner/name); try `fitcheck models QUERY`")
-        if name in ("EntryNotFoundError", "RemoteEntryNotFoundError"):
-            return FitcheckError(f"{repo_id} has no config.json",
-                                 "fitcheck reads transformers models; for a GGUF repo, download the "
-                                 ".gguf and point at the file")
-        if name in _TIMEOUTS:
-            return FitcheckError("timed out talking to the Hugging Face Hub",
-                                 "check the network, or set HF_HUB_OFFLINE=1 to use the cache")
-        if name in _NETWORK:
-            return FitcheckError("cannot reach the Hugging Face Hub",
-                                 "check the network (or HF_ENDPOINT), or set HF_HUB_OFFLINE=1 to use the cache")
+    for name in (cls.__name__ for cls in type(exc).__mro__):  # most specific class first
+        found = _by_class(name, repo_id, revision, offline, status)
+        if found is not None:
+            return found
+    return _by_status(exc, repo_id, status)
+
+
+def _by_class(name: str, repo_id: str, revision: str | None, offline: bool, status: int | None) -> FitcheckError | None:
+    """The error for a huggingface_hub exception class called ``name`` (None: not one it names)."""
+    page = f"https://huggingface.co/{repo_id}"
+    if name == "GatedRepoError":
+        return FitcheckError(f"{repo_id} is gated on the Hugging Face Hub",
+                             f"accept the licence on {page} and set HF_TOKEN")
+    if name == "DisabledRepoError":
+        return FitcheckError(f"{repo_id} has been disabled on the Hugging Face Hub")
+    if name == "RevisionNotFoundError":
+        return FitcheckError(f"revision {revision!r} not found in {repo_id}",
+                             "check the branch, tag or commit")
+    if name in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+        if offline:
+            return FitcheckError(f"HF_HUB_OFFLINE is set and {repo_id}'s config.json is not in the "
+                                 "Hugging Face cache",
+                                 "run once online, or point at a local model folder")
+        return FitcheckError(f"cannot reach the Hugging Face Hub and {repo_id}'s config.json is not cached",
+                             "check the network (or HF_ENDPOINT), or point at a local model folder")
+    if name == "RepositoryNotFoundError":
+        if status in (401, 403):
+            return FitcheckError(f"{repo_id} not found on the Hugging Face Hub, or it is private (HTTP {status})",
+                                 "check the id; for a private or gated model set HF_TOKEN; "
+                                 "try `fitcheck models QUERY`")
+        return FitcheckError(f"{repo_id} not found on the Hugging Face Hub",
+                             "check the id (owner/name); try `fitcheck models QUERY`")
+    if name in ("EntryNotFoundError", "RemoteEntryNotFoundError"):
+        return FitcheckError(f"{repo_id} has no config.json",
+                             "fitcheck reads transformers models; for a GGUF repo, download the "
+                             ".gguf and point at the file")
+    if name in _TIMEOUTS:
+        return FitcheckError("timed out talking to the Hugging Face Hub",
+                             "check the network, or set HF_HUB_OFFLINE=1 to use the cache")
+    if name in _NETWORK:
+        return FitcheckError("cannot reach the Hugging Face Hub",
+                             "check the network (or HF_ENDPOINT), or set HF_HUB_OFFLINE=1 to use the cache")
+    return None
+
+
+def _by_status(exc: BaseException, repo_id: str, status: int | None) -> FitcheckError:
+    """The error by HTTP status, else the exception's own words (credentials redacted)."""
+    page = f"https://huggingface.co/{repo_id}"
     if status in (401, 403):
         return FitcheckError(f"access to {repo_id} denied (HTTP {status})",
                              f"accept the licence on {page} and set HF_TOKEN")

@@ -89,7 +89,7 @@ def stored_weights(headers: Mapping[str, SafetensorsHeader]) -> StoredWeights:
     for t in tensors.values():
         if t.dtype in safetensors_header.TORCH_DTYPE_NAMES:
             float_bytes[t.dtype] = float_bytes.get(t.dtype, 0) + t.nbytes
-    dtype = safetensors_header.TORCH_DTYPE_NAMES[max(float_bytes, key=float_bytes.get)] if float_bytes else None
+    dtype = safetensors_header.TORCH_DTYPE_NAMES[max(float_bytes, key=float_bytes.__getitem__)] if float_bytes else None
     total = sum(h.total_bytes for h in headers.values())
     return StoredWeights(total, fmt, dtype, src)
 
@@ -261,7 +261,7 @@ def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: st
     config = read_json_file(config_path, "config.json") if config_path else None
     if len(present) < len(files):
         missing = [f.name for f in files if not f.is_file()]
-        if config is not None and index_total is not None:
+        if config is not None and config_path is not None and index_total is not None:
             # A snapshot with config and index but not (all) weights: the index's total_size is
             # the sum of tensor bytes (transformers writes it when sharding).
             spec = _spec_from_config(config, name, config_path)
@@ -271,7 +271,7 @@ def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: st
         raise FitcheckError(f"{name}: shard {missing[0]} is missing ({len(missing)} of {len(files)})",
                             "download all shards, or point at config.json alone")
     headers = {str(f): safetensors_header.read_header(f) for f in present}
-    if config is None:
+    if config is None or config_path is None:  # config is read from config_path: both are None or neither
         tensors: dict[str, TensorInfo] = {}
         for h in headers.values():
             tensors.update(h.tensors)
@@ -397,7 +397,7 @@ def _with_generation(spec: ModelSpec, p: Path) -> ModelSpec:
     return replace(spec, generation=found) if found is not None else spec
 
 
-def has_model_files(folder: str | os.PathLike) -> bool:
+def has_model_files(folder: str | os.PathLike[str]) -> bool:
     """Whether ``folder`` holds anything fitcheck reads (config.json, safetensors, GGUF); False when unreadable."""
     try:
         with os.scandir(folder) as entries:

@@ -145,9 +145,8 @@ def _local(path: str, revision: str | None = None) -> ResolvedModel:
             raise FitcheckError(f"{path}: no snapshot" + (f" for revision {revision}" if revision else ""),
                                 "download the model again, or point at a snapshot folder")
         return _cached(cached)
-    if p.parent.name == "snapshots" and hf_cache.repo_id_from_folder(p.parent.parent):
-        repo_id = hf_cache.repo_id_from_folder(p.parent.parent)
-        return _cached(hf_cache.CachedRepo(repo_id, p.parent.parent, p, p.name, None))
+    if p.parent.name == "snapshots" and (snapshot_repo := hf_cache.repo_id_from_folder(p.parent.parent)):
+        return _cached(hf_cache.CachedRepo(snapshot_repo, p.parent.parent, p, p.name, None))
     spec = spec_from_path(path)
     return ResolvedModel(spec, None, "local", f"{path} → read from local files")
 
@@ -197,13 +196,22 @@ def _not_at_revision(repo_id: str, revision: str | None) -> FitcheckError | None
                          "drop --revision, or pass one of those")
 
 
+def _offline_gguf(name) -> tuple[ModelSpec, CatalogEntry]:
+    """gguf_repo.offline_spec(name): the spec, and the catalog entry it is stored from."""
+    from fitcheck.model import gguf_repo
+
+    spec, entry = gguf_repo.offline_spec(name)
+    assert isinstance(entry, CatalogEntry)  # offline_spec returns base_entry's CatalogEntry, typed object
+    return spec, entry
+
+
 def _gguf_repo(name, revision: str | None) -> ResolvedModel:
     import time
 
     from fitcheck.model import gguf_repo
     from fitcheck.model import hub as hub_mod
 
-    spec, entry = gguf_repo.offline_spec(name) if gguf_repo.base_entry(name.repo) else (None, None)
+    spec, entry = _offline_gguf(name) if gguf_repo.base_entry(name.repo) else (None, None)
     why = "offline"
     if not hub_mod.hub_offline():
         try:
@@ -235,8 +243,8 @@ def _gguf_repo(name, revision: str | None) -> ResolvedModel:
                     remote = replace(remote, family=entry.family)
                 return ResolvedModel(remote, name.text, "hub", f"{name.text} → GGUF header read from the Hugging "
                                      "Face Hub (range requests)", entry)
-    if spec is None:
-        spec, entry = gguf_repo.offline_spec(name)   # raises: unknown repository
+    if spec is None or entry is None:   # both None, or neither
+        spec, entry = _offline_gguf(name)   # raises: unknown repository
     note = (f"{name.text} → {entry.hf_id} as {name.quant.upper()} (the repository's file not read: {why}; "
             "its bytes are computed from the architecture)")
     return ResolvedModel(spec, name.text, "catalog", note, entry)

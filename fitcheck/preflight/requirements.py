@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 from fitcheck.machine import Machine, known
@@ -173,17 +174,7 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
     if fact == "gpus":
         return len(gpus), str(len(gpus))
     if fact in ("vram", "vram_free"):
-        values = [g.memory_total_bytes if fact == "vram" else g.memory_free_bytes for g in gpus]
-        unknown = [v for v in values if not known(v)]
-        if unknown:
-            return None, str(unknown[0])
-        smallest = min(values)
-        if fact == "vram":
-            marketed = marketed_size(smallest)
-            if marketed != smallest:
-                return marketed, (f"{_size(smallest, decimal)} usable; sold as {marketed // GiB} GiB, "
-                                  f"compared as {_size(marketed, decimal)}")
-        return smallest, _size(smallest, decimal)
+        return _vram(machine, fact, decimal)
     if fact == "cc":
         ccs = []
         for g in gpus:
@@ -192,32 +183,43 @@ def measure(fact: str, machine: Machine, decimal: bool = False):
             ccs.append(parse_version(g.compute_capability))
         low = min(ccs)
         return low, _show_version(low)
-    if fact == "driver":
-        v = machine.driver_version
-        if not known(v):
-            return None, str(v)
-        try:
-            return parse_version(str(v)), str(v)
-        except ValueError:
-            return None, f"unknown (unreadable driver version {v!r})"
-    if fact == "cuda":
-        v = machine.cuda_version
-        if not known(v):
-            return None, str(v)
-        try:
-            parsed = parse_version(v)
-        except ValueError:
-            return None, f"unknown (unreadable CUDA version {v!r})"
-        return parsed, _show_version(parsed)
+    if fact in ("driver", "cuda"):
+        return _version_fact(fact, machine.driver_version if fact == "driver" else machine.cuda_version)
     if fact in ("ram", "ram_total"):
-        v = machine.memory.available_bytes if fact == "ram" else machine.memory.total_bytes
-        return (v, _size(v, decimal)) if known(v) else (None, str(v))
+        ram = machine.memory.available_bytes if fact == "ram" else machine.memory.total_bytes
+        return (ram, _size(ram, decimal)) if known(ram) else (None, str(ram))
     if fact == "disk":
         if machine.disk is None:
             return None, "unknown (no disk in this profile)"
-        v = machine.disk.free_bytes
-        return (v, _size(v, decimal) + f" at {machine.disk.path}") if known(v) else (None, str(v))
+        free = machine.disk.free_bytes
+        return (free, _size(free, decimal) + f" at {machine.disk.path}") if known(free) else (None, str(free))
     raise FitcheckError(f"unknown fact {fact!r}")  # parse_requirement already refuses these
+
+
+def _vram(machine: Machine, fact: str, decimal: bool):
+    """The smallest GPU's total (vram: as sold, when within 1 % of a whole GiB) or free memory."""
+    values = [g.memory_total_bytes if fact == "vram" else g.memory_free_bytes for g in machine.gpus]
+    unknown = [v for v in values if not known(v)]
+    if unknown:
+        return None, str(unknown[0])
+    smallest = min(v for v in values if known(v))
+    if fact == "vram":
+        marketed = marketed_size(smallest)
+        if marketed != smallest:
+            return marketed, (f"{_size(smallest, decimal)} usable; sold as {marketed // GiB} GiB, "
+                              f"compared as {_size(marketed, decimal)}")
+    return smallest, _size(smallest, decimal)
+
+
+def _version_fact(fact: str, v: Any):
+    """The driver's or the CUDA runtime's version, parsed (shown as the driver reports it)."""
+    if not known(v):
+        return None, str(v)
+    try:
+        parsed = parse_version(str(v))
+    except ValueError:
+        return None, f"unknown (unreadable {'driver' if fact == 'driver' else 'CUDA'} version {v!r})"
+    return parsed, (str(v) if fact == "driver" else _show_version(parsed))
 
 
 def measure_stack(fact: str, stack):

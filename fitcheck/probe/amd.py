@@ -84,16 +84,16 @@ def read_drm_card(device_dir: str) -> GPU | None:
                    memory_used_bytes=used,
                    notes=("read from sysfs (amdgpu)",))
     if vendor == INTEL_VENDOR:
-        total = read_int(os.path.join(device_dir, "lmem_total_bytes"))
-        if total is None:
-            total = read_int(os.path.join(device_dir, "mem_info_vram_total"))
-        if not total:
+        lmem_total = read_int(os.path.join(device_dir, "lmem_total_bytes"))
+        if lmem_total is None:
+            lmem_total = read_int(os.path.join(device_dir, "mem_info_vram_total"))
+        if not lmem_total:
             return None  # integrated graphics: no local memory of its own
         device_id = read_int(os.path.join(device_dir, "device"))
         if device_id is not None and not 0 <= device_id <= 0xFFFF:
             device_id = None
         avail = read_int(os.path.join(device_dir, "lmem_avail_bytes"))
-        intel_total = plausible_bytes(total, "lmem_total_bytes")
+        intel_total = plausible_bytes(lmem_total, "lmem_total_bytes")
         intel_free = plausible_bytes(avail, "lmem_avail_bytes") if avail is not None \
             else Unknown("free local memory not in sysfs")
         if isinstance(intel_total, int) and isinstance(intel_free, int) and intel_free > intel_total:
@@ -117,7 +117,8 @@ def read_drm_gpus(root: str = "/", env: Mapping[str, str] | None = None) -> tupl
         names = sorted((int(m.group(1)), name) for name in os.listdir(drm) if (m := _CARD.match(name)))
     except OSError:
         return (), "no /sys/class/drm"
-    amd, intel = [], []
+    amd: list[GPU] = []
+    intel: list[GPU] = []
     for _, name in names:
         gpu = read_drm_card(os.path.join(drm, name, "device"))
         if gpu is not None:

@@ -67,8 +67,10 @@ def _metal_working_set() -> int | None:
         objc.sel_registerName.argtypes = [ctypes.c_char_p]
         selector = objc.sel_registerName(b"recommendedMaxWorkingSetSize")
         # objc_msgSend must be called with the exact signature of the method: (id, SEL) -> uint64
-        send = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p)(
-            ctypes.cast(objc.objc_msgSend, ctypes.c_void_p).value)
+        send_address = ctypes.cast(objc.objc_msgSend, ctypes.c_void_p).value
+        if send_address is None:  # CFUNCTYPE(...)(None) raises TypeError: the same None as below
+            return None
+        send = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p)(send_address)
         value = int(send(device, selector))
         return value or None
     except Exception:

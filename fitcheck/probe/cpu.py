@@ -12,7 +12,7 @@ import math
 import os
 import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from fitcheck.machine import CPU, Unknown
@@ -234,7 +234,10 @@ def cpu_from_py_cpuinfo(info: Mapping[str, object], architecture: str) -> CPU:
     """Assemble :class:`CPU` from py-cpuinfo's get_cpu_info() dict (pure)."""
     count = info.get("count")
     logical = count if isinstance(count, int) and count > 0 else os.cpu_count()
-    raw = frozenset(str(flag) for flag in info.get("flags", []) or [])
+    flags = info.get("flags", []) or []
+    if not isinstance(flags, Iterable):  # what iterating it would raise (the caller reports the message)
+        raise TypeError(f"'{type(flags).__name__}' object is not iterable")
+    raw = frozenset(str(flag) for flag in flags)
     return CPU(
         model=str(info.get("brand_raw") or "") or Unknown("py-cpuinfo gave no brand"),
         architecture=architecture,

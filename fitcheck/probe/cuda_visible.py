@@ -37,6 +37,7 @@ def _parse(value: str | None, device_count: int, uuids: tuple[str, ...]) -> tupl
     chosen: list[int | str] = []
     seen_tokens: set[str] = set()
     use_indices: bool | None = None
+    device: int | str
     for token in (part.strip() for part in value.split(",")):
         if token in seen_tokens:
             return ()  # a duplicate invalidates the whole list

@@ -139,10 +139,11 @@ def nvml_module(nvml: ModuleType | None = None) -> tuple[ModuleType | None, str 
                 _state.update(module=None, error="NVIDIA driver not found (libnvidia-ml.so.1 missing)", done=True)
                 return None, _state["error"]
             try:
-                import pynvml as nvml
+                import pynvml
             except ImportError:
                 _state.update(module=None, error="nvidia-ml-py is not installed", done=True)
                 return None, _state["error"]
+            nvml = pynvml
         error = None
         try:
             nvml.nvmlInit()
@@ -229,6 +230,8 @@ def read_gpu(nvml: ModuleType, index: int, system_memory: SystemMemory) -> GPU:
             isinstance(capability, (tuple, list)) and len(capability) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 100 for v in capability)):
         capability = Unknown(f"NVML compute capability: unexpected {type(capability).__name__}")
+    compute_capability: str | Unknown
+    fp8: bool | Unknown
     if isinstance(capability, Unknown):
         compute_capability, fp8 = capability, capability
     else:
@@ -238,6 +241,7 @@ def read_gpu(nvml: ModuleType, index: int, system_memory: SystemMemory) -> GPU:
     bus_width = _int(query(nvml, "nvmlDeviceGetMemoryBusWidth", handle), "memory bus width", 0, 65536)
     memory_clock = _int(query(nvml, "nvmlDeviceGetMaxClockInfo", handle, NVML_CLOCK_MEM), "memory clock",
                         0, 1_000_000)
+    bandwidth: int | Unknown
     if isinstance(bus_width, Unknown):
         bandwidth = bus_width
     elif isinstance(memory_clock, Unknown):

@@ -16,7 +16,8 @@ The schema itself is documented in :mod:`fitcheck.profiles.schema` and hardware_
 
 from __future__ import annotations
 
-from fitcheck.profiles.schema import SCHEMA, machine_from_dict, machine_to_dict, os_allowance_bytes
+from fitcheck.profiles.reader import machine_from_dict
+from fitcheck.profiles.schema import SCHEMA, machine_to_dict, os_allowance_bytes
 from fitcheck.profiles.store import (
     list_profiles,
     load_profile,

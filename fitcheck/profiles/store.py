@@ -23,7 +23,8 @@ from typing import Any
 from fitcheck.bounded import loads_toml, read_text_file
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
-from fitcheck.profiles.schema import machine_from_dict, machine_to_dict
+from fitcheck.profiles.reader import machine_from_dict
+from fitcheck.profiles.schema import machine_to_dict
 from fitcheck.profiles.toml_writer import dumps
 
 SHIPPED_PACKAGE = "fitcheck.hardware_profiles"

@@ -273,10 +273,37 @@ def _grouped(pairs: list) -> tuple[list, list[str]]:
 
 def render_check_table(result: CheckResult) -> str:
     """The human answer: model, machine, request, breakdown per device in GiB, verdict, alternatives."""
-    from tabulate import tabulate
+    from fitcheck.render.cost import check_cost_lines
+    from fitcheck.render.download import download_lines
+    from fitcheck.render.software import software_lines
 
+    lines = _header_lines(result) + [""] + _breakdown_lines(result) + [""] + _verdict_lines(result)
+    lines.append(_largest_line(result))
+    if result.speed is not None and result.verdict.status != CANNOT_RUN:
+        from fitcheck.render.speed import speed_line
+
+        lines.append(speed_line(result.speed, result.device_advice))
+    if result.training_speed is not None and result.verdict.status != CANNOT_RUN:
+        from fitcheck.render.speed import training_speed_line
+
+        lines.append(training_speed_line(result.training_speed))
+    lines += download_lines(result.download)
+    lines += check_cost_lines(result)
+    lines += software_lines(result.software, getattr(result.plan, "engine", None))
+    if result.launch and result.verdict.status != CANNOT_RUN:
+        lines.append("Launch:" if result.verdict.runs else "Launch (as asked, once it fits):")
+        lines += [f"  {line}" for line in result.launch]
+    lines += _alternatives_lines(result)
+    lines.append("")
+    lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
+                                            for a in result.estimate.assumptions))
+    lines += [f"Note: {note}" for note in result.estimate.notes]
+    return "\n".join(lines)
+
+
+def _header_lines(result: CheckResult) -> list[str]:
+    """Model:, Machine: and Request: lines."""
     est, plan, spec = result.estimate, result.plan, result.spec
-    lines: list[str] = []
     params = f"{format_count(spec.total_params)} params"
     if spec.is_moe:
         from fitcheck.model.catalog import published_active_params
@@ -284,7 +311,7 @@ def render_check_table(result: CheckResult) -> str:
         params += f", {format_count(published_active_params(spec, getattr(result.model, 'entry', None)))} active"
     generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
     arch = f", {spec.architecture}" if spec.architecture else ""
-    lines.append(f"Model:    {result.model_id} ({params}{arch}){generic}")
+    lines = [f"Model:    {result.model_id} ({params}{arch}){generic}"]
     if result.model.note:
         lines.append(f"          {result.model.note}")
     lines.append(f"Machine:  {machine_line(result.machine)}")
@@ -304,8 +331,14 @@ def render_check_table(result: CheckResult) -> str:
                      f"context {plan.context:,} tokens"
                      + (f" (prompt {plan.prompt_tokens:,})" if plan.prompt_tokens != plan.context else "")
                      + f", batch {plan.batch}, KV cache {plan.kv_dtype}")
-    lines.append("")
+    return lines
 
+
+def _breakdown_lines(result: CheckResult) -> list[str]:
+    """The table of GiB per component and device, with what each device has free."""
+    from tabulate import tabulate
+
+    est = result.estimate
     names: list[str] = []
     for d in est.devices:
         for c in d.components:
@@ -313,100 +346,81 @@ def render_check_table(result: CheckResult) -> str:
                 names.append(c.name)
     shown = list(zip(est.devices, result.verdict.devices, strict=False))
     labels = [d.device.upper() if d.kind == "gpu" else "CPU (RAM)" for d in est.devices]
-    if plan.nodes > 1:  # identical GPUs side by side (a pipeline stage, a node) as one column
+    if result.plan.nodes > 1:  # identical GPUs side by side (a pipeline stage, a node) as one column
         shown, labels = _grouped(shown)
-    headers = ["GiB"] + labels
     rows = [[n] + [_gib(d.component(n)) for d, _ in shown] for n in names]
     rows.append(["peak allocated"] + [_gib(d.peak_allocated_bytes) for d, _ in shown])
     rows.append(["total needed"] + [_gib(d.total_bytes) for d, _ in shown])
-    free_row = ["free"]
-    for _, dv in shown:
-        free_row.append(_gib(dv.free_bytes) if dv.free_bytes is not None else "unknown")
-    rows.append(free_row)
-    lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
-                          colalign=("left",) + ("right",) * len(shown)))
-    lines.append("")
-    headroom = "" if result.verdict.status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK, TIGHT) \
-        else f" (headroom {result.headroom:.0%})"
-    lines.append(f"Verdict:  {WORDS[result.verdict.status]} — {result.verdict.summary().split(': ', 1)[-1]}"
-                 f"{headroom}")
+    rows.append(["free"] + [_gib(dv.free_bytes) if dv.free_bytes is not None else "unknown" for _, dv in shown])
+    return [tabulate(rows, headers=["GiB"] + labels, tablefmt="simple", disable_numparse=True,
+                     colalign=("left",) + ("right",) * len(shown))]
+
+
+def _verdict_lines(result: CheckResult) -> list[str]:
+    """Verdict: and its reasons, the serving engine's KV pool, a better layout."""
+    status = result.verdict.status
+    headroom = "" if status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK, TIGHT) else f" (headroom {result.headroom:.0%})"
+    lines = [f"Verdict:  {WORDS[status]} — {result.verdict.summary().split(': ', 1)[-1]}{headroom}"]
     for extra in result.verdict.reasons[1:]:
-        if result.verdict.status == DOES_NOT_FIT_ON_DISK and extra.startswith("memory: "):
+        if status == DOES_NOT_FIT_ON_DISK and extra.startswith("memory: "):
             extra += f" (headroom {result.headroom:.0%})"
         lines.append(f"          {extra}")
-    pool = est.pool
-    if pool is not None and result.verdict.status != CANNOT_RUN:
+    pool = result.estimate.pool
+    if pool is not None and status != CANNOT_RUN:
         lines.append(f"          {pool.title} KV pool: {pool.kv_pool_tokens:,} tokens"
                      + (f" over {pool.ranks} data-parallel ranks" if pool.ranks else "")
-                     + f", maximum concurrency {pool.max_concurrency}× at {plan.context:,} tokens")
-    better = getattr(result, "better_layout", None)
+                     + f", maximum concurrency {pool.max_concurrency}× at {result.plan.context:,} tokens")
+    better = result.better_layout
     if better is not None:
-        lines.append(f"          {better.title}:")
-        lines.append(f"            {better.fitcheck_command}")
-    if result.verdict.status == UNKNOWN:
-        lines.append("Largest that fits: unknown until the free memory above can be read")
-    elif result.verdict.status == CANNOT_RUN:
-        lines.append("Largest that fits: nothing — this machine cannot run the request as asked")
-    elif isinstance(plan, TrainingPlan):
+        lines += [f"          {better.title}:", f"            {better.fitcheck_command}"]
+    return lines
+
+
+def _largest_line(result: CheckResult) -> str:
+    """Largest that fits: the longest context (sequence) and the largest batch."""
+    plan, status = result.plan, result.verdict.status
+    if status == UNKNOWN:
+        return "Largest that fits: unknown until the free memory above can be read"
+    if status == CANNOT_RUN:
+        return "Largest that fits: nothing — this machine cannot run the request as asked"
+    if isinstance(plan, TrainingPlan):
         seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
         seq += _past_maximum(result, plan.seq_len)
         mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
-        lines.append(f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens")
-    elif result.max_context or result.max_batch:
+        return f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens"
+    if result.max_context or result.max_batch:
         ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
         ctx += _past_maximum(result, plan.context)
         bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
-        lines.append(f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens")
-    elif result.verdict.status == TIGHT:
-        lines.append(f"Largest that fits: nothing outside the {result.headroom:.0%} headroom, not even 1 token or "
-                     "1 sequence (the request as asked fits only inside it)")
-    else:
-        lines.append("Largest that fits: nothing at these settings (not even 1 token or 1 sequence)")
-    if result.speed is not None and result.verdict.status != CANNOT_RUN:
-        from fitcheck.render.speed import speed_line
+        return f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens"
+    if status == TIGHT:
+        return (f"Largest that fits: nothing outside the {result.headroom:.0%} headroom, not even 1 token or "
+                "1 sequence (the request as asked fits only inside it)")
+    return "Largest that fits: nothing at these settings (not even 1 token or 1 sequence)"
 
-        lines.append(speed_line(result.speed, result.device_advice))
-    if result.training_speed is not None and result.verdict.status != CANNOT_RUN:
-        from fitcheck.render.speed import training_speed_line
 
-        lines.append(training_speed_line(result.training_speed))
-    from fitcheck.render.cost import check_cost_lines
-    from fitcheck.render.download import download_lines
-    from fitcheck.render.software import software_lines
-
-    lines += download_lines(getattr(result, "download", None))
-    lines += check_cost_lines(result)
-    lines += software_lines(getattr(result, "software", None), getattr(result.plan, "engine", None))
-    if result.launch and result.verdict.status != CANNOT_RUN:
-        lines.append("Launch:" if result.verdict.runs else "Launch (as asked, once it fits):")
-        lines += [f"  {line}" for line in result.launch]
+def _alternatives_lines(result: CheckResult) -> list[str]:
+    """What fits instead, each with its two commands; or why nothing does."""
+    status = result.verdict.status
     if result.alternatives:
-        lines.append("")
-        lines.append("What runs here instead (best first):" if result.verdict.status == CANNOT_RUN
-                     else "What fits instead (best first):")
+        lines = ["", "What runs here instead (best first):" if status == CANNOT_RUN
+                 else "What fits instead (best first):"]
         for i, a in enumerate(result.alternatives, 1):
             need = _needs_line(a.estimate.devices, per_node=a.estimate.nodes > 1)
-            if result.verdict.status == DOES_NOT_FIT_ON_DISK and a.download is not None:
+            if status == DOES_NOT_FIT_ON_DISK and a.download is not None:
                 need += f"; download {format_gib(a.download.download_bytes)}"
             tight = " (tight)" if a.verdict.status == TIGHT else ""
-            lines.append(f"  {i}. {a.title}{tight} — needs {need}")
-            lines.append(f"     {a.fitcheck_command}")
-            lines.append(f"     {a.engine_command}")
-    elif result.verdict.status == DOES_NOT_FIT_ON_DISK:
-        lines.append("")
-        lines.append("Nothing smaller fits on this disk: free space there, or --download-dir PATH on a disk with room.")
-    elif result.verdict.status in (DOES_NOT_FIT, CANNOT_RUN):
+            lines += [f"  {i}. {a.title}{tight} — needs {need}", f"     {a.fitcheck_command}",
+                      f"     {a.engine_command}"]
+        return lines
+    if status == DOES_NOT_FIT_ON_DISK:
+        return ["", "Nothing smaller fits on this disk: free space there, or --download-dir PATH on a disk with room."]
+    if status in (DOES_NOT_FIT, CANNOT_RUN):
         disk = "" if result.download is None or result.download.fits else \
             " with a download that fits on this disk (or --download-dir PATH on a disk with room)"
-        lines.append("")
-        lines.append(f"{nothing_fits(plan, result.profile)}{disk}; "
-                     "`fitcheck profiles` lists machines to try with --profile NAME.")
-    lines.append("")
-    lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
-                                            for a in est.assumptions))
-    for note in est.notes:
-        lines.append(f"Note: {note}")
-    return "\n".join(lines)
+        return ["", f"{nothing_fits(result.plan, result.profile)}{disk}; "
+                "`fitcheck profiles` lists machines to try with --profile NAME."]
+    return []
 
 
 def _past_maximum(result: CheckResult, asked: int) -> str:

@@ -45,7 +45,7 @@ def tflops_text(tflops: object) -> str:
     return show(tflops, lambda t: f"{t:g} TFLOP/s")
 
 
-def short_gpu_name(name: object) -> str:
+def short_gpu_name(name: str | Unknown) -> str:
     """'RTX 4090' for 'NVIDIA GeForce RTX 4090': the words a table column has room for."""
     if isinstance(name, Unknown):
         return "GPU (name unknown)"

@@ -47,46 +47,50 @@ def fits_document(result: FitsResult) -> dict:
     }
 
 
+def _speed(r: FitRow) -> str:
+    pair = r.decode_tokens_per_s or r.training_tokens_per_s
+    if pair is None:
+        return "unknown"
+    return rate_text(Rate(*pair), "").strip()
+
+
+def _label(device: str | None) -> str:
+    return device.upper() if device and device.startswith("gpu") else "RAM"
+
+
+def _memory(r: FitRow) -> str:
+    if len(r.devices) > 1:     # a split between GPU and RAM: both
+        return ", ".join(f"{need / GiB:.1f}/{free / GiB:.0f} {_label(d)}" for d, need, free in r.devices)
+    if r.need_bytes is None or r.free_bytes is None:
+        return ""
+    return f"{r.need_bytes / GiB:.1f}/{r.free_bytes / GiB:.0f} {_label(r.device)}"
+
+
+def _runs_as(plan: Any) -> str:
+    if plan.training:        # training: the base's format and what the recipe changed
+        parts = [plan.precision]
+        if plan.grad_checkpointing:
+            parts.append("checkpointing")
+        if plan.optimizer != "adamw":
+            parts.append(plan.optimizer)
+        if plan.zero is not None:
+            parts.append(f"ZeRO-{plan.zero}" + (f" offload {plan.offload}" if plan.offload != "none" else ""))
+        if plan.fsdp:
+            parts.append(f"FSDP {plan.fsdp}")
+        if plan.gpus > 1:
+            parts.append(f"{plan.gpus} GPUs")
+        return ", ".join(parts)
+    how = f"{plan.precision} {plan.engine}"
+    how += {"cpu": " CPU", "offload": f" {plan.offload_flag}"}.get(plan.device, "")
+    if plan.gpus > 1:
+        how += f" ×{plan.gpus} GPUs"
+    if plan.kv_dtype in ("fp8", "q8_0", "q4_0"):
+        how += f", KV {plan.kv_dtype}"
+    return how
+
+
 def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
     from tabulate import tabulate
-
-    def speed(r: FitRow) -> str:
-        pair = r.decode_tokens_per_s or r.training_tokens_per_s
-        if pair is None:
-            return "unknown"
-        return rate_text(Rate(*pair), "").strip()
-
-    def label(device: str | None) -> str:
-        return device.upper() if device and device.startswith("gpu") else "RAM"
-
-    def memory(r: FitRow) -> str:
-        if len(r.devices) > 1:     # a split between GPU and RAM: both
-            return ", ".join(f"{need / GiB:.1f}/{free / GiB:.0f} {label(d)}" for d, need, free in r.devices)
-        if r.need_bytes is None or r.free_bytes is None:
-            return ""
-        return f"{r.need_bytes / GiB:.1f}/{r.free_bytes / GiB:.0f} {label(r.device)}"
-
-    def runs_as(plan: Any) -> str:
-        if plan.training:        # training: the base's format and what the recipe changed
-            parts = [plan.precision]
-            if plan.grad_checkpointing:
-                parts.append("checkpointing")
-            if plan.optimizer != "adamw":
-                parts.append(plan.optimizer)
-            if plan.zero is not None:
-                parts.append(f"ZeRO-{plan.zero}" + (f" offload {plan.offload}" if plan.offload != "none" else ""))
-            if plan.fsdp:
-                parts.append(f"FSDP {plan.fsdp}")
-            if plan.gpus > 1:
-                parts.append(f"{plan.gpus} GPUs")
-            return ", ".join(parts)
-        how = f"{plan.precision} {plan.engine}"
-        how += {"cpu": " CPU", "offload": f" {plan.offload_flag}"}.get(plan.device, "")
-        if plan.gpus > 1:
-            how += f" ×{plan.gpus} GPUs"
-        if plan.kv_dtype in ("fp8", "q8_0", "q4_0"):
-            how += f", KV {plan.kv_dtype}"
-        return how
 
     req = result.request
     if result.mode == "inference":
@@ -101,9 +105,9 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
         table = []
         for r in shown:
             plan: Any = r.plan if r.fits else None
-            how = runs_as(plan) if plan is not None else ""
+            how = _runs_as(plan) if plan is not None else ""
             name = f"{r.model.id} ({r.model.source})" if result.local else r.model.id
-            table.append((name, format_count(r.params), how or "—", memory(r), speed(r) if r.fits else "",
+            table.append((name, format_count(r.params), how or "—", _memory(r), _speed(r) if r.fits else "",
                           r.status.replace("_", " ")))
         lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed (GiB)", rate_head, "status"),
                               disable_numparse=True))

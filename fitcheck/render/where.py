@@ -44,22 +44,10 @@ SCHEMA = "fitcheck.where/1"
 
 
 # ---- rendering --------------------------------------------------------------------------------
-def _where_text(row: WhereRow) -> str:
-    p = row.plan
-    if p.device == "cpu":
-        return "CPU"
-    g = row.machine.gpus[0]
-    name = str(g.name).replace("NVIDIA ", "").replace("GeForce ", "")
-    text = f"{p.gpus}× {name}" if p.gpus > 1 else name
-    text = f"{row.nodes} nodes × {text}" if row.nodes > 1 else text
-    text += " + CPU" if p.device == "offload" else ""  # llama.cpp: part of the weights in RAM
-    return text + (", expert parallel" if row.layout == "expert-parallel" else "")
-
-
 def _weights_text(row: WhereRow) -> str:
     """The precision and engine the row runs with (and llama.cpp's split, --n-cpu-moe N or -ngl N); * when chosen
     because the machine's default did not fit."""
-    p = row.plan
+    p = row.served
     return f"{p.precision} {p.engine}" + (f" {p.offload_flag}" if p.offload_flag else "") \
         + ("*" if row.default_precision else "")
 
@@ -73,10 +61,10 @@ def _memory_text(row: WhereRow) -> str:
     if d is None:
         return "unknown"
     label = "RAM" if d.kind == "cpu" else "GPU"
-    text = f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {label}"
-    if row.plan is not None and row.plan.device == "offload":  # split between the GPU and RAM: the other's too
-        others = [o for o in row.verdict.devices if o is not d and o.free_bytes is not None and o.need_bytes]
-        text += "".join(f", {o.need_bytes / GiB:.1f} of {o.free_bytes / GiB:.0f} GiB "
+    text = f"{d.need_bytes / GiB:.1f} of {(d.free_bytes or 0) / GiB:.0f} GiB {label}"
+    if row.served.device == "offload":  # split between the GPU and RAM: the other's too
+        others = [o for o in row.judged.devices if o is not d and o.free_bytes is not None and o.need_bytes]
+        text += "".join(f", {o.need_bytes / GiB:.1f} of {(o.free_bytes or 0) / GiB:.0f} GiB "
                         + ("RAM" if o.kind == "cpu" else "GPU") for o in others)
     return text + tight_mark(row.verdict)
 
@@ -96,7 +84,7 @@ def tight_note(rows, headroom: float) -> list[str]:
 
 def runs_on(row: WhereRow) -> str:
     """'2 nodes × 8× H100 80GB HBM3', 'CPU': what the row runs on."""
-    p = row.plan
+    p = row.planned
     if p.device == "cpu":
         return "CPU"
     name = str(row.machine.gpus[0].name).replace("NVIDIA ", "").replace("GeForce ", "")
@@ -106,7 +94,7 @@ def runs_on(row: WhereRow) -> str:
 
 def _where_text(row: WhereRow) -> str:
     text = runs_on(row)
-    text += " + CPU" if row.plan.device == "offload" else ""  # llama.cpp: part of the weights in RAM
+    text += " + CPU" if row.served.device == "offload" else ""  # llama.cpp: part of the weights in RAM
     return text + (", expert parallel" if row.layout == "expert-parallel" else "")
 
 
@@ -248,17 +236,17 @@ def where_document(result: WhereResult) -> dict:
     req = result.request
     machines = []
     for r in result.fitting:
-        d = r.tightest
+        d, p = r.tightest, r.served
         mtok = r.usd_per_million_tokens
         machines.append({
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
-            "precision": r.plan.precision, "engine": r.plan.engine, "device": r.plan.device, "gpus": r.plan.gpus,
+            "precision": p.precision, "engine": p.engine, "device": p.device, "gpus": p.gpus,
             "nodes": r.nodes, "layout": r.layout,
-            "cpu_moe": ("all" if r.plan.cpu_moe_all else r.plan.cpu_moe) if r.plan.cpu_moe else None,
-            "gpu_layers": r.plan.gpu_layers if r.plan.device == "offload" and not r.plan.cpu_moe else None,
+            "cpu_moe": ("all" if p.cpu_moe_all else p.cpu_moe) if p.cpu_moe else None,
+            "gpu_layers": p.gpu_layers if p.device == "offload" and not p.cpu_moe else None,
             "precision_choice": ("given" if req.precision else "best_fitting" if r.default_precision else "default"),
             "default_precision": r.default_precision,
-            "status": r.verdict.status,
+            "status": r.judged.status,
             "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
             "decode_tokens_per_s": rate_dict(r.speed.decode if r.speed else None),
             "per_sequence_tokens_per_s": rate_dict(r.speed.per_sequence if r.speed else None),

@@ -42,7 +42,7 @@ def _memory(row: WhereRow) -> str:
     d = row.tightest
     if d is None:
         return "unknown"
-    return (f"{d.need_bytes / GiB:.1f} of {d.free_bytes / GiB:.0f} GiB {'RAM' if d.kind == 'cpu' else 'GPU'}"
+    return (f"{d.need_bytes / GiB:.1f} of {(d.free_bytes or 0) / GiB:.0f} GiB {'RAM' if d.kind == 'cpu' else 'GPU'}"
             + tight_mark(row.verdict))
 
 
@@ -69,7 +69,7 @@ def render_where_training_table(result: WhereResult) -> str:
     if fitting:
         rows = []
         for r in fitting:
-            row = [r.machine.name, r.machine.kind, runs_on(r), r.plan.precision, _memory(r),
+            row = [r.machine.name, r.machine.kind, runs_on(r), r.planned.precision, _memory(r),
                    rate_text(r.training_speed.rate if r.training_speed else None, ""), _usd_hour(r.usd_per_hour)]
             if result.tokens:
                 row += [hours_range(r.run.hours) if r.run else "unknown", _cost_cell(r.run)]
@@ -110,7 +110,7 @@ def where_training_document(result: WhereResult) -> dict:
         d = r.tightest
         machines.append({
             "name": r.machine.name, "kind": r.machine.kind, "description": r.machine.description,
-            "precision": r.plan.precision, "device": r.plan.device, "gpus": r.plan.gpus, "nodes": r.nodes,
+            "precision": r.planned.precision, "device": r.planned.device, "gpus": r.planned.gpus, "nodes": r.nodes,
             "status": r.verdict.status if r.verdict else None,
             "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
             "training_tokens_per_s": rate_dict(r.training_speed.rate if r.training_speed else None),

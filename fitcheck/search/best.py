@@ -52,8 +52,8 @@ def with_speed_costs(spec: ModelSpec, plan: Plan, machine: Machine, evaluate: Ev
             own = resolve(c[2], spec, machine)
         except FitcheckError:
             continue
-        slow = R.slowdown_cost(R.decode_rate(spec, machine, own), R.gives_up(own), rated)
-        if lowest is not None and c[0] + slow >= lowest:
+        own_slow = R.slowdown_cost(R.decode_rate(spec, machine, own), R.gives_up(own), rated)
+        if lowest is not None and c[0] + own_slow >= lowest:
             continue
         out = evaluate(c[2])
         if out is not None and runs(out):

@@ -76,6 +76,26 @@ class WhereRow:
         return self.request.nodes
 
     @property
+    def planned(self) -> AnyPlan:
+        """The row's plan (every row that runs has one)."""
+        if self.plan is None:
+            raise ValueError(f"{self.machine.name}: not planned ({self.reason})")
+        return self.plan
+
+    @property
+    def served(self) -> Plan:
+        """The row's serving plan."""
+        if not isinstance(self.plan, Plan):
+            raise ValueError(f"{self.machine.name}: no serving plan ({self.reason})")
+        return self.plan
+
+    @property
+    def judged(self) -> Verdict:
+        if self.verdict is None:
+            raise ValueError(f"{self.machine.name}: not judged ({self.reason})")
+        return self.verdict
+
+    @property
     def layout(self) -> str:
         """How the row spreads the model over its GPUs: 'expert-parallel' (MoE experts over every GPU, attention
         data parallel), the engine's split ('tensor-parallel', with vLLM's pipeline parallel across nodes

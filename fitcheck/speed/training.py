@@ -86,7 +86,7 @@ def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
     with gradient checkpointing's recompute), per micro-batch."""
     if plan.offload == "none":
         return 0
-    from fitcheck.engines.training.memory import _base_format
+    from fitcheck.engines.training.states import base_format
     from fitcheck.estimate.lora import trainable_shapes
 
     n = shard_degree(plan.zero, plan.fsdp, plan.gpus, plan.nodes)  # this GPU's partition: 1/n
@@ -95,7 +95,7 @@ def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
     moved = (plan.grad_accum + 1) * trainable * half // n
     if plan.offload == "optimizer+params":
         passes = 3 if plan.grad_checkpointing else 2
-        moved += plan.grad_accum * passes * weight_bytes(spec, _base_format(plan)).total // n
+        moved += plan.grad_accum * passes * weight_bytes(spec, base_format(plan)).total // n
     return moved
 
 

@@ -29,12 +29,22 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fitcheck.calibration import ALLOCATOR_SLACK_MIN, TORCH_CPU_RUNTIME, TORCH_CUDA_CONTEXT
+from fitcheck.engines.training.states import (
+    BYTES,
+    TEMP_BUFFERS,
+    base_format,
+    embedding_copies,
+    model_states,
+    offload_ram,
+    shard,
+    state_components,
+    step_buffers,
+)
 from fitcheck.engines.transformers.releases import loss_shift_copy_mode, rotary_table_mode
 from fitcheck.estimate.allocator import MIN_LARGE_ALLOC, round_size, segment_size
 from fitcheck.estimate.formats import weight_format
-from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices, trainable_shapes
+from fitcheck.estimate.lora import adapted_matrices, adapter_saved_bytes_per_token, model_matrices
 from fitcheck.estimate.lora_targets import parse_targets
-from fitcheck.estimate.optimizers import ParamShape, describe, state_bytes, step_temp_bytes
 from fitcheck.estimate.result import (
     ACTIVATIONS,
     ADAPTERS,
@@ -48,14 +58,13 @@ from fitcheck.estimate.result import (
     DeviceNeed,
     Estimate,
 )
-from fitcheck.estimate.sharding import FSDP_STRATEGIES, shard_degree, sharding_stage
+from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.training_activations import ALL_INPUT_SITES, ActivationBytes, input_sites, training_activations
 from fitcheck.estimate.varying_lengths import StepTensors, TrainedParams
 from fitcheck.estimate.weights import (
     largest_matrix_params,
     linear_matrices,
     rotary_table_bytes,
-    weight_bytes,
 )
 from fitcheck.model.spec import ModelSpec
 from fitcheck.units import GiB
@@ -63,7 +72,6 @@ from fitcheck.units import GiB
 if TYPE_CHECKING:
     from fitcheck.plan import TrainingPlan
 
-TEMP_BUFFERS = "temp_buffers"
 # What PyTorch's caching allocator must hold beyond the live tensors of a training step.  Replaying
 # recorded steps through its rules (benchmarks/measure/alloc_trace.py, the smallest GPU each run
 # fits in, results/allocator-replay-*.csv) gives 2–19 % of the allocated peak: least for LoRA with
@@ -102,18 +110,11 @@ TRAINING_STRANDED_BLOCKS = 1
 # 16 or more layers (10.0–12.2 for LoRA on attention, 8.7–10.0 for bf16 full fine-tuning, 4.7–6.8 with
 # checkpointing), and with MALLOC_MMAP_THRESHOLD_=65536 (no heap reuse) the peak falls to the live tensors.
 CPU_HEAP_BLOCKS_PER_LAYER = 10
-# DeepSpeed: `additional_buffer_factor` of its offload RAM estimate (runtime/zero/stage3.py,
-# stage_1_and_2.py estimate_*_model_states_mem_needs).
-DS_OFFLOAD_BUFFER_FACTOR = 1.5
-# DeepSpeed ZeRO-3 `sub_group_size` default (runtime/zero/config.py): fp32 gradients are built
-# for one sub-group of parameters at a time during the step.
-DS_SUB_GROUP_SIZE = 1_000_000_000
 # Architectures whose modeling code computes the loss on logits in the compute dtype and shifts
 # them with a contiguous copy (Qwen1 remote code, modeling_qwen.py QWenLMHeadModel.forward).
 # transformers' own models (>= 4.46, loss_utils.ForCausalLMLoss) upcast to fp32 and shift labels.
 _LOSS_IN_COMPUTE_DTYPE = frozenset({"qwen"})
 
-_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 # Qwen(1) remote code as its repositories have shipped it since 2023-12-07 (Qwen/Qwen-7B and -Chat
 # modeling_qwen.py; history mirrored at github.com/zhangningboo/Qwen-7B, modeling_qwen.py @d4efd21):
@@ -176,26 +177,6 @@ def after_forward_bytes(spec: ModelSpec, plan: TrainingPlan, act_b: int, upcast:
     return v * act_b + v * 4 + saved_loss + spec.num_layers * 2 * kv_width * 4
 
 
-def _shard(n: int, sharded: bool, gpus: int) -> int:
-    return n // gpus if sharded else n
-
-
-def _embedding_copies(spec: ModelSpec, plan: TrainingPlan) -> ParamShape | None:
-    """peft modules_to_save: trainable copies of the embedding and lm_head (the originals stay)."""
-    if plan.mode == "full" or not plan.lora_train_embeddings:
-        return None
-    return ParamShape(spec.vocab_size, spec.hidden_size, 1 if spec.tie_word_embeddings else 2)
-
-
-def _base_format(plan: TrainingPlan):
-    fmt = weight_format(plan.precision)
-    if fmt.family == "bnb":
-        # peft prepare_model_for_kbit_training (utils/other.py) casts every non-quantized 16-bit
-        # parameter (embeddings, norms, lm_head) to fp32 for bitsandbytes bases; GPTQ is skipped.
-        fmt = replace(fmt, keep_bits=32)
-    return fmt
-
-
 def _quant_scratch(spec: ModelSpec, plan: TrainingPlan) -> tuple[int, str]:
     """Dequantized weights that exist while a quantized base runs forward/backward."""
     fmt = weight_format(plan.precision)
@@ -230,12 +211,12 @@ def _step_activations(spec: ModelSpec, plan: TrainingPlan, *, act_b: int, param_
     if full:
         saved_inputs = ALL_INPUT_SITES
     elif param_b == act_b and plan.lora_dropout <= 0:
-        saved_inputs = input_sites(m.role for m in adapted_matrices(spec, targets))
+        saved_inputs = input_sites(m.role for m in adapted_matrices(spec, parse_targets(plan.lora_targets)))
     else:
         saved_inputs = frozenset()
     # The residual stream keeps the embedding output's dtype: fp32 when prepare_model_for_kbit_training
-    # upcast the embeddings (a bitsandbytes base; _base_format), whatever autocast does to the linears.
-    kbit_fp32 = _base_format(plan).keep_bits == 32 and plan.mode != "full"
+    # upcast the embeddings (a bitsandbytes base; base_format), whatever autocast does to the linears.
+    kbit_fp32 = base_format(plan).keep_bits == 32 and plan.mode != "full"
     resid_b = 4 if kbit_fp32 else act_b
     # Its fp32 lm_head runs under autocast: a 16-bit copy of the weight is made and kept for backward.
     head_cast = kbit_fp32 and act_b < 4
@@ -391,7 +372,7 @@ def _own_segments_at_peak(spec: ModelSpec, plan: TrainingPlan, grads: bool, mast
     tp = trained_params(spec, plan)
     if tp is None:
         return OwnSegments()
-    sets = [("weights", _BYTES[plan.compute_dtype])]
+    sets = [("weights", BYTES[plan.compute_dtype])]
     if grads:
         sets.append(("gradients", tp.grad_bytes))
     sets += [("exp_avg", tp.state_bytes), ("exp_avg_sq", tp.state_bytes)]
@@ -408,106 +389,14 @@ def _own_segments_at_peak(spec: ModelSpec, plan: TrainingPlan, grads: bool, mast
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says."""
-    world = plan.world  # processes over all nodes
-    N = shard_degree(plan.zero, plan.fsdp, plan.gpus, plan.nodes)  # the sharding degree (hybrid: one node's GPUs)
-    ds = plan.zero is not None
-    stage = sharding_stage(plan.zero, plan.fsdp)
-    act_b = _BYTES[plan.compute_dtype]
-    fp32_compute = plan.compute_dtype == "fp32"
-    master_on = plan.master_weights == "fp32" and not fp32_compute
-    offload_opt = plan.offload in ("optimizer", "optimizer+params")
-    offload_params = plan.offload == "optimizer+params"
-    if plan.fsdp and offload_opt:
-        offload_params = True
-
-    # ---- base weights (frozen for LoRA) --------------------------------------------------------
-    fmt = _base_format(plan)
-    if plan.mode == "full":
-        base = spec.total_params * act_b
-        base_why = f"{spec.total_params / 1e9:.2f}B params in {plan.compute_dtype}"
-    else:
-        wb = weight_bytes(spec, fmt)
-        base = wb.total
-        base_why = f"frozen base as {fmt.description}"
-        if fmt.family == "bnb":
-            base_why += "; embeddings, norms and lm_head upcast to fp32 by prepare_model_for_kbit_training"
-        elif fmt.family != "float":
-            base_why += "; embeddings, lm_head and norms stay 16-bit"
-    weights_sharded = stage == 3
-    gpu_weights = 0 if offload_params else _shard(base, weights_sharded, N)
-
-    # ---- trainable parameters ------------------------------------------------------------------
-    shapes = trainable_shapes(spec, plan)
-    trainable = sum(s.params for s in shapes)
-    emb = _embedding_copies(spec, plan)
-    # LoRA adapters outside DeepSpeed with an fp32 master are simply fp32 parameters (peft keeps
-    # adapters in fp32: LoraModel autocast_adapter_dtype=True); under DeepSpeed they are 16-bit
-    # with DeepSpeed's fp32 master copy, like full fine-tuning.
-    adapters_fp32 = plan.mode != "full" and master_on and not ds
-    param_b = 4 if (fp32_compute or adapters_fp32) else act_b
-    master_b = 4 if (master_on and not adapters_fp32) else 0
-    state_b = 4 if master_on else param_b
-    all_trainable = list(shapes) + ([emb] if emb else [])
-    trainable_all = trainable + (emb.params if emb else 0)
-    # modules_to_save copies are 16-bit parameters (deep copies of the base's modules).
-    emb_param_b = act_b if emb else 0
-    emb_master_b = 4 if (emb and master_on and ds) else 0
-    emb_state_b = 4 if (emb and master_on and ds) else act_b
-
-    grads_sharded = stage >= 2
-    opt_sharded = stage >= 1
-    adapters_bytes = 0
-    if plan.mode != "full":
-        adapters_bytes = trainable * param_b + (emb.params * emb_param_b if emb else 0)
-        adapters_bytes = _shard(adapters_bytes, weights_sharded, N)
-    grad_total = trainable * param_b + (emb.params * emb_param_b if emb else 0)
-    master_total = trainable * master_b + (emb.params * emb_master_b if emb else 0)
-    opt_total = state_bytes(plan.optimizer, tuple(shapes), state_b) + (
-        state_bytes(plan.optimizer, (emb,), emb_state_b) if emb else 0)
-    gpu_grads = 0 if offload_opt else _shard(grad_total, grads_sharded, N)
-    gpu_master = 0 if offload_opt else _shard(master_total, opt_sharded, N)
-    gpu_opt = 0 if offload_opt else _shard(opt_total, opt_sharded, N)
-
-    # ---- step temporaries ----------------------------------------------------------------------
-    largest_trainable = max((s.rows * s.cols for s in all_trainable), default=0)
-    fused = ds  # DeepSpeed builds FusedAdam / its CPU Adam: no foreach temporaries
-    on_cpu = plan.device == "cpu"
-    step_temp = 0 if offload_opt else _shard(
-        step_temp_bytes(plan.optimizer, trainable_all, largest_trainable, state_b, fused=fused, foreach=not on_cpu),
-        opt_sharded, N)
-    step_why = ("" if not step_temp else "optimizer.step() temporaries (AdamW on the CPU: two of the largest parameter)"
-                if on_cpu else "optimizer.step() temporaries (foreach AdamW: one state-sized buffer)")
-    if ds and master_on and not offload_opt:
-        fp32_grads = 4 * (min(trainable_all // N, DS_SUB_GROUP_SIZE) if stage == 3 else trainable_all // N)
-        step_temp += fp32_grads
-        step_why = "DeepSpeed fp32 gradients of this GPU's partition built for the step"
-
-    # ---- buffers that persist through the step -------------------------------------------------
-    buffers: list[Component] = []
-    if ds and stage in (1, 2):
-        bucket = plan.ds_bucket_elements or spec.hidden_size ** 2
-        buffers.append(Component(TEMP_BUFFERS, 2 * bucket * act_b,
-                                 f"DeepSpeed gradient buckets: 2 × reduce_bucket_size {bucket:,} × {act_b} B "
-                                 "(overlap_comm)"))
-    if ds and stage == 3:
-        largest_module = max(largest_matrix_params(spec), spec.vocab_size * spec.hidden_size)
-        bucket = plan.ds_bucket_elements or spec.hidden_size ** 2
-        buffers.append(Component(TEMP_BUFFERS, 4 * largest_module + bucket * act_b,
-                                 "ZeRO-3 gathered parameters: 4 × largest layer (DeepSpeed estimator) + reduce bucket"))
-    if plan.fsdp and stage == 3:
-        unit = max(spec.layer_params(), spec.vocab_size * spec.hidden_size)
-        buffers.append(Component(TEMP_BUFFERS, 3 * unit * act_b,
-                                 "FSDP: two gathered units (current + prefetch) and one unit's unsharded gradients"))
-    if plan.framework == "ddp":
-        # DistributedDataParallel's reducer copies gradients into flat buckets for all-reduce
-        # (torch/nn/parallel/distributed.py, gradient_as_bucket_view=False by default).
-        buffers.append(Component(TEMP_BUFFERS, grad_total, "DDP gradient buckets: a flat copy of the gradients"))
+    st = model_states(spec, plan)
+    N, act_b, grads_sharded = st.shards, st.act_b, st.stage >= 2
 
     # ---- activations ---------------------------------------------------------------------------
-    targets = parse_targets(plan.lora_targets) if plan.mode != "full" else None
     full = plan.mode == "full"
-    upcast = (not ds) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
-    acts = _step_activations(spec, plan, act_b=act_b, param_b=param_b, lm_head_trains=full or emb is not None)
+    upcast = (not st.deepspeed) or spec.architecture not in _LOSS_IN_COMPUTE_DTYPE
+    acts = _step_activations(spec, plan, act_b=act_b, param_b=st.param_b,
+                             lm_head_trains=full or st.emb is not None)
     scratch, scratch_why = _quant_scratch(spec, plan) if plan.mode != "full" else (0, "")
     # The loss's tensors die in lm_head's backward, before the first layer is recomputed: the
     # backward peak is the saved tensors plus the larger of the two.
@@ -517,41 +406,22 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     # activations are freed, so the step's peak is either the loss's backward (no gradients yet)
     # or the optimizer step (gradients, no activations).  DeepSpeed and FSDP keep flat gradient
     # buffers, and accumulation keeps gradients across micro-batches: there they add.
-    late_grads = plan.grad_accum == 1 and not ds and not plan.fsdp and not offload_opt
-    grads_at_step = gpu_grads + max(step_temp, acts.recompute)
+    late_grads = plan.grad_accum == 1 and not st.deepspeed and not plan.fsdp and not st.offload_opt
+    grads_at_step = st.gpu_grads + max(st.step_temp, acts.recompute)
     peak_at_step = late_grads and grads_at_step > fwd_bwd
     deferred = late_grads and not peak_at_step  # the peak is the loss's backward, before the gradients
-    grads_shown = 0 if deferred else gpu_grads
-    grads_why = f"{trainable_all:,} trainable params × {param_b} B" + (
-        f"; 1/{N} per GPU" if grads_sharded and N > 1 else "") + ("; on the CPU (offload)" if offload_opt else "")
+    grads_shown = 0 if deferred else st.gpu_grads
+    grads_why = f"{st.trainable_all:,} trainable params × {st.param_b} B" + (
+        f"; 1/{N} per GPU" if grads_sharded and N > 1 else "") + ("; on the CPU (offload)" if st.offload_opt else "")
     if deferred:
-        grads_why += (f" = {gpu_grads / GiB:.2f} GiB, created during backward as activations are freed: "
+        grads_why += (f" = {st.gpu_grads / GiB:.2f} GiB, created during backward as activations are freed: "
                       "not yet there at the peak (the loss's backward)")
 
     # ---- assemble the device --------------------------------------------------------------------
-    comps: list[Component] = [
-        Component(WEIGHTS, gpu_weights, base_why + (f"; 1/{N} per GPU (sharded)" if weights_sharded and N > 1 else "")
-                  + ("; offloaded to RAM" if offload_params else "")),
-    ]
-    if plan.mode != "full":
-        what = f"LoRA r={plan.lora_rank} on {targets.label}: {trainable:,} params × {param_b} B"
-        if emb:
-            what += f"; trainable copies of embeddings/lm_head {emb.params:,} × {emb_param_b} B"
-        comps.append(Component(ADAPTERS, adapters_bytes, what))
-    comps += [
-        Component(GRADIENTS, grads_shown, grads_why),
-        Component(OPTIMIZER, gpu_opt, describe(plan.optimizer, state_b)
-                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "")
-                  + ("; on the CPU (offload)" if offload_opt else "")),
-        Component(MASTER_WEIGHTS, gpu_master, ("fp32 copy of the trainable params" if master_b or emb_master_b else
-                                               "none (trainable params are updated in place)")
-                  + (f"; 1/{N} per GPU" if opt_sharded and N > 1 else "")
-                  + ("; on the CPU (offload)" if offload_opt else "")),
-    ]
-    comps += buffers
+    comps = state_components(plan, st, grads_shown, grads_why) + step_buffers(spec, plan, st)
     if rotary_table_mode(spec.architecture, plan.transformers_version):
         rotary, rotary_why = rotary_table_bytes(spec, act_b)
-        comps.append(Component(WEIGHTS, _shard(rotary, weights_sharded, N), rotary_why))
+        comps.append(Component(WEIGHTS, shard(rotary, st.stage == 3, N), rotary_why))
     if spec.load_buffer_bytes:  # non-persistent buffers: every rank holds them whole (FSDP shards parameters)
         comps.append(Component(WEIGHTS, spec.load_buffer_bytes, spec.load_buffer_note))
     logits_why = f"logits over {spec.vocab_size:,} tokens of vocabulary and the loss's copies " + (
@@ -560,6 +430,7 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         logits_why += ("; its peak is once the forward has returned: accelerate's fp32 copies of the logits and "
                        f"of the (k, v) cache all {spec.num_layers} layers return (use_cache is on without "
                        "checkpointing), with the 16-bit logits and the saved log-softmax")
+    step_temp = st.step_temp
     if peak_at_step:
         # The optimizer step is the peak: activations and logits are gone by then.
         comps += [
@@ -567,9 +438,9 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
                       "the optimizer step, which is the peak (gradients + step temporaries)"),
             Component(LOGITS, 0, logits_why + "; freed before the peak"),
         ]
-        if grads_at_step > gpu_grads:
-            comps.append(Component(TEMP_BUFFERS, grads_at_step - gpu_grads,
-                                   step_why if step_temp >= acts.recompute
+        if grads_at_step > st.gpu_grads:
+            comps.append(Component(TEMP_BUFFERS, grads_at_step - st.gpu_grads,
+                                   st.step_why if step_temp >= acts.recompute
                                    else "the last layer recomputed in backward"))
     else:
         comps += [
@@ -583,68 +454,36 @@ def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
         if not late_grads and step_temp > fwd_bwd:
             # The step runs after backward freed the activations: only its excess over them adds.
             comps.append(Component(TEMP_BUFFERS, step_temp - fwd_bwd,
-                                   f"{step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward "
+                                   f"{st.step_why} ({step_temp / GiB:.2f} GiB), beyond the activations backward "
                                    "has freed"))
     allocated = sum(c.bytes for c in comps)
-    if on_cpu:
+    notes = _notes(plan, st.fmt, st.gpu_grads - grads_shown)
+    facts = _facts(plan, st.trainable_all, st.gpu_grads)
+    if plan.device == "cpu":
         heap, heap_why = cpu_heap_retention(spec, plan, act_b, allocated)
         comps.append(Component(OVERHEAD, heap, heap_why, counted_in="reserved"))
         comps.append(Component(OVERHEAD, TORCH_CPU_RUNTIME, "torch + transformers resident libraries",
                                counted_in="runtime"))
         return Estimate(spec.name, plan.mode, (DeviceNeed("cpu", "cpu", tuple(comps)),), plan.assumptions,
-                        tuple(_notes(plan, fmt, gpu_grads - grads_shown)), _facts(plan, trainable_all, gpu_grads))
+                        tuple(notes), facts)
     # The loss's backward holds the saved tensors, the loss path and the scratch; the peak may lie above it.
     at_peak = grads_at_step if peak_at_step else fwd_bwd + max(step_temp - fwd_bwd if not late_grads else 0, 0)
     # whether optimizer.step()'s temporaries are what the peak holds (the TEMP_BUFFERS components above)
     step_tensors_peak = step_temp > 0 and (step_temp >= acts.recompute if peak_at_step
                                            else not late_grads and step_temp > fwd_bwd)
-    own = _own_segments_at_peak(spec, plan, grads_shown > 0, gpu_master > 0, step_at_peak=step_tensors_peak,
+    own = _own_segments_at_peak(spec, plan, grads_shown > 0, st.gpu_master > 0, step_at_peak=step_tensors_peak,
                                 freed=fwd_bwd)
     slack, slack_why = gpu_allocator_reserve(spec, plan, allocated,
                                              headroom=max(at_peak - (acts.saved + acts.logits + scratch), 0), own=own)
     comps.append(Component(OVERHEAD, slack, slack_why, counted_in="reserved"))
     comps.append(Component(OVERHEAD, TORCH_CUDA_CONTEXT, "CUDA context and libraries", counted_in="runtime"))
-    gpu = tuple(comps)
-    devices = [DeviceNeed(f"gpu{i}", "gpu", gpu) for i in range(world)]
-
-    # ---- RAM under offload -----------------------------------------------------------------------
-    notes: list[str] = []
-    if offload_opt:
-        factor = DS_OFFLOAD_BUFFER_FACTOR if ds else 1.0
-        # Each node's RAM holds the CPU copies of its own ranks' shards: gpus/N of the model's states
-        # (all of them on one node; 1/nodes under ZeRO over several; a full replica per node under FSDP
-        # hybrid).  DeepSpeed's estimator: cpu_mem = params × 18 × gpus_factor × 1.5 with gpus_factor
-        # = 1/num_nodes (deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs).
-        share = min(plan.gpus, N) / N
-        whose = ("all ranks of this machine" if share == 1 and plan.nodes == 1 else
-                 f"this node's {plan.gpus} ranks' shards ({plan.gpus}/{N} of the model's)" if share < 1 else
-                 "a full replica on each node (hybrid sharding)")
-
-        def node_part(n: int) -> int:
-            return int(n * share)
-
-        cpu = [
-            Component(OPTIMIZER, node_part(opt_total), describe(plan.optimizer, state_b) + ", " + whose),
-            Component(MASTER_WEIGHTS, node_part(master_total), "fp32 master copy"),
-            Component(GRADIENTS, node_part(trainable_all * 4), "fp32 gradients for the CPU optimizer step"),
-        ]
-        if offload_params:
-            cpu.append(Component(WEIGHTS, node_part(base), "16-bit weights offloaded (ZeRO-3 / FSDP cpu_offload)"))
-        states = sum(c.bytes for c in cpu)
-        if factor > 1:
-            cpu.append(Component(TEMP_BUFFERS, int(states * (factor - 1)),
-                                 "pinned transfer buffers (DeepSpeed additional_buffer_factor 1.5)"))
-        procs = plan.gpus
-        cpu.append(Component(OVERHEAD, TORCH_CPU_RUNTIME * procs,
-                             f"{procs} training process(es){' on each node' if plan.nodes > 1 else ''}: "
-                             "torch and libraries", counted_in="runtime"))
-        devices.append(DeviceNeed("cpu", "cpu", tuple(cpu)))
-        notes.append("offloaded optimizer steps run on the CPU: expect a much slower step")
-    notes += _notes(plan, fmt, gpu_grads - grads_shown)
-    facts = _facts(plan, trainable_all, gpu_grads)
+    devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(plan.world)]
+    if st.offload_opt:
+        devices.append(offload_ram(plan, st))
+        notes.insert(0, "offloaded optimizer steps run on the CPU: expect a much slower step")
     if plan.nodes > 1:
         facts += (("nodes", plan.nodes),)
-        if offload_opt:
+        if st.offload_opt:
             facts += (("ram_per_node_bytes", devices[-1].total_bytes),)
     return Estimate(spec.name, plan.mode, tuple(devices), plan.assumptions, tuple(notes), facts, nodes=plan.nodes)
 
@@ -688,19 +527,19 @@ def model_state_bytes(estimate: Estimate, device: str = "gpu0") -> int:
     in backward): the `gradient_bytes` fact.
     """
     d = next(x for x in estimate.devices if x.device == device)
-    grads = d.component(GRADIENTS) or dict(estimate.facts).get("gradient_bytes", 0)
+    grads = d.component(GRADIENTS) or int(estimate.fact("gradient_bytes", 0))
     return grads + sum(d.component(n) for n in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS))
 
 
 
 def step_activations(spec: ModelSpec, plan: TrainingPlan) -> ActivationBytes:
     """The activations and loss-path bytes of one micro-batch of `plan`, as estimate_training counts them."""
-    act_b = _BYTES[plan.compute_dtype]
+    act_b = BYTES[plan.compute_dtype]
     ds = plan.zero is not None
     master_on = plan.master_weights == "fp32" and plan.compute_dtype != "fp32"
     adapters_fp32 = plan.mode != "full" and master_on and not ds
     param_b = 4 if (plan.compute_dtype == "fp32" or adapters_fp32) else act_b
-    emb = _embedding_copies(spec, plan)
+    emb = embedding_copies(spec, plan)
     return _step_activations(spec, plan, act_b=act_b, param_b=param_b,
                              lm_head_trains=plan.mode == "full" or emb is not None)
 
@@ -709,11 +548,11 @@ def step_tensors(spec: ModelSpec, plan: TrainingPlan) -> StepTensors:
     """Per-token sizes of the tensors one micro-batch of `plan` allocates and frees (the estimate's
     own activations and loss path), for replaying steps of varying length
     (fitcheck.estimate.varying_lengths)."""
-    act_b = _BYTES[plan.compute_dtype]
+    act_b = BYTES[plan.compute_dtype]
     ds = plan.zero is not None
     acts = step_activations(spec, plan)
     n = plan.batch * plan.seq_len
-    rb = 4 if _base_format(plan).keep_bits == 32 and plan.mode != "full" else act_b
+    rb = 4 if base_format(plan).keep_bits == 32 and plan.mode != "full" else act_b
     h, L = spec.hidden_size, spec.num_layers
     if plan.grad_checkpointing:
         outside = max(acts.saved // n - L * h * rb, 0)
@@ -753,7 +592,7 @@ def trained_params(spec: ModelSpec, plan: TrainingPlan) -> TrainedParams | None:
     per_layer = rest // L
     vectors = (h, h) + ((per_layer - 2 * h,) if per_layer > 2 * h else ())
     fp32_compute = plan.compute_dtype == "fp32"
-    param_b = 4 if fp32_compute else _BYTES[plan.compute_dtype]
+    param_b = 4 if fp32_compute else BYTES[plan.compute_dtype]
     state_b = 4 if plan.master_weights == "fp32" and not fp32_compute else param_b
     return TrainedParams(layer=layer, layer_vectors=vectors, embedding=emb, head=head, final_vectors=(h,),
                          grad_bytes=param_b, state_bytes=state_b, accumulation=max(plan.grad_accum, 1))

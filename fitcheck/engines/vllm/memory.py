@@ -21,6 +21,7 @@ from fitcheck.units import GiB, MiB
 
 if TYPE_CHECKING:
     from fitcheck.engines.vllm import Vllm
+    from fitcheck.estimate.weights import WeightBytes
     from fitcheck.plan import Plan
 
 # vLLM: the CUDA context and the CUDA graphs.  vLLM v0.19.0 keeps them beyond its reservation of
@@ -110,7 +111,52 @@ def _vllm_penalty_note(spec: ModelSpec) -> str:
             "activation peak it reserves and not counted here")
 
 
-def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
+def _stage_weights(spec: ModelSpec, plan: Plan, wb: WeightBytes, stage: int, layers: int) -> Component:
+    """One GPU's weights in pipeline stage ``stage`` (of ``layers`` layers): 1/tp of its layers, the embeddings on
+    the first stage, the lm_head on the last; MLA's down-projections replicated on every tensor-parallel rank."""
+    tp, pp = max(plan.gpus, 1), max(plan.nodes, 1)
+    total_w, _ = stored_weight_total(spec, plan.precision, wb.total)
+    scale = total_w / wb.total if wb.total else 1.0
+    replicated = serving.mla_replicated_bytes(spec, plan.precision) if tp > 1 else 0
+    if pp == 1:
+        weights_c = weights_component(spec, plan, wb, 1.0 / tp)
+        if not replicated:
+            return weights_c
+        return replace(weights_c, bytes=int(weights_c.bytes + replicated * scale * (1 - 1 / tp)),
+                       detail=weights_c.detail + f"; MLA down-projections replicated on every rank "
+                       f"({replicated * scale / GiB:.2f} GiB)")
+    frac = layers / max(spec.num_layers, 1)
+    body = max(wb.total - wb.embed_bytes - wb.lm_head_bytes - replicated, 0)
+    # A tied lm_head is the embedding: with pp > 1 the last stage holds its own copy (vLLM's PPMissingLayer
+    # elsewhere; ParallelLMHead ties to embed_tokens only where both live).
+    head = wb.lm_head_bytes or wb.embed_bytes
+    own = body * frac + (wb.embed_bytes if stage == 0 else 0) + (head if stage == pp - 1 else 0)
+    held = ["embeddings"] if stage == 0 else []
+    held += ["lm_head"] if stage == pp - 1 else []
+    return Component(WEIGHTS, int((own / tp + replicated * frac) * scale),
+                     f"pipeline stage {stage + 1} of {pp}: {layers} of {spec.num_layers} layers"
+                     + (f" with {' and '.join(held)}" if held else "")
+                     + f", 1/{tp} each (tensor parallel)"
+                     + (f"; MLA down-projections replicated ({replicated * frac * scale / GiB:.2f} GiB)"
+                        if replicated else "")
+                     + f"; {spec.total_params / 1e9:.2f}B params as {weight_format(plan.precision).description}")
+
+
+def _stage_activations(act_c: Component, act_first: int, received: int, pp: int, batched: int) -> list[Component]:
+    """Each pipeline stage's profiled peak: the forward alone before the last stage (which samples), and after the
+    first the hidden states and residual each stage receives."""
+    if pp == 1:
+        return [act_c]
+    recv = (f"; the {received / GiB:.2f} GiB of hidden states and residual it receives from the stage before"
+            if received else "")
+    stage_acts = [act_first, *([act_first + received] * max(pp - 2, 0)), act_c.bytes + received]
+    return [Component(ACTIVATIONS, a, f"profiled forward peak for {batched:,} batched tokens (the sampler runs "
+                                      f"on the last pipeline stage){recv if i else ''}") if i < pp - 1 else
+            Component(ACTIVATIONS, a, act_c.detail + recv)
+            for i, a in enumerate(stage_acts)]
+
+
+def memory(engine: Vllm, spec: ModelSpec, plan: Plan) -> Memory:
     tp = max(plan.gpus, 1)
     pp = max(plan.nodes, 1)
     wb = engine.weights(spec, plan.precision)
@@ -153,23 +199,8 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
     act_c = Component(ACTIVATIONS, act, f"profiled peak for {batched:,} batched tokens and {rows:,} sampled sequences "
                                          f"(vLLM's max_num_batched_tokens and max_num_seqs for this GPU; the sampler's "
                                          f"logits, probabilities and top-k/top-p included: {sampler / GiB:.2f} GiB)")
-    recv = (f"; the {received / GiB:.2f} GiB of hidden states and residual it receives from the stage before"
-            if received else "")
-    stage_acts = [act_first if pp > 1 else act, *([act_first + received] * max(pp - 2, 0)),
-                  *([act + received] if pp > 1 else [])]
-    stage_comps = [act_c if pp == 1 else
-                   Component(ACTIVATIONS, a, f"profiled forward peak for {batched:,} batched tokens (the sampler runs "
-                                             f"on the last pipeline stage){recv if i else ''}") if i < pp - 1 else
-                   Component(ACTIVATIONS, a, act_c.detail + recv)
-                   for i, a in enumerate(stage_acts)]
+    stage_comps = _stage_activations(act_c, act_first, received, pp, batched)
     stages = pp_layers(spec.num_layers, pp) if pp > 1 else [spec.num_layers]
-    total_w, _ = stored_weight_total(spec, plan.precision, wb.total)
-    scale = total_w / wb.total if wb.total else 1.0
-    replicated = serving.mla_replicated_bytes(spec, plan.precision) if tp > 1 else 0
-    body = max(wb.total - wb.embed_bytes - wb.lm_head_bytes - replicated, 0)
-    # A tied lm_head is the embedding: with pp > 1 the last stage holds its own copy (vLLM's PPMissingLayer
-    # elsewhere; ParallelLMHead ties to embed_tokens only where both live).
-    head = wb.lm_head_bytes or (wb.embed_bytes if pp > 1 else 0)
     rope_c = serving.rope_cache_component(spec, plan, engine)
     devices = []
     facts: list[tuple[str, float | int | str]] = []
@@ -178,25 +209,7 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
     ram_bytes = 0
     for stage, layers in enumerate(stages):
         frac = layers / max(spec.num_layers, 1)
-        if pp == 1:
-            weights_c = weights_component(spec, plan, wb, 1.0 / tp)
-            if replicated:
-                weights_c = replace(weights_c, bytes=int(weights_c.bytes + replicated * scale * (1 - 1 / tp)),
-                                    detail=weights_c.detail + f"; MLA down-projections replicated on every rank "
-                                    f"({replicated * scale / GiB:.2f} GiB)")
-        else:
-            own = body * frac + (wb.embed_bytes if stage == 0 else 0) + (head if stage == pp - 1 else 0)
-            per_gpu = int((own / tp + replicated * frac) * scale)
-            held = ["embeddings"] if stage == 0 else []
-            held += ["lm_head"] if stage == pp - 1 else []
-            weights_c = Component(WEIGHTS, per_gpu,
-                                  f"pipeline stage {stage + 1} of {pp}: {layers} of {spec.num_layers} layers"
-                                  + (f" with {' and '.join(held)}" if held else "")
-                                  + f", 1/{tp} each (tensor parallel)"
-                                  + (f"; MLA down-projections replicated ({replicated * frac * scale / GiB:.2f} GiB)"
-                                     if replicated else "")
-                                  + f"; {spec.total_params / 1e9:.2f}B params as "
-                                    f"{weight_format(plan.precision).description}")
+        weights_c = _stage_weights(spec, plan, wb, stage, layers)
         if plan.cpu_offload_gb:
             off = min(cpu_offload_bytes(plan.cpu_offload_gb), weights_c.bytes)
             ram_bytes += off * tp
@@ -239,6 +252,13 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
             Component(WEIGHTS, ram_bytes, f"weights offloaded by --cpu-offload-gb {plan.cpu_offload_gb:g} "
                       "(per GPU), pinned in RAM"),)))
         facts.append(("cpu_offload_bytes", ram_bytes))
+    return Memory(devices, facts, _notes(spec, plan, outside, batched, rows, sampler, stages), kv_pool)
+
+
+def _notes(spec: ModelSpec, plan: Plan, outside: int, batched: int, rows: int, sampler: int,
+           stages: list[int]) -> list[str]:
+    tp, pp = max(plan.gpus, 1), max(plan.nodes, 1)
+    act_b = act_bytes(plan.precision)
     notes = [f"vLLM reserves gpu_memory_utilization {plan.gpu_memory_utilization:g} × total GPU memory at start for "
              f"the weights, the profiled activation peak, the non-torch memory its profiling adds"
              f"{' (NCCL among it)' if tp > 1 else ''} and the KV cache; the CUDA context and CUDA graphs "
@@ -260,6 +280,6 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan):
     if pp > 1:
         notes.append(f"pipeline parallel over {pp} nodes: layers {'+'.join(str(n) for n in stages)} "
                      f"(vLLM's get_pp_indices); each GPU holds 1/{tp} of its stage")
-    return Memory(devices, facts, notes, kv_pool)
+    return notes
 
 
