@@ -216,7 +216,8 @@ def _gguf_image(meta: dict[str, int], dims: list[int]) -> bytes:
                        st.one_of(st.integers(0, 300), st.integers(0, 2**64 - 1)), max_size=10),
        st.lists(st.integers(0, 2**64 - 1), max_size=5), st.binary(max_size=40))
 def test_gguf_header_and_spec(meta, dims, tail):
-    from fitcheck.model.gguf_header import parse_header, spec_from_gguf
+    from fitcheck.model.gguf_header import parse_header
+    from fitcheck.model.gguf_spec import spec_from_gguf
 
     try:
         header = parse_header(_gguf_image(meta, dims) + tail)

@@ -144,14 +144,14 @@ def read_remote_header(client: GGUFRepoClient, repo: str, path: str, revision: s
 
 def spec_from_repo(name: GGUFRepoName, client: GGUFRepoClient, revision: str | None = None) -> ModelSpec:
     """The spec read from the repository's file of that type (headers by range requests)."""
-    from fitcheck.model import gguf_header
+    from fitcheck.model import gguf_spec
 
     files = files_for(client.list_files(name.repo, revision), name.quant)
     if not files:
         raise FitcheckError(f"{name.repo} has no {name.quant.upper()} .gguf file",
                             "check the type in the repository's file list")
     headers = [read_remote_header(client, name.repo, f, revision) for f in files]
-    return gguf_header.spec_from_gguf(headers, name.repo)
+    return gguf_spec.spec_from_gguf(headers, name.repo)
 
 
 def offline_spec(name: GGUFRepoName) -> tuple[ModelSpec, object]:

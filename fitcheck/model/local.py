@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fitcheck.bounded import MAX_TEXT_FILE_BYTES, json_loads_bounded, read_regular_file
 from fitcheck.errors import FitcheckError
-from fitcheck.model import gguf_header, safetensors_header
+from fitcheck.model import gguf_header, gguf_spec, safetensors_header
 from fitcheck.model.safetensors_header import SafetensorsHeader, TensorInfo
 from fitcheck.model.spec import ModelSpec
 
@@ -342,7 +342,7 @@ def _spec_from_gguf(path: Path) -> ModelSpec:
     headers = [gguf_header.read_header(s) for s in shards]
     m = _GGUF_SPLIT_RE.match(path.name)
     name = m.group("stem") if m else path.stem
-    return gguf_header.spec_from_gguf(headers, name)
+    return gguf_spec.spec_from_gguf(headers, name)
 
 
 def _spec_from_dir(folder: Path) -> ModelSpec:

@@ -136,9 +136,9 @@ def model_blob(manifest: Path, store: Path | None = None) -> Path | None:
 
 
 def spec_from_blob(blob: Path, name: str) -> ModelSpec:
-    from fitcheck.model import gguf_header
+    from fitcheck.model import gguf_header, gguf_spec
 
-    return gguf_header.spec_from_gguf([gguf_header.read_header(blob)], name)
+    return gguf_spec.spec_from_gguf([gguf_header.read_header(blob)], name)
 
 
 def catalog_entry(name: OllamaName):

@@ -105,7 +105,7 @@ class ModelSpec:
     extra_params: int = 0              # parameters outside the text decoder (vision tower, MTP)
     extra_params_note: str = ""
     # Non-persistent buffers the modeling code registers at load, beyond the weights (bytes, on the
-    # device of the first layers), and what they are: Qwen(1)'s first remote code (hf_config._qwen1).
+    # device of the first layers), and what they are: Qwen(1)'s first remote code (architectures._qwen1).
     load_buffer_bytes: int = 0
     load_buffer_note: str = ""
     # The rotary embeddings' cos/sin tables that vLLM and SGLang build at load (get_rope: one per distinct rotary

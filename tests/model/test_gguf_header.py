@@ -16,6 +16,7 @@ from filegen import gguf_bytes, gguf_llama, gguf_qwen3moe, write_gguf  # noqa: E
 
 from fitcheck.errors import FitcheckError
 from fitcheck.model import gguf_header as gh
+from fitcheck.model import gguf_spec
 
 
 def test_block_table_matches_ggml_common_h():
@@ -42,7 +43,7 @@ def test_llama_header_and_spec(tmp_path):
     assert roles["token_embd"] == embd.nbytes and roles["output"] == embd.nbytes
     assert sum(roles.values()) == header.total_tensor_bytes
 
-    spec = gh.spec_from_gguf([header], "tiny")
+    spec = gguf_spec.spec_from_gguf([header], "tiny")
     assert (spec.num_layers, spec.hidden_size, spec.intermediate_size) == (3, 256, 512)
     assert (spec.num_attention_heads, spec.num_kv_heads, spec.vocab_size) == (4, 2, 300)
     assert spec.stored_format == "q4_k_m" and spec.max_context == 8192
@@ -55,7 +56,7 @@ def test_llama_header_and_spec(tmp_path):
 def test_tied_output_qkv_bias_and_unquantized(tmp_path):
     meta, tensors = gguf_llama(arch="qwen2", tied=True, qkv_bias=True, wtype="F16", file_type=1)
     header = gh.read_header(write_gguf(tmp_path / "q.gguf", meta, tensors))
-    spec = gh.spec_from_gguf([header], "q")
+    spec = gguf_spec.spec_from_gguf([header], "q")
     assert spec.tie_word_embeddings and spec.qkv_bias and not spec.attn_out_bias
     # A 16-bit file's own type is its default precision (fp16), named as the file names it.
     assert spec.stored_format == "fp16" and spec.stored_file_type == "F16" and spec.stored_dtype == "float16"
@@ -66,7 +67,7 @@ def test_moe_spec(tmp_path):
     meta, tensors = gguf_qwen3moe(layers=2, hidden=256, heads=4, kv_heads=2, experts=8, used=2,
                                   expert_ff=256, head_dim=64)
     header = gh.read_header(write_gguf(tmp_path / "moe.gguf", meta, tensors))
-    spec = gh.spec_from_gguf([header], "moe")
+    spec = gguf_spec.spec_from_gguf([header], "moe")
     assert spec.architecture == "qwen3_moe" and spec.is_moe
     assert (spec.num_experts, spec.experts_per_token, spec.moe_intermediate_size) == (8, 2, 256)
     assert spec.num_dense_layers == 0 and spec.qk_norm and spec.stored_format == "q8_0"
@@ -78,7 +79,7 @@ def test_moe_spec(tmp_path):
 def test_gemma3_sliding_layers_follow_llama_cpp_pattern(tmp_path):
     meta, tensors = gguf_llama(arch="gemma3", layers=12, tied=True, head_dim=128,
                                extra_meta={"gemma3.attention.sliding_window": 512})
-    spec = gh.spec_from_gguf([gh.read_header(write_gguf(tmp_path / "g.gguf", meta, tensors))], "g")
+    spec = gguf_spec.spec_from_gguf([gh.read_header(write_gguf(tmp_path / "g.gguf", meta, tensors))], "g")
     assert spec.sliding_window == 512 and spec.num_sliding_layers == 10  # layers 5 and 11 are global
     assert spec.head_dim == 128 and spec.architecture == "gemma3_text"
 
@@ -89,7 +90,7 @@ def test_deepseek2_mla(tmp_path):
         f"{arch}.attention.kv_lora_rank": 64, f"{arch}.attention.q_lora_rank": 96,
         f"{arch}.rope.dimension_count": 16, f"{arch}.attention.key_length": 48,
         f"{arch}.attention.value_length": 32})
-    spec = gh.spec_from_gguf([gh.read_header(write_gguf(tmp_path / "d.gguf", meta, tensors))], "d")
+    spec = gguf_spec.spec_from_gguf([gh.read_header(write_gguf(tmp_path / "d.gguf", meta, tensors))], "d")
     assert spec.is_mla and spec.kv_lora_rank == 64 and spec.qk_rope_head_dim == 16
     assert spec.qk_nope_head_dim == 32 and spec.v_head_dim == 32 and spec.q_lora_rank == 96
     assert spec.kv_elements_per_token == 80
@@ -102,7 +103,7 @@ def test_split_gguf_sums_all_shards(tmp_path):
     second = {n: tensors[n] for n in names[10:]}
     h1 = gh.read_header(write_gguf(tmp_path / "m-00001-of-00002.gguf", meta, first))
     h2 = gh.read_header(write_gguf(tmp_path / "m-00002-of-00002.gguf", {"general.architecture": "llama"}, second))
-    spec = gh.spec_from_gguf([h1, h2], "m")
+    spec = gguf_spec.spec_from_gguf([h1, h2], "m")
     assert spec.stored_weight_bytes == h1.total_tensor_bytes + h2.total_tensor_bytes
     assert not spec.tie_word_embeddings
 
@@ -181,7 +182,7 @@ def test_missing_architecture_keys(tmp_path):
     del meta["llama.block_count"]
     header = gh.read_header(write_gguf(tmp_path / "m.gguf", meta, tensors))
     with pytest.raises(FitcheckError, match="block_count"):
-        gh.spec_from_gguf([header], "m")
+        gguf_spec.spec_from_gguf([header], "m")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -207,7 +208,7 @@ def test_corrupted_real_header_gives_a_header_or_fitcheck_error(position, patch)
     try:
         header = gh.parse_header(data)
         if header.architecture:
-            gh.spec_from_gguf([header], "x")
+            gguf_spec.spec_from_gguf([header], "x")
     except FitcheckError as exc:
         assert exc.message
     assert time.perf_counter() - start < 1.0
@@ -242,7 +243,7 @@ def test_gpt_oss_mxfp4(tmp_path):
     t["output_norm.weight"] = ("F32", [hidden])
     t["output.weight"] = ("Q8_0", [hidden, 512])
     header = gh.read_header(write_gguf(tmp_path / "gpt-oss-mxfp4.gguf", meta, t))
-    spec = gh.spec_from_gguf([header], "gpt-oss")
+    spec = gguf_spec.spec_from_gguf([header], "gpt-oss")
     assert spec.architecture == "gpt_oss" and spec.stored_format == "mxfp4_moe"
     assert spec.attention_sinks and spec.router_bias and spec.expert_bias
     assert spec.qkv_bias and spec.attn_out_bias and spec.num_dense_layers == 0

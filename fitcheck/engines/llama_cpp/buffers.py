@@ -34,7 +34,7 @@ from fitcheck.model.spec import ModelSpec
 # llama.cpp reserves its compute graph for a micro-batch of n_ubatch tokens (common/arg.cpp default 512).
 LLAMA_CPP_UBATCH = 512
 # The architectures whose loader sets a SWA pattern (src/llama-model.cpp, load_hparams: set_swa_pattern;
-# gguf_header._SWA_PATTERN, llama4's chunked attention n_swa 8192) keep a window-sized cache for their
+# gguf_spec._SWA_PATTERN, llama4's chunked attention n_swa 8192) keep a window-sized cache for their
 # sliding-window layers (llama-kv-cache-iswa.cpp): size_swa = GGML_PAD(min(size_base, n_swa × (unified ?
 # n_seq_max : 1) + n_ubatch), 256) cells per stream; --swa-full keeps size_base (every token).  The others
 # (Mistral v0.1, StarCoder2) keep every token.
