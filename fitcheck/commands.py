@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from fitcheck.engines import get
 from fitcheck.options import command_args
 from fitcheck.plan import AnyPlan, TrainingPlan
 from fitcheck.request import Request
@@ -22,7 +23,6 @@ def fitcheck_command(model_args: tuple[str, ...], request: Request, *, profile: 
     args += list(extra)
     return shlex.join(args)
 
-
 def engine_command(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, str] | None = None, *,
                    local: bool = False) -> str:
     """The command that runs ``plan`` with its engine (``local``: model_id is a path on this machine)."""
@@ -30,10 +30,8 @@ def engine_command(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, s
         from fitcheck.engines.training import commands
 
         return commands.command(model_id, plan)
-    from fitcheck.engines import get
 
     return get(plan.engine).command(model_id, plan, quantized_repos or {}, local)
-
 
 def launch_lines(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """What to run on each node for a plan over several nodes (empty for one machine)."""
@@ -43,6 +41,5 @@ def launch_lines(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, str
         from fitcheck.engines.training import commands
 
         return commands.launch_lines(model_id, plan)
-    from fitcheck.engines import get
 
     return get(plan.engine).launch_lines(model_id, plan, quantized_repos or {})

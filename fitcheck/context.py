@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from fitcheck.engines import ENGINES, get
 from fitcheck.estimate.result import Assumption
+from fitcheck.pipeline import with_stack
 from fitcheck.request import Request
 from fitcheck.speed.cost import CostSettings
 
@@ -47,16 +49,12 @@ class Context:
         installed versions named in its assumptions."""
         result = replace(result, cost=self.cost, tokens=self.tokens if asked.training else None)
         if self.stack is not None:
-            from fitcheck.pipeline import with_stack
-
             result = with_stack(result, self.stack)
         if self.versions:
             result = self._named(result, from_env=self.ask(asked) is not asked)
         return result
 
     def _named(self, result: CheckResult, from_env: bool) -> CheckResult:
-        from fitcheck.engines import ENGINES, get
-
         versions = dict(self.versions)
         engine = getattr(result.plan, "engine", None)
         engine = engine if engine in ENGINES else None  # a training plan's launcher is no serving engine
@@ -77,14 +75,12 @@ class Context:
         return replace(result, plan=plan,
                        estimate=replace(result.estimate, assumptions=named(result.estimate.assumptions)))
 
-
 def read_context(this_machine: bool, *, python_envs: tuple[str, ...] = (), cost: CostSettings | None = None,
                  tokens: int | None = None) -> Context:
     """The context of an answer: on ``this_machine``, the installed engines and software stack (read once, here);
     for a profile or a what-if, only the cost settings and tokens."""
     if not this_machine:
         return Context(cost=cost, tokens=tokens)
-    from fitcheck.engines import ENGINES
     from fitcheck.model.installed import default_transformers_version, installed_versions
     from fitcheck.probe.software import read_stack
 

@@ -22,7 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fitcheck import engines
 from fitcheck.commands import engine_command, fitcheck_command, launch_lines
+from fitcheck.engines import estimate_inference
+from fitcheck.engines.download import plan_download, with_disk
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
 from fitcheck.estimate.result import Estimate
@@ -37,8 +40,10 @@ from fitcheck.estimate.verdict import (
     with_software,
 )
 from fitcheck.machine import Machine, nodes_of
+from fitcheck.model.resolve import resolve_model
 from fitcheck.model.spec import ModelSpec
-from fitcheck.plan import AnyPlan, Plan, TrainingPlan, resolve
+from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION, AnyPlan, Plan, TrainingPlan, resolve
+from fitcheck.profiles import profile_names
 from fitcheck.request import Request
 from fitcheck.search.alternatives import find_alternatives
 from fitcheck.search.device import DeviceAdvice, advise_device
@@ -116,7 +121,6 @@ class CheckResult:
         return fitcheck_command(self.model_args, request or self.request, profile=self.profile,
                                 extra=machine_args(self.machine))
 
-
 class Evaluator:
     """request → Outcome (plan, estimate, verdict), cached by plan: searches ask the same many times."""
 
@@ -156,13 +160,11 @@ class Evaluator:
             self._by_plan[key] = (est, verdict)
         return self._by_plan[key]
 
-
 # While a shared_evaluations() block runs: (id(spec), id(machine)) -> its Evaluator (which holds both, so the ids
 # stay theirs), for every check() inside it, and id(spec) -> the estimates its Evaluators share.  By identity: the
 # same objects recur (where's profiles, the one resolved model), and a big frozen spec is slow to hash.
 _SHARED: ContextVar[tuple[dict[tuple[int, int], Evaluator], dict[int, dict[Any, Estimate]]] | None] \
     = ContextVar("fitcheck_shared", default=None)
-
 
 @contextmanager
 def shared_evaluations() -> Iterator[None]:
@@ -180,7 +182,6 @@ def shared_evaluations() -> Iterator[None]:
     finally:
         _SHARED.reset(token)
 
-
 def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
     """The Evaluator for ``spec`` on ``machine``: the shared one inside shared_evaluations(), else a new one."""
     shared = _SHARED.get()
@@ -192,16 +193,13 @@ def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
         evaluators[key] = Evaluator(spec, machine, estimates.setdefault(id(spec), {}))
     return evaluators[key]
 
-
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
     if isinstance(plan, TrainingPlan):
         from fitcheck.engines.training.memory import estimate_training
 
         return estimate_training(spec, plan)
-    from fitcheck.engines import estimate_inference
 
     return estimate_inference(spec, plan)
-
 
 def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int | None:
     """The largest value of ``field`` (context, seq_len, batch) that fits with the rest of ``request``
@@ -213,28 +211,22 @@ def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int
 
     return largest_fitting(fits, 1, high)
 
-
 def profile_arg(machine: Machine) -> str | None:
     """What to pass to --profile to get this machine again: a shipped profile's name, else its path."""
     if machine.source == "probe":
         return None
-    from fitcheck.profiles import profile_names
 
     return machine.name if Path(machine.source).stem == machine.name and machine.name in profile_names() \
         else machine.source
-
 
 def machine_args(machine: Machine) -> tuple[str, ...]:
     """The --gpu/--vram/--ram overrides that made this machine (repeated in every printed command)."""
     return tuple(getattr(machine, "overrides", ()))
 
-
 def resolve_model_arg(model: Any, params: str | None = None,
                       revision: str | None = None) -> tuple[Any, str, tuple[str, ...]]:
     """(ResolvedModel, query, model_args) for a name/path (or a model already resolved)."""
     if isinstance(model, str):
-        from fitcheck.model.resolve import resolve_model
-
         resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
         # The canonical id for catalog and Hub models (a short name may pick another model one day);
         # a local path or a generic name as typed, with its --params.
@@ -243,7 +235,6 @@ def resolve_model_arg(model: Any, params: str | None = None,
         return resolved, model.strip(), args
     query = model.hf_id or model.spec.name
     return model, query, (query,)
-
 
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
@@ -259,8 +250,6 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     does not show (`where`, `models --fits`); nothing else of the result changes.  ``ctx``: what the front end
     read of the machine (fitcheck.context: the installed engines and stack on this machine, cost settings).
     """
-    from fitcheck.engines.download import with_disk
-
     asked = request
     if ctx is not None:
         request = ctx.ask(request)
@@ -329,7 +318,6 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     )
     return ctx.finish(result, asked) if ctx is not None else result
 
-
 class _Downloads:
     """Each plan's download (fitcheck.engines.download), once: the alternatives' plans recur."""
 
@@ -338,8 +326,6 @@ class _Downloads:
         self._by_plan: dict[Any, Download] = {}
 
     def __call__(self, plan: AnyPlan) -> Download:
-        from fitcheck.engines.download import plan_download
-
         key = plan.with_changes(assumptions=())
         if key not in self._by_plan:
             self._by_plan[key] = plan_download(self.resolved, plan, self.storage, self.download_dir)
@@ -347,21 +333,17 @@ class _Downloads:
 
     def judged(self, evaluate: Evaluator) -> Callable[[Request], Outcome | None]:
         """``evaluate`` with each outcome's download judged with its memory (an alternative must fit on disk too)."""
-        from fitcheck.engines.download import with_disk
-
         def checked(req: Request) -> Outcome | None:
             out = evaluate(req)
             return None if out is None else replace(out, verdict=with_disk(out.verdict, self(out.plan)))
 
         return checked
 
-
 def _device_advice(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, evaluate: Evaluator,
                    alts: tuple[Alternative, ...]) -> DeviceAdvice | None:
     """CPU or GPU for this request here (fitcheck.search.device), among the plan and the alternatives that run."""
     options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
     return advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs, options)
-
 
 def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """What the engines' commands load (a local model's path as typed; an Ollama name's or repo:QUANT's base
@@ -372,7 +354,6 @@ def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, dict
     repos = dict(getattr(resolved.entry, "quantized_repos", None) or {}) if resolved.entry else {}
     return ref, repos
 
-
 def _largest(spec: ModelSpec, request: Request, evaluate: Evaluator) -> tuple[int | None, int | None]:
     """The longest context (training: sequence) and the largest batch (micro-batch) that fit, the other kept."""
     if request.training:
@@ -381,13 +362,10 @@ def _largest(spec: ModelSpec, request: Request, evaluate: Evaluator) -> tuple[in
     return (largest(evaluate, request, "context", search_limit(spec, request.context)),
             largest(evaluate, request, "batch", MAX_BATCH_SEARCHED))
 
-
 def pool_room(evaluate: Any, machine: Machine) -> Any:
     """``evaluate`` where a request at the default --gpu-memory-utilization overflows only by what its engine keeps
     beyond its reservation (vLLM: the CUDA context and graphs): the same request at the largest utilization that
     leaves them room, when that still holds it (an alternative then prints the flag)."""
-    from fitcheck.plan import DEFAULT_GPU_MEMORY_UTILIZATION
-
     totals = [g.memory_total_bytes for g in machine.gpus if isinstance(g.memory_total_bytes, int)]
     frees = [g.memory_free_bytes for g in machine.gpus if isinstance(g.memory_free_bytes, int)]
 
@@ -405,17 +383,13 @@ def pool_room(evaluate: Any, machine: Machine) -> Any:
 
     return evaluate_with_room
 
-
 def _concurrency(est: Estimate) -> float | None:
     return est.pool.max_concurrency if est.pool is not None else None
-
 
 def _expert_parallel_layout(spec: ModelSpec, request: Request, plan: Plan, estimate: Estimate,
                             evaluate: Evaluator) -> Alternative | None:
     """For an MoE model served tensor parallel over several GPUs: the same GPUs expert parallel with attention
     data parallel, when it holds more concurrent sequences (the KV cache no longer replicated over TP ranks)."""
-    from fitcheck import engines
-
     if not spec.is_moe or plan.expert_parallel or plan.world < 2 or plan.engine not in engines.EXPERT_PARALLEL_ENGINES:
         return None
     asked = request.with_changes(expert_parallel=True, engine=plan.engine)
@@ -428,7 +402,6 @@ def _expert_parallel_layout(spec: ModelSpec, request: Request, plan: Plan, estim
     return Alternative(f"Expert parallel with data-parallel attention: maximum concurrency {then:g}× instead of "
                        f"{now:g}× at {plan.context:,} tokens", asked, out.plan, out.estimate, out.verdict, 0.0,
                        changed_fields(request, asked))
-
 
 # ---- the installed software stack (this machine only) ---------------------------------------------
 def with_stack(result: CheckResult, stack: Any) -> CheckResult:

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.frozen import replaced
 from fitcheck.options import BY_NAME, DEFAULTS, INFERENCE, mode_error, not_applying, validate_values
@@ -30,10 +31,7 @@ PRECISIONS_BY_MODE = {
 
 def base_of_mode(precision: str, mode: str) -> bool:
     """Whether ``precision`` is a base the training ``mode`` takes (every precision is, for inference)."""
-    from fitcheck.estimate.formats import weight_format
-
     return mode not in PRECISIONS_BY_MODE or weight_format(precision).name in PRECISIONS_BY_MODE[mode]
-
 
 @dataclass(frozen=True)
 class Request:
@@ -158,7 +156,6 @@ class Request:
                                 f"{self.mode} takes: " + ", ".join(PRECISIONS_BY_MODE[self.mode]))
         if not 0 <= self.lora_dropout < 1:
             raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")
-
 
 @lru_cache(maxsize=4096)
 def _validated(request: Request, types: tuple[type, ...]) -> None:

@@ -24,10 +24,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fitcheck.engines.capabilities import Runs, half_dtype
+from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.generate_step import AUTO_SAMPLING
+from fitcheck.estimate.kv_cache import SlidingCache, layer_counts
+from fitcheck.estimate.weights import packed_experts, weight_bytes
+from fitcheck.model import spec as S
+from fitcheck.speed.efficiency import KVTraffic
 
 if TYPE_CHECKING:
     from fitcheck.estimate.formats import WeightFormat
-    from fitcheck.estimate.kv_cache import SlidingCache
     from fitcheck.estimate.weights import WeightBytes
     from fitcheck.model.spec import ModelSpec
 
@@ -90,8 +96,6 @@ class Engine:
         problem = self.runs_here(precision, kind, cc)
         if problem or not self.keeps_packed_experts or "mxfp4" not in self.precisions or precision == "mxfp4":
             return problem
-        from fitcheck.estimate.formats import weight_format
-        from fitcheck.model import spec as S
 
         if weight_format(precision).family != "float" or spec.stored_groups().get(S.EXPERTS) != "mxfp4":
             return None
@@ -122,16 +126,11 @@ class Engine:
     def weight_format(self, spec: ModelSpec, precision: str) -> WeightFormat:
         """The weights this engine holds for ``precision`` (an MXFP4 checkpoint's experts kept packed where
         ``keeps_packed_experts``)."""
-        from fitcheck.estimate.formats import weight_format
-        from fitcheck.estimate.weights import packed_experts
-
         fmt = weight_format(precision)
         return packed_experts(spec, fmt) if self.keeps_packed_experts else fmt
 
     def weights(self, spec: ModelSpec, precision: str) -> WeightBytes:
         """The weight bytes this engine holds for ``precision``, by group."""
-        from fitcheck.estimate.weights import weight_bytes
-
         return weight_bytes(spec, self.weight_format(spec, precision))
 
     # ---- its KV cache --------------------------------------------------------------------------
@@ -143,15 +142,11 @@ class Engine:
 
     def kv_layer_slots(self, spec: ModelSpec) -> tuple[int, int]:
         """(full-attention, sliding-window) layers the cache allots memory for."""
-        from fitcheck.estimate.kv_cache import layer_counts
-
         return layer_counts(spec)
 
     def sliding_cache(self, spec: ModelSpec, *, tokens: int, prompt_tokens: int | None = None,
                       transformers_version: str | None = None, batched_tokens: int | None = None) -> SlidingCache:
         """What the engine keeps per sequence of a ``tokens``-token context in a sliding-window layer."""
-        from fitcheck.estimate.kv_cache import SlidingCache
-
         window = spec.sliding_window or 0
         return SlidingCache(tokens, min(tokens, window), f"window {window:,}: {self.title} frees the tokens "
                                                          "outside it")
@@ -175,9 +170,6 @@ class Engine:
     def settings(self, step: Any) -> None:
         """The engine's own defaults (fitcheck.plan.inference.InferenceStep: notes, problems, plan fields).  The
         base engine has none; options that set another engine's tensors are kept and said not to be counted."""
-        from fitcheck.errors import FitcheckError
-        from fitcheck.estimate.generate_step import AUTO_SAMPLING
-
         req = step.req
         if req.attention is not None and req.engine is not None:
             raise FitcheckError(f"--attention applies to engine transformers, not {self.name}")
@@ -246,8 +238,6 @@ class Engine:
 
     def kv_traffic(self, spec: ModelSpec) -> Any:
         """How many times a decode step moves the KV cache (fitcheck.speed.efficiency.KVTraffic): read in place."""
-        from fitcheck.speed.efficiency import KVTraffic
-
         return KVTraffic(1)
 
     def read_devices(self, plan: Any) -> int:

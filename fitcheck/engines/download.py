@@ -32,6 +32,9 @@ from typing import Any
 
 from fitcheck.engines import get
 from fitcheck.estimate.formats import MXFP4_BITS, weight_format, weight_format_or_none
+from fitcheck.estimate.lora import trainable_shapes
+from fitcheck.estimate.optimizers import ParamShape, state_bytes
+from fitcheck.estimate.verdict import DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, Verdict
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.model import spec as S
 from fitcheck.model.spec import ModelSpec
@@ -66,7 +69,6 @@ class Artifact:
     exact: bool       # from file headers; False: computed from the architecture
     basis: str        # how the bytes were found
 
-
 @dataclass(frozen=True)
 class Saves:
     """What one training checkpoint writes to the output folder."""
@@ -78,7 +80,6 @@ class Saves:
     @property
     def total_bytes(self) -> int:
         return self.weights_bytes + self.optimizer_bytes
-
 
 @dataclass(frozen=True)
 class Download:
@@ -96,14 +97,12 @@ class Download:
     def fits(self) -> bool:
         return self.status != DISK_DOES_NOT_FIT
 
-
 # ---- what a plan downloads -------------------------------------------------------------------------
 def own_files_are_gguf(model: Any) -> bool:
     """The model was named by GGUF files: a .gguf file, an Ollama name, a ``repo:QUANT`` build."""
     spec: ModelSpec = model.spec
     return (model.source == "ollama" or ":" in (model.hf_id or "")
             or any(str(v).startswith("GGUF") for _, v in spec.sources))
-
 
 def checkpoint_bytes(spec: ModelSpec) -> int:
     """The checkpoint's weights as stored, computed from the architecture: its stored format
@@ -116,7 +115,6 @@ def checkpoint_bytes(spec: ModelSpec) -> int:
     fmt = stored or weight_format_or_none(spec.stored_dtype) or weight_format("bf16")
     return weight_bytes(spec, fmt).total
 
-
 def _dtype_word(spec: ModelSpec) -> str:
     stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
     if spec.stored_format == "mxfp4":
@@ -126,10 +124,8 @@ def _dtype_word(spec: ModelSpec) -> str:
     dtype = weight_format_or_none(spec.stored_dtype)
     return dtype.name if dtype else spec.stored_dtype
 
-
 def _computed_basis(spec: ModelSpec, how: str = "") -> str:
     return f"estimated from {spec.total_params / 1e9:.2f}B params" + (f" ({how})" if how else "")
-
 
 def _own(model: Any, gguf: bool) -> Artifact:
     spec: ModelSpec = model.spec
@@ -155,13 +151,11 @@ def _own(model: Any, gguf: bool) -> Artifact:
                         "exact, from the GGUF header" if gguf else "exact, from the safetensors headers")
     return Artifact(key, fmt, repo, place, checkpoint_bytes(spec), False, _computed_basis(spec))
 
-
 @dataclass(frozen=True)
 class _Base:
     """A catalog entry's checkpoint, asked as a model of its own (its spec is all _own_serves reads)."""
 
     spec: ModelSpec
-
 
 def _own_serves(model: Any, plan: Any, gguf: bool, repos: dict[str, str]) -> bool:
     """Whether the model's own files are what the plan loads."""
@@ -183,7 +177,6 @@ def _own_serves(model: Any, plan: Any, gguf: bool, repos: dict[str, str]) -> boo
     if plan.precision == "fp8":
         return key not in repos           # vLLM's --quantization fp8 quantizes the checkpoint at load
     return False
-
 
 def artifact_for(model: Any, plan: Any) -> Artifact:
     """What ``plan`` downloads for ``model`` (a fitcheck.model.resolve.ResolvedModel)."""
@@ -219,7 +212,6 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
     return Artifact(f"hf:{repo}" if repo else "", f"safetensors, {fmt.description}", repo, HF_CACHE, computed, False,
                     _computed_basis(spec))
 
-
 # ---- what fine-tuning saves ------------------------------------------------------------------------
 def training_saves(spec: ModelSpec, plan: Any) -> Saves:
     """One Trainer checkpoint (``checkpoint-N/``, every save_steps): the adapter or the full weights,
@@ -231,9 +223,6 @@ def training_saves(spec: ModelSpec, plan: Any) -> Saves:
     weight, in fp32 when the parameters are the fp32 master copy (Trainer/FSDP mixed precision),
     16-bit under DeepSpeed (its 16-bit model save) or pure bf16; DeepSpeed's optimizer files also
     hold the fp32 master partitions.  States per parameter: fitcheck.estimate.optimizers."""
-    from fitcheck.estimate.lora import trainable_shapes
-    from fitcheck.estimate.optimizers import ParamShape, state_bytes
-
     act_b = _BYTES.get(plan.compute_dtype, 2)
     ds = plan.zero is not None
     fp32_compute = plan.compute_dtype == "fp32"
@@ -264,7 +253,6 @@ def training_saves(spec: ModelSpec, plan: Any) -> Saves:
               f"every {SAVE_STEPS} steps, ×save_total_limit kept")
     return Saves(int(weights), int(optimizer), detail)
 
-
 # ---- the disk verdict ------------------------------------------------------------------------------
 def plan_download(model: Any, plan: Any, storage: Storage | None, download_dir: str | None = None) -> Download:
     """The download of ``plan``, where it lands and whether it (and a training checkpoint) fits there."""
@@ -283,7 +271,6 @@ def plan_download(model: Any, plan: Any, storage: Storage | None, download_dir: 
         needs.append((output, saves.total_bytes, "a checkpoint"))
     status, reason = _disk_status(needs, storage)
     return Download(art, need, present, place, status, reason, saves, output, download_dir)
-
 
 def _disk_status(needs: list[tuple[Place | None, int, str]], storage: Storage) -> tuple[str, str]:
     by_disk: dict[str, list[tuple[Place, int, str]]] = {}
@@ -311,14 +298,11 @@ def _disk_status(needs: list[tuple[Place | None, int, str]], storage: Storage) -
     place, need, _ = next(iter(by_disk.values()))[0]
     return DISK_FITS, f"{format_gib(need)} of {format_gib(place.free_bytes)} free at {place.path}"
 
-
 def with_disk(verdict: Any, download: Download | None) -> Any:
     """The memory verdict with the disk's: a request that runs (or whose memory is unknown) but whose
     download does not fit on disk is DOES NOT FIT ON DISK (exit 1), the memory verdict kept as the next
     reason; a request that does not fit in memory or cannot run keeps that verdict (the download line
     says the disk too)."""
-    from fitcheck.estimate.verdict import DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, Verdict
-
     if download is None or download.status != DISK_DOES_NOT_FIT or verdict.status not in (FITS, TIGHT, UNKNOWN):
         return verdict
     return Verdict(DOES_NOT_FIT_ON_DISK, verdict.devices, verdict.headroom,

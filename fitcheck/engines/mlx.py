@@ -33,10 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.base import RESIDENT, Engine
 from fitcheck.engines.capabilities import METAL, Runs
+from fitcheck.estimate.activations import attn_dims
+from fitcheck.estimate.kv_cache import SlidingCache, kv_cache_bytes
+from fitcheck.estimate.parts import act_bytes, kv_detail, weights_component
+from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, Component, DeviceNeed, Memory
 from fitcheck.speed.efficiency import Efficiency
 
 if TYPE_CHECKING:
-    from fitcheck.estimate.kv_cache import SlidingCache
     from fitcheck.model.spec import ModelSpec
     from fitcheck.plan import Plan
 
@@ -79,8 +82,6 @@ class Mlx(Engine):
 
     def sliding_cache(self, spec: ModelSpec, *, tokens: int, prompt_tokens: int | None = None,
                       transformers_version: str | None = None, batched_tokens: int | None = None) -> SlidingCache:
-        from fitcheck.estimate.kv_cache import SlidingCache
-
         window = spec.sliding_window or 0
         if spec.architecture not in SLIDING_ARCHITECTURES:
             return SlidingCache(tokens, tokens, f"window {window:,}, but mlx-lm caches every token of "
@@ -94,18 +95,14 @@ class Mlx(Engine):
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         return command(model_id, plan, repos)
 
-
 def cached_tokens(tokens: int) -> int:
     """Cells a KVCache holds for ``tokens`` tokens: whole steps of KV_STEP."""
     return -(-max(tokens, 1) // KV_STEP) * KV_STEP
-
 
 def prefill_bytes(spec: ModelSpec, plan: Plan, act_b: int) -> tuple[int, str]:
     """One prefill chunk's peak (bytes, words): the feed-forward's gate, up and product and the residual stream per
     token, or the attention's projections; for head dims the fused kernel does not take, the chunk's scores and
     their softmax over the whole cache."""
-    from fitcheck.estimate.activations import attn_dims
-
     chunk = min(plan.prompt_tokens, PREFILL_STEP) * plan.batch
     h = spec.hidden_size
     if spec.is_moe:  # SwitchGLU gathers each token's top-k experts at once (gather_mm)
@@ -124,13 +121,8 @@ def prefill_bytes(spec: ModelSpec, plan: Plan, act_b: int) -> tuple[int, str]:
         why += f"; head dim {head_dim}: MLX's unfused attention holds the chunk's scores and softmax"
     return int(forward), why
 
-
 def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
     """(devices, facts, notes): one device, the Apple GPU's share of unified memory."""
-    from fitcheck.estimate.kv_cache import kv_cache_bytes
-    from fitcheck.estimate.parts import act_bytes, kv_detail, weights_component
-    from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, DeviceNeed, Memory
-
     wb = engine.weights(spec, plan.precision)
     act_b = act_bytes(plan.precision)
     cells = cached_tokens(plan.context)
@@ -139,7 +131,6 @@ def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
     growth = kv // max(spec.num_layers, 1)
     act, act_why = prefill_bytes(spec, plan, act_b)
     logits = plan.batch * spec.vocab_size * 4  # the last position's logits and log-probabilities (fp32)
-    from fitcheck.estimate.result import Component
 
     comps = (
         weights_component(spec, plan, wb),
@@ -153,7 +144,6 @@ def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
              "recommended working set); mlx-lm warns when the weights alone pass 0.9 of it"]
     return Memory([DeviceNeed("gpu0", "gpu", comps)], [("kv_cells", cells)], notes)
 
-
 def repo_for(model_id: str, precision: str, repos: Mapping[str, str]) -> tuple[str, str]:
     """(the repository `mlx_lm` loads, a command that makes it first or ''): the catalog's MLX conversion of this
     precision when one is known; else the checkpoint itself (16/32 bits), or `mlx_lm.convert -q` of it."""
@@ -166,7 +156,6 @@ def repo_for(model_id: str, precision: str, repos: Mapping[str, str]) -> tuple[s
                "--q-group-size", "64", "--mlx-path", local]
     return local, shlex.join(convert)
 
-
 def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
     """`mlx_lm.server --model REPO` (after `mlx_lm.convert -q` where no conversion is known).  mlx-lm has no
     context-length flag: the cache grows with the request; --decode-concurrency sets how many sequences it decodes
@@ -177,6 +166,5 @@ def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
         args += ["--decode-concurrency", str(plan.batch)]
     serve = shlex.join(args)
     return f"{convert} && {serve}" if convert else serve
-
 
 ENGINE = Mlx()

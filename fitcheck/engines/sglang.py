@@ -16,8 +16,13 @@ from fitcheck.engines.capabilities import AWQ, CUDA_ROCM, FP8_MIN_CC, GPTQ, Runs
 from fitcheck.engines.checkpoints import needs_checkpoint, quantized_repo
 from fitcheck.engines.serving import EpParts, ServingEngine
 from fitcheck.engines.vllm.memory import VLLM_INIT_ONE_RANK, VLLM_INIT_RANKS, VLLM_NCCL_TP
+from fitcheck.estimate.distributed import decode_comm
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.kv_cache import kv_cache_bytes
+from fitcheck.estimate.parts import kv_detail
+from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, Component, DeviceNeed, Memory
 from fitcheck.options import DEFAULTS
-from fitcheck.units import MiB
+from fitcheck.units import GiB, MiB
 
 if TYPE_CHECKING:
     from fitcheck.model.spec import ModelSpec
@@ -45,7 +50,6 @@ INIT_PORT = 5000
 def mem_fraction_static(tp: int) -> float:
     return next(f for size, f in MEM_FRACTION_STATIC if tp >= size)
 
-
 def static_bytes(total: int, fraction: float, ranks: int) -> int:
     """What SGLang keeps for the weights and the KV pool on one GPU: mem_fraction_static of the memory free when it
     measures it, after the CUDA context and, with several ranks, NCCL's communicators exist.
@@ -63,7 +67,6 @@ def static_bytes(total: int, fraction: float, ranks: int) -> int:
     with several ranks."""
     init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
     return int(max(total - init, 0) * fraction)
-
 
 class Sglang(ServingEngine):
     name = "sglang"
@@ -108,8 +111,6 @@ class Sglang(ServingEngine):
         return 1 if plan.expert_parallel else plan.world  # its tensor parallel spans every node's GPUs
 
     def decode_comm(self, spec: ModelSpec, plan: Plan, machine: Any) -> Any:
-        from fitcheck.estimate.distributed import decode_comm
-
         return decode_comm(spec, plan, machine, tp_over_nodes=True)
 
     def rope_cache_fp32(self, spec: ModelSpec, plan: Plan) -> bool:
@@ -127,7 +128,6 @@ class Sglang(ServingEngine):
 
     def ep_parts(self, spec: ModelSpec, plan: Plan, world: int) -> EpParts:
         from fitcheck.engines.vllm import profile as A
-        from fitcheck.estimate.result import ACTIVATIONS, OVERHEAD, Component
 
         act_c = Component(ACTIVATIONS, A.vllm_profile_bytes(spec, 1, 2, sampler="logits"),
                           f"profiled peak for {A.VLLM_PROFILE_TOKENS} batched tokens per rank and the sampler")
@@ -156,15 +156,10 @@ class Sglang(ServingEngine):
         return tuple(f"node {r}{' (HEAD_IP)' if r == 0 else ''}: {''.join(serve_command(model_id, plan, repos, r))}"
                      for r in range(plan.nodes))
 
-
 def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
     """SGLang with tensor parallelism over every GPU of every node (``--tp N·G --nnodes N``)."""
     from fitcheck.engines import serving
     from fitcheck.engines.vllm import profile as A
-    from fitcheck.estimate.kv_cache import kv_cache_bytes
-    from fitcheck.estimate.parts import kv_detail
-    from fitcheck.estimate.result import ACTIVATIONS, KV_CACHE, OVERHEAD, Component, DeviceNeed, Memory
-    from fitcheck.units import GiB
 
     tp = plan.world
     wb = engine.weights(spec, plan.precision)
@@ -199,11 +194,8 @@ def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
                                                           if plan.nodes > 1 else ""))
     return Memory(devices, facts, notes, kv_pool)
 
-
 def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int) -> tuple[str, str]:
     """`python -m sglang.launch_server ...` (docs.sglang.ai/advanced_features/server_arguments.html)."""
-    from fitcheck.estimate.formats import weight_format
-
     repo, prequantized = quantized_repo(model_id, plan.precision, repos)
     args = ["python", "-m", "sglang.launch_server", "--model-path", repo, "--context-length", str(plan.context)]
     if plan.batch > 1:
@@ -228,6 +220,5 @@ def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION and plan.mem_fraction_static is not None:
         args += ["--mem-fraction-static", f"{plan.mem_fraction_static:g}"]
     return shlex.join(args), comment
-
 
 ENGINE = Sglang()

@@ -25,6 +25,7 @@ Bytes are integers; ``error_pct`` is (estimated - measured) / measured × 100.
 from __future__ import annotations
 
 from fitcheck.measure.runner import MEASURED, OUT_OF_MEMORY
+from fitcheck.render.check import check_document, render_check_table
 
 SCHEMA = "fitcheck.measure/1"
 _GiB = 2**30
@@ -48,7 +49,6 @@ def _run_section(result) -> dict:
         "date": result.date,
     }
 
-
 def measured_verdict(result) -> dict:
     if result.status == MEASURED:
         peak = result.measured.get("peak_bytes") or 0
@@ -57,10 +57,7 @@ def measured_verdict(result) -> dict:
         return {"status": "does_not_fit", "summary": f"measured: out of memory on {result.device} ({result.reason})"}
     return {"status": "not_measured", "summary": f"not measured: {result.reason or result.status}"}
 
-
 def measure_document(result) -> dict:
-    from fitcheck.render.check import check_document
-
     check = check_document(result.check)
     info = result.run.info if result.run else {}
     doc = {
@@ -81,16 +78,12 @@ def measure_document(result) -> dict:
         doc["alternatives"] = result.alternatives_doc
     return doc
 
-
 def _gib(n) -> str:
     return f"{n / _GiB:.3f}" if isinstance(n, int) else "—"
-
 
 def render_measure(result, doc: dict) -> str:
     """The check's table, then the measurement beside it and the measured verdict."""
     from tabulate import tabulate
-
-    from fitcheck.render.check import render_check_table
 
     lines = [render_check_table(result.check), ""]
     run = doc["run"]

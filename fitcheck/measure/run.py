@@ -18,11 +18,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fitcheck import __version__
+from fitcheck.engines import get
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.kv_cache import kv_cache_bytes
 from fitcheck.machine import Machine
 from fitcheck.measure import figures, receipts
 from fitcheck.measure.job import DEFAULT_NEW_TOKENS, DEFAULT_STEPS, Job, device_for, inference_job, training_job
 from fitcheck.measure.runner import ERROR, MEASURED, OUT_OF_MEMORY, RunResult, run_job
+from fitcheck.model.resolve import resolve_model
+from fitcheck.pipeline import check as check_api
+from fitcheck.plan import DEFAULT_CONTEXT, Plan
+from fitcheck.render.check import check_document
+from fitcheck.request import Request
 
 REFUSED = "refused"
 # A run whose estimate needs more than this × the free memory is refused without --force: the
@@ -39,7 +46,6 @@ class MeasureOptions:
     force: bool = False
     layers: int | None = None              # build only the first N layers (the estimate uses the same depth)
     context: Any = None                    # fitcheck.context.Context read of this machine (the installed stack)
-
 
 @dataclass
 class MeasureResult:
@@ -71,7 +77,6 @@ class MeasureResult:
     def peak_pair(self):
         return next((p for p in self.pairs if p.name == "peak"), None)
 
-
 def _shallower(resolved, layers: int | None):
     """The resolved model built with only `layers` layers (same shapes), for both estimate and run."""
     if layers is None:
@@ -85,7 +90,6 @@ def _shallower(resolved, layers: int | None):
     return replace(resolved, spec=replace(spec, name=f"{spec.name} ({layers} layers)"),
                    note=f"built with {layers} of {resolved.spec.num_layers} layers (--layers)")
 
-
 def _refusal(check, device: str, options: MeasureOptions) -> str:
     """Why the run is refused without --force ('' when it may run)."""
     if options.force or options.memory_limit_bytes:
@@ -96,7 +100,6 @@ def _refusal(check, device: str, options: MeasureOptions) -> str:
             return (f"the estimate needs {d.need_bytes / 2**30:.2f} GiB of {where}, more than {FORCE_MARGIN:g} × the "
                     f"{d.free_bytes / 2**30:.2f} GiB free: not measured (--force runs it anyway)")
     return ""
-
 
 def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
     """This machine with only `limit` bytes free where the run went (RAM, or the first GPU).
@@ -111,7 +114,6 @@ def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
     gpus = (replace(machine.gpus[0], memory_free_bytes=limit), *machine.gpus[1:])
     return replace(machine, gpus=gpus)
 
-
 def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None) -> MeasureResult:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017 (Python 3.10)
     result = MeasureResult(check=check, device=device, status=REFUSED, options=options, date=date)
@@ -124,7 +126,6 @@ def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None)
     if refusal:
         result.reason = refusal
         return result
-    from fitcheck.render.check import check_document
 
     run = run_job(job, options.time_limit_s)
     result.run, result.status, result.reason = run, run.status, run.error
@@ -144,13 +145,8 @@ def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None)
                                         doc["estimate"]["facts"], doc["request"]["mode"], _kv_after_prefill(check))
     return result
 
-
 def _kv_after_prefill(check) -> int | None:
     """The estimator's KV cache for the prompt alone (the prefill's), or None for training."""
-    from fitcheck.engines import get
-    from fitcheck.estimate.kv_cache import kv_cache_bytes
-    from fitcheck.plan import Plan
-
     plan = check.plan
     if not isinstance(plan, Plan):
         return None
@@ -158,7 +154,6 @@ def _kv_after_prefill(check) -> int | None:
     return kv_cache_bytes(check.spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
                           engine=get(plan.engine), prompt_tokens=plan.prompt_tokens,
                           transformers_version=plan.transformers_version)
-
 
 def measure_inference(model, *, machine: Machine, precision: str | None = None, context: int | None = None,
                       prompt: int | None = None, new_tokens: int = DEFAULT_NEW_TOKENS, batch: int = 1,
@@ -168,10 +163,6 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
 
     `context` is prompt + new tokens; give either (the prompt defaults to context - new_tokens).
     """
-    from fitcheck.pipeline import check as check_api
-    from fitcheck.plan import DEFAULT_CONTEXT
-    from fitcheck.request import Request
-
     if prompt is None:
         context = context or DEFAULT_CONTEXT
         prompt = context - new_tokens
@@ -192,12 +183,9 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
                                                          options.memory_limit_bytes), options,
                     lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
-
 def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_STEPS, headroom: float = 0.10,
                      params: str | None = None, options: MeasureOptions = MeasureOptions()) -> MeasureResult:
     """Estimate and measure `steps` optimizer steps of a training Request (fitcheck.request)."""
-    from fitcheck.pipeline import check as check_api
-
     plain_loop = request.mode == "full" and request.master_weights is None
     if plain_loop:
         # A plain PyTorch loop keeps parameters in their dtype; fp32 masters are DeepSpeed/apex's.
@@ -212,7 +200,6 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
                                                         options.memory_limit_bytes), options,
                     lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
-
 def _reason(check, name: str, why: str):
     """The check with assumption `name` explained by `why` (a default measure chose, not one typed)."""
     def fixed(assumptions):
@@ -221,21 +208,17 @@ def _reason(check, name: str, why: str):
     return replace(check, plan=replace(check.plan, assumptions=fixed(check.plan.assumptions)),
                    estimate=replace(check.estimate, assumptions=fixed(check.estimate.assumptions)))
 
-
 def _typed(model, params: str | None) -> tuple[str, ...] | None:
     """What to type for the model in printed commands: a local folder or file as typed, with its --params."""
     if not isinstance(model, str):
         return None
     return (model.strip(),) + (("--params", params) if params else ())
 
-
 def _resolve(model, params: str | None):
     if not isinstance(model, str):
         return model
-    from fitcheck.model.resolve import resolve_model
 
     return resolve_model(model, params=params) if params else resolve_model(model)
-
 
 def receipt_of(result: MeasureResult, doc: dict) -> dict:
     """The receipt line of a finished run (see fitcheck.measure.receipts)."""
@@ -263,7 +246,6 @@ def receipt_of(result: MeasureResult, doc: dict) -> dict:
         "error_pct": pair.error_pct if pair else None,
         "reason": result.reason,
     }
-
 
 __all__ = ["ERROR", "MEASURED", "OUT_OF_MEMORY", "REFUSED", "MeasureOptions", "MeasureResult",
            "measure_inference", "measure_training", "receipt_of"]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from fitcheck.bounded import KiB, json_loads_bounded, read_regular_file, short_number
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.generate_step import PENALTY
 
 FILENAME = "generation_config.json"
 # Real generation_config.json files are under 1 KiB (a few token ids and sampling values).
@@ -70,8 +71,6 @@ class GenerationDefaults:
     def processors(self) -> tuple[str, ...]:
         """The processors fitcheck counts that generate() adds whether it samples or not: ('repetition-penalty',)
         when repetition_penalty is set and not 1.0 (GenerationConfig's default, None, adds none)."""
-        from fitcheck.estimate.generate_step import PENALTY
-
         return (PENALTY,) if self.repetition_penalty not in (None, 1.0) else ()
 
     def describe(self) -> str:
@@ -89,7 +88,6 @@ class GenerationDefaults:
             parts.append(f"num_beams {self.num_beams}")
         return ", ".join(parts)
 
-
 def _number(doc: Mapping, key: str, low: float, high: float, integer: bool = False) -> float | int | None:
     value = doc.get(key)
     if value is None:
@@ -103,7 +101,6 @@ def _number(doc: Mapping, key: str, low: float, high: float, integer: bool = Fal
     if not (math.isfinite(value) and low <= value <= high):
         raise ValueError(f"{key} is {short_number(value)}, outside {low:g}..{high:g}")
     return value
-
 
 def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefaults:
     """The sampling values of a parsed generation_config.json; a bad value leaves the defaults, said why."""
@@ -134,7 +131,6 @@ def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefault
                               None if num_beams is None else int(num_beams),
                               None if repetition_penalty is None else float(repetition_penalty),
                               tuple(unmodelled) if do_sample else (), citation=citation)
-
 
 def read_beside(folder: Path) -> GenerationDefaults | None:
     """The generation_config.json in ``folder`` (a model folder or snapshot), None when there is none."""

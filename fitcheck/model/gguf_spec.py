@@ -7,6 +7,7 @@ from typing import Any, Literal, TypedDict, overload
 
 from fitcheck.errors import FitcheckError
 from fitcheck.model.gguf_header import FILE_TYPE_PRECISIONS, UNQUANTIZED_FILE_TYPES, ArrayInfo, GGUFHeader, GGUFTensor
+from fitcheck.model.spec import ModelSpec
 
 # ---- GGUF metadata -> ModelSpec -------------------------------------------------------------
 # Keys are llama.cpp's (gguf-py constants.py, class Keys: LLM, Attention, Rope); tensor names
@@ -35,7 +36,6 @@ def _meta_int(header: GGUFHeader, key: str, *, required: Literal[True], default:
 def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
               default: int | None = None) -> int | None: ...
 
-
 def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
               default: int | None = None) -> int | None:
     """An integer metadata value; a per-layer array counts as its largest entry."""
@@ -52,7 +52,6 @@ def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
                             "re-download it, or point at another file")
     return value
 
-
 def _dominant_type(tensors: dict[str, GGUFTensor]) -> str:
     """The ggml type holding most bytes among 2-D tensors (for files without general.file_type)."""
     totals: dict[str, int] = {}
@@ -60,7 +59,6 @@ def _dominant_type(tensors: dict[str, GGUFTensor]) -> str:
         if len(t.dims) >= 2:
             totals[t.type_name] = totals.get(t.type_name, 0) + t.nbytes
     return max(totals, key=totals.__getitem__).lower() if totals else "f32"
-
 
 class _MLAFields(TypedDict, total=False):
     """The ModelSpec fields of multi-head latent attention, as spec_from_gguf passes them."""
@@ -71,7 +69,6 @@ class _MLAFields(TypedDict, total=False):
     qk_nope_head_dim: int
     v_head_dim: int
 
-
 def _vocab_from_metadata(first: Any, arch: str) -> tuple[int, str]:
     """The vocabulary size where no token_embd tensor says it: the tokenizer's token list, else vocab_size."""
     tokens = first.metadata.get("tokenizer.ggml.tokens")
@@ -79,13 +76,11 @@ def _vocab_from_metadata(first: Any, arch: str) -> tuple[int, str]:
         return len(tokens), "tokenizer.ggml.tokens length"
     return _meta_int(first, f"{arch}.vocab_size", required=True), f"GGUF {arch}.vocab_size"
 
-
 def _dense_layers(leading: int | None, tensors: dict, layers: int) -> int:
     """A mixture of experts' dense layers: leading_dense_block_count, else the blocks without a router."""
     if leading is not None:
         return leading
     return sum(1 for i in range(layers) if f"blk.{i}.ffn_gate_inp.weight" not in tensors) if tensors else 0
-
 
 def _sliding_layers(first: Any, arch: str, layers: int) -> int:
     """Layers with a sliding window: the file's pattern, else llama.cpp's for the architecture, else every one."""
@@ -97,7 +92,6 @@ def _sliding_layers(first: Any, arch: str, layers: int) -> int:
         return sum(1 for il in range(layers) if il % n < n - 1)
     return layers
 
-
 def spec_from_gguf(headers, name: str):
     """ModelSpec from the header(s) of one GGUF model (several when it is split into shards).
 
@@ -105,8 +99,6 @@ def spec_from_gguf(headers, name: str):
     output, shared experts) from which tensors exist, and ``stored_weight_bytes`` is the exact sum
     of all shards' tensor bytes.
     """
-    from fitcheck.model.spec import ModelSpec
-
     headers = list(headers)
     first = headers[0]
     arch = first.architecture
@@ -245,7 +237,6 @@ def spec_from_gguf(headers, name: str):
         sources=tuple(sources),
         **mla,
     )
-
 
 def _check_gguf_shape(source: str, arch: str, *, heads: int, kv_heads: int, hidden: int, head_dim: int | None,
                       mla: bool, experts: int, used: int, vocab: int) -> None:

@@ -28,8 +28,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
+from fitcheck.bounded import json_loads_bounded, read_regular_file
 from fitcheck.errors import FitcheckError, redact_credentials
 from fitcheck.model import safetensors_header
+from fitcheck.model.generation_config import FILENAME, MAX_BYTES, GenerationDefaults, from_dict
+from fitcheck.model.hf_config import spec_from_config
 from fitcheck.model.spec import ModelSpec
 
 INSTALL_HINT = "pip install 'fitcheck[hub]'"
@@ -48,7 +51,6 @@ def hub_offline() -> bool:
     return any(os.environ.get(v, "").strip().lower() in _TRUE
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
-
 class HubClient(Protocol):
     """The two Hub reads fitcheck needs."""
 
@@ -57,7 +59,6 @@ class HubClient(Protocol):
 
     def safetensors_headers(self, repo_id: str, revision: str | None) -> dict[str, dict]:
         """Raw safetensors header JSON of every weight file: {filename: header dict}."""
-
 
 class HuggingFaceHubClient:
     """:class:`HubClient` over huggingface_hub (imported on first use)."""
@@ -98,9 +99,6 @@ class HuggingFaceHubClient:
     def generation_config(self, repo_id: str, revision: str | None) -> object | None:
         """The parsed generation_config.json beside config.json (None: the repository has none), fetched
         as config.json is (the cache when offline); bounded like every JSON file fitcheck reads."""
-        from fitcheck.bounded import json_loads_bounded, read_regular_file
-        from fitcheck.model.generation_config import FILENAME, MAX_BYTES
-
         hub = self._hub()
         try:
             path = hub.hf_hub_download(repo_id, FILENAME, revision=revision, etag_timeout=self.timeout_s)
@@ -121,7 +119,6 @@ class HuggingFaceHubClient:
             out[filename] = doc
         return out
 
-
 # ---- errors -----------------------------------------------------------------------------------
 
 _TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
@@ -129,12 +126,10 @@ _TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout"
 _NETWORK = {"ConnectError", "ConnectionError", "NetworkError", "TransportError", "RemoteProtocolError",
             "ProxyError", "SSLError"}
 
-
 def _status(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     return status if isinstance(status, int) else None
-
 
 def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None = None,
                       offline: bool = False) -> FitcheckError:
@@ -147,7 +142,6 @@ def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None 
         if found is not None:
             return found
     return _by_status(exc, repo_id, status)
-
 
 def _by_class(name: str, repo_id: str, revision: str | None, offline: bool, status: int | None) -> FitcheckError | None:
     """The error for a huggingface_hub exception class called ``name`` (None: not one it names)."""
@@ -186,7 +180,6 @@ def _by_class(name: str, repo_id: str, revision: str | None, offline: bool, stat
                              "check the network (or HF_ENDPOINT), or set HF_HUB_OFFLINE=1 to use the cache")
     return None
 
-
 def _by_status(exc: BaseException, repo_id: str, status: int | None) -> FitcheckError:
     """The error by HTTP status, else the exception's own words (credentials redacted)."""
     page = f"https://huggingface.co/{repo_id}"
@@ -203,18 +196,15 @@ def _by_status(exc: BaseException, repo_id: str, status: int | None) -> Fitcheck
     return FitcheckError(f"Hugging Face Hub request for {repo_id} failed: {type(exc).__name__}: {detail}",
                          "try again, or point at a local model folder")
 
-
 # Failures of the safetensors metadata read after config.json was read: the spec is still useful
 # (stored bytes then come from parameters x dtype), so these only leave a note.
 _METADATA_SOFT = {"NotASafetensorsRepoError", "OfflineModeIsEnabled", "SafetensorsParsingError",
                   "EntryNotFoundError", "RemoteEntryNotFoundError"} | _TIMEOUTS | _NETWORK
 
-
 # ---- entry point ------------------------------------------------------------------------------
 
 class DeadlineExceeded(Exception):
     """call_within's call did not return by its deadline."""
-
 
 def call_within(deadline: float, call, *args):
     """``call(*args)`` in a worker thread, given until ``deadline`` (time.monotonic()); its result, or
@@ -236,7 +226,6 @@ def call_within(deadline: float, call, *args):
         raise box["error"]
     return box.get("value")
 
-
 def silence_hub_logs() -> None:
     """huggingface_hub logs each retry ("Retrying in 1s [Retry 1/5]", with the URL): fitcheck's one line
     says what happened instead."""
@@ -245,7 +234,6 @@ def silence_hub_logs() -> None:
         logger.setLevel(logging.CRITICAL + 1)
         logger.propagate = False
 
-
 def spec_from_hub(repo_id: str, *, revision: str | None = None,
                   client: HubClient | None = None, deadline_s: float = HUB_DEADLINE_S) -> ModelSpec:
     """ModelSpec of a Hub repository from its config.json and safetensors headers.
@@ -253,8 +241,6 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     Stored bytes and format are exact when the safetensors metadata can be read; offline, or for
     a repository without safetensors, they are left unknown and ``sources`` says why.
     """
-    from fitcheck.model.hf_config import spec_from_config
-
     if not isinstance(repo_id, str) or not _REPO_ID_RE.match(repo_id) or ".." in repo_id:
         raise FitcheckError(f"{str(repo_id)[:100]!r} is not a Hugging Face model id",
                             "use owner/name, e.g. Qwen/Qwen2.5-7B-Instruct")
@@ -276,7 +262,6 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     # the weights' metadata first: generation_config.json (a sampling detail) takes what is left of the deadline
     spec = _with_safetensors(spec, client, repo_id, revision, deadline, deadline_s, offline)
     return _with_generation(spec, client, repo_id, revision, deadline)
-
 
 def _with_safetensors(spec: ModelSpec, client: HubClient, repo_id: str, revision: str | None, deadline: float,
                       deadline_s: float, offline: bool) -> ModelSpec:
@@ -300,14 +285,11 @@ def _with_safetensors(spec: ModelSpec, client: HubClient, repo_id: str, revision
                for f, doc in raw.items()}
     return with_stored(spec, stored_weights(headers), "Hugging Face Hub safetensors metadata")
 
-
 def _with_generation(spec: ModelSpec, client: HubClient, repo_id: str, revision: str | None,
                      deadline: float) -> ModelSpec:
     """``spec`` with the repository's generation_config.json (generate()'s default sampling), read the way
     config.json was, within the same deadline; without it (none, a client that does not read it, a
     failure) the estimate keeps its default sampling."""
-    from fitcheck.model.generation_config import FILENAME, GenerationDefaults, from_dict
-
     reader = getattr(client, "generation_config", None)
     if reader is None:
         return spec
@@ -319,7 +301,6 @@ def _with_generation(spec: ModelSpec, client: HubClient, repo_id: str, revision:
     except Exception as exc:  # noqa: BLE001 - the sampling falls back to the default, said why
         return replace(spec, generation=GenerationDefaults(where, problem=f"not read ({type(exc).__name__})"))
     return spec if doc is None else replace(spec, generation=from_dict(doc, where))
-
 
 def _note(spec: ModelSpec, why: str) -> ModelSpec:
     return replace(spec, sources=tuple(spec.sources) + (("stored_weight_bytes", f"unknown: {why}"),))

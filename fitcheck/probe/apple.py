@@ -16,6 +16,7 @@ import platform
 import sys
 
 from fitcheck.machine import GPU, Unknown
+from fitcheck.probe.sysctl import read_sysctl
 from fitcheck.units import GiB, MiB
 
 SMALL_MAC_LIMIT_BYTES = 36 * GiB
@@ -24,7 +25,6 @@ SMALL_MAC_LIMIT_BYTES = 36 * GiB
 def estimated_working_set(memsize: int) -> int:
     """macOS's default GPU working-set limit for ``memsize`` bytes of unified memory."""
     return memsize * 2 // 3 if memsize <= SMALL_MAC_LIMIT_BYTES else memsize * 3 // 4
-
 
 def apple_gpu(memsize: int | None, metal_working_set: int | None, wired_limit_mb: int | None,
               chip_name: str | None, free_bytes: int | None = None) -> GPU:
@@ -49,7 +49,6 @@ def apple_gpu(memsize: int | None, metal_working_set: int | None, wired_limit_mb
         free = Unknown("free unified memory not readable")
     return GPU(index=0, vendor="apple", name=chip_name or "Apple GPU", memory_total_bytes=total,
                memory_free_bytes=free, unified_memory=True, notes=tuple(notes))
-
 
 def _metal_working_set() -> int | None:
     """MTLCreateSystemDefaultDevice().recommendedMaxWorkingSetSize via the Objective-C runtime."""
@@ -76,12 +75,10 @@ def _metal_working_set() -> int | None:
     except Exception:
         return None
 
-
 def read_apple_gpus(available_bytes: int | None) -> tuple[GPU, ...]:
     """The Apple Silicon GPU on Darwin arm64; () anywhere else."""
     if sys.platform != "darwin" or platform.machine() != "arm64":
         return ()
-    from fitcheck.probe.sysctl import read_sysctl
 
     values = read_sysctl(["hw.memsize", "iogpu.wired_limit_mb", "machdep.cpu.brand_string"])
     memsize = values.get("hw.memsize")

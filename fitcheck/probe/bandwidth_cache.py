@@ -23,8 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fitcheck import __version__
+from fitcheck.bounded import loads_json, read_regular_file, write_regular_file
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine, known
+from fitcheck.user_config import cache_dir
 
 SCHEMA = "fitcheck.bandwidth/1"
 FILE_NAME = "bandwidth.json"
@@ -44,12 +47,8 @@ class StoredBandwidth:
         """What the answers say: 'measured 2026-12-01 by probe --bench: memmove of ...'."""
         return f"{SOURCE_PREFIX} {self.measured_on.isoformat()} by probe --bench" + (f": {self.how}" if self.how else "")
 
-
 def cache_path(env: Mapping[str, str] | None = None) -> Path:
-    from fitcheck.user_config import cache_dir
-
     return cache_dir(env) / FILE_NAME
-
 
 def machine_key(machine: Machine) -> str:
     cpu = machine.cpu
@@ -63,10 +62,7 @@ def machine_key(machine: Machine) -> str:
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
-
 def _read(path: Path) -> dict:
-    from fitcheck.bounded import loads_json, read_regular_file
-
     try:
         doc = loads_json(read_regular_file(path, "bandwidth cache", MAX_FILE_BYTES), str(path))
     except FitcheckError:
@@ -74,7 +70,6 @@ def _read(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("machines"), dict):
         return {}
     return doc["machines"]
-
 
 def load(machine: Machine, env: Mapping[str, str] | None = None) -> StoredBandwidth | None:
     """This machine's stored reading, or None (none kept, or the file is not one fitcheck wrote)."""
@@ -94,12 +89,9 @@ def load(machine: Machine, env: Mapping[str, str] | None = None) -> StoredBandwi
         return None
     return StoredBandwidth(bw, day, how[:200])
 
-
 def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None = None,
           env: Mapping[str, str] | None = None) -> Path:
     """Keep ``bytes_per_s`` for this machine (dated ``today``); the other machines' readings are kept."""
-    from fitcheck.bounded import write_regular_file
-
     path = cache_path(env)
     machines = _read(path) if path.exists() else {}
     machines.pop(machine_key(machine), None)
@@ -113,12 +105,10 @@ def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None
         os.makedirs(path.parent, exist_ok=True)
     except OSError as exc:
         raise FitcheckError(f"{path.parent}: cannot keep the measured bandwidth: {exc.strerror or exc}") from None
-    from fitcheck import __version__
 
     doc = {"schema": SCHEMA, "fitcheck_version": __version__, "machines": kept}
     write_regular_file(path, json.dumps(doc, indent=1) + "\n", "bandwidth cache")
     return path
-
 
 def with_stored_bandwidth(machine: Machine, env: Mapping[str, str] | None = None) -> Machine:
     """``machine`` (this one, probed) with its stored RAM bandwidth where the probe could not read one."""

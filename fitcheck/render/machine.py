@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from fitcheck import __version__
 from fitcheck.machine import GPU, Machine, Unknown
+from fitcheck.profiles import machine_to_dict
 from fitcheck.profiles.schema import NOT_IN_PROFILE
 from fitcheck.render.facts import bandwidth_text, gib_text, show, tflops_text
+from fitcheck.render.software import probe_software_section, software_document
 
 PROBE_SCHEMA = "fitcheck.probe/1"
 
@@ -24,13 +27,8 @@ PROBE_SCHEMA = "fitcheck.probe/1"
 def probe_document(machine: Machine, software=None) -> dict[str, Any]:
     """The versioned JSON document of ``fitcheck probe --json``; "software" (this machine's installed stack
     checked against it, fitcheck.render.software) is null for a profile."""
-    from fitcheck import __version__
-    from fitcheck.profiles import machine_to_dict
-    from fitcheck.render.software import software_document
-
     return {"schema": PROBE_SCHEMA, "fitcheck_version": __version__, "machine": machine_to_dict(machine),
             "software": software_document(software)}
-
 
 def render_machine(machine: Machine, software=None) -> str:
     """The readable table of ``fitcheck probe`` (with a "Software" section for this machine)."""
@@ -40,13 +38,11 @@ def render_machine(machine: Machine, software=None) -> str:
     parts = [_title(machine), tabulate(rows, tablefmt="plain")]
     if machine.gpus:
         parts.append(_gpu_table(machine.gpus))
-    from fitcheck.render.software import probe_software_section
 
     section = probe_software_section(software, bool(machine.gpus))
     if section:
         parts.append(section)
     return "\n\n".join(parts)
-
 
 def _title(machine: Machine) -> str:
     if machine.kind == "probed":
@@ -56,7 +52,6 @@ def _title(machine: Machine) -> str:
     if machine.description:
         title += f": {machine.description}"
     return title + (f"\nfrom {machine.source}" if machine.source else "")
-
 
 def _fact_rows(machine: Machine) -> list[tuple[str, str | None]]:
     host, memory, cpu = machine.host, machine.memory, machine.cpu
@@ -85,7 +80,6 @@ def _fact_rows(machine: Machine) -> list[tuple[str, str | None]]:
         ("Notes", "; ".join(machine.notes) or None),
     ]
 
-
 def _host_text(machine: Machine) -> str:
     host = machine.host
     parts = [host.os]
@@ -99,7 +93,6 @@ def _host_text(machine: Machine) -> str:
         parts.append("WSL")
     return ", ".join(parts)
 
-
 def _ram_text(machine: Machine) -> str:
     memory = machine.memory
     text = f"total {gib_text(memory.total_bytes)}, available {gib_text(memory.available_bytes)}"
@@ -108,7 +101,6 @@ def _ram_text(machine: Machine) -> str:
     elif machine.source == "probe":
         text += " (no cgroup memory limit applies)"
     return text
-
 
 def _disk_text(machine: Machine) -> str | None:
     disk = machine.disk
@@ -119,7 +111,6 @@ def _disk_text(machine: Machine) -> str | None:
         text += f" of {gib_text(disk.total_bytes)}"
     return text + (f" at {disk.path}" if disk.path else "")
 
-
 def _price_text(machine: Machine) -> str | None:
     price = machine.price
     if price is None:
@@ -127,14 +118,11 @@ def _price_text(machine: Machine) -> str | None:
     text = f"${price.usd_per_hour:,.2f}/h on-demand, {price.provider} {price.instance_type} (indicative, read {price.read_on})"
     return text + (f"; {price.source}" if price.source else "")
 
-
 def _with_source(text: str, source: str) -> str:
     return f"{text} ({source})" if source and not text.startswith("unknown") else text
 
-
 def _both_unknown(a: object, b: object) -> bool:
     return isinstance(a, Unknown) and isinstance(b, Unknown)
-
 
 def _gpu_table(gpus: tuple[GPU, ...]) -> str:
     """One row per GPU (and MIG instance); an unknown cell says 'unknown' and its reason is listed
@@ -178,7 +166,6 @@ def _gpu_table(gpus: tuple[GPU, ...]) -> str:
         notes.extend(f"{tag}: {note}" for note in gpu.notes)
     table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
     return table + ("\n" + "\n".join(notes) if notes else "")
-
 
 def _mig_text(gpu: GPU) -> str:
     if gpu.mig_mode is True:

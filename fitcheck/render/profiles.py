@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from fitcheck import __version__
 from fitcheck.machine import MACHINE_KINDS, Machine
+from fitcheck.profiles import machine_to_dict
 from fitcheck.render.facts import gib_text, gpu_group_text, price_text, show
 
 PROFILES_SCHEMA = "fitcheck.profiles/1"
@@ -20,14 +22,9 @@ def sorted_for_listing(machines: Iterable[Machine]) -> list[Machine]:
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     return sorted(machines, key=lambda m: (rank.get(m.kind, len(rank)), m.name))
 
-
 def profiles_document(machines: Iterable[Machine]) -> dict[str, Any]:
-    from fitcheck import __version__
-    from fitcheck.profiles import machine_to_dict
-
     return {"schema": PROFILES_SCHEMA, "fitcheck_version": __version__,
             "profiles": [machine_to_dict(m) for m in sorted_for_listing(machines)]}
-
 
 def render_profiles(machines: Iterable[Machine]) -> str:
     from tabulate import tabulate

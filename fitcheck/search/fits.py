@@ -22,12 +22,17 @@ from typing import Any
 
 from fitcheck.context import Context
 from fitcheck.errors import FitcheckError
-from fitcheck.estimate.verdict import FITS, TIGHT
+from fitcheck.estimate.verdict import FITS, TIGHT, tightest_device
 from fitcheck.machine import Machine
 from fitcheck.model.catalog import CatalogEntry, load_catalog
+from fitcheck.model.resolve import ResolvedModel, resolve_model
 from fitcheck.model.spec import ModelSpec
 from fitcheck.options import DEFAULTS
+from fitcheck.pipeline import check
+from fitcheck.plan import validate_request
 from fitcheck.request import Request
+from fitcheck.speed.decode import estimate_speed
+from fitcheck.speed.training import estimate_training_speed
 
 DEFAULT_HEADROOM = DEFAULTS["headroom"] / 100
 
@@ -56,7 +61,6 @@ class ModelRef:
     def of(cls, entry: CatalogEntry) -> ModelRef:
         return cls(entry.hf_id, entry.spec, entry.family, entry.released, active_params=entry.active_params)
 
-
 @dataclass(frozen=True)
 class FitRow:
     """One model judged on the machine: the configuration chosen, or why nothing fits."""
@@ -82,7 +86,6 @@ class FitRow:
     def params(self) -> int:
         return self.model.spec.total_params
 
-
 @dataclass(frozen=True)
 class FitsResult:
     machine: Machine
@@ -101,7 +104,6 @@ class FitsResult:
     def mode(self) -> str:
         return getattr(self.request, "mode", "inference")
 
-
 def select_entries(query: str | None = None, family: str | None = None, kind: str | None = None
                    ) -> tuple[CatalogEntry, ...]:
     """Catalog entries matching the same filters as ``fitcheck models`` (plus --kind)."""
@@ -117,12 +119,10 @@ def select_entries(query: str | None = None, family: str | None = None, kind: st
         found = tuple(e for e in found if e.spec.is_moe == (kind == "moe"))
     return found
 
-
 def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str, str], ...]]:
     """(the local models read, those that could not be: (name, source, reason)), from
     :func:`fitcheck.model.local_stores.discover` (or the LocalModel list given)."""
     from fitcheck.model.local_stores import discover
-    from fitcheck.model.resolve import resolve_model
 
     refs: list[ModelRef] = []
     failed: list[tuple[str, str, str]] = []
@@ -137,7 +137,6 @@ def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str
                              entry.released if entry else "", lm.source, lm.where, r.spec.active_params))
     return tuple(refs), tuple(failed)
 
-
 def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[CatalogEntry, ...] | None = None,
                     models: tuple[ModelRef, ...] | None = None, headroom: float = DEFAULT_HEADROOM,
                     profile: str | None = None, unreadable: tuple[tuple[str, str, str], ...] = (),
@@ -146,7 +145,6 @@ def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[Cat
     `machine` for `request` (a Request of any mode; default: inference as `fitcheck MODEL` asks), ranked;
     ``context``: what `fitcheck MODEL` reads of the machine (fitcheck.context)."""
     request = request if request is not None else Request()
-    from fitcheck.plan import validate_request
 
     validate_request(request)
     if models is None:
@@ -156,18 +154,13 @@ def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[Cat
     return FitsResult(machine, profile, request, headroom, tuple(rows), unreadable, local=entries is None
                       and models is not None and any(m.source != "catalog" for m in models))
 
-
 def _negated(released: str) -> tuple[int, ...]:
     return tuple(-int(p) for p in released.split("-") if p.isdigit())
-
 
 @lru_cache(maxsize=4096)
 def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float,
                 profile: str | None, context: Context | None = None) -> FitRow:
     """One model's row (memoised: the same question is answered once per process)."""
-    from fitcheck.model.resolve import ResolvedModel
-    from fitcheck.pipeline import check
-
     entry = model
     resolved = ResolvedModel(model.spec, model.id, model.source, None, None)
     training = request.training
@@ -187,33 +180,24 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
     return FitRow(entry, result.verdict.status, result.plan, *_room(result.verdict), None, None, None, None, reason,
                   _devices(result.verdict))
 
-
 def _room(verdict) -> tuple[int | None, int | None, str | None]:
     """(need, free, device) of the fullest device: the one check's verdict line and `where` name."""
-    from fitcheck.estimate.verdict import tightest_device
-
     d = tightest_device(verdict)
     if d is None:
         return None, None, None
     return d.need_bytes, d.free_bytes, d.device
 
-
 def _row(entry: ModelRef, plan, verdict, machine: Machine, command: str, change: str | None) -> FitRow:
     """A fitting row: the command is the one check prints (it reproduces this row)."""
     decode = training = None
     if plan.training:
-        from fitcheck.speed.training import estimate_training_speed
-
         rate = estimate_training_speed(entry.spec, plan, machine).rate
         training = None if rate is None else (rate.low, rate.high)
     else:
-        from fitcheck.speed.decode import estimate_speed
-
         speed = estimate_speed(entry.spec, plan, machine)
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
     return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change, "",
                   _devices(verdict))
-
 
 def _devices(verdict) -> tuple[tuple[str, int, int], ...]:
     return tuple((d.device, d.need_bytes, d.free_bytes) for d in verdict.devices

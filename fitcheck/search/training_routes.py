@@ -17,6 +17,9 @@ from typing import Any
 
 from fitcheck import engines
 from fitcheck.estimate.context_limit import search_limit
+from fitcheck.estimate.distributed import gb_text, training_traffic
+from fitcheck.estimate.lora import lora_params
+from fitcheck.estimate.lora_targets import parse_targets
 from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.verdict import FITS
 from fitcheck.machine import Machine
@@ -37,6 +40,7 @@ from fitcheck.search.routes import (
     runs,
     same_effective_batch,
 )
+from fitcheck.speed.training import estimate_training_speed
 
 
 @dataclass
@@ -91,7 +95,6 @@ class Context:
                 s.consider(f"{title}, micro-batch {b} × accumulation {accum}",
                            cand.with_changes(batch=b, grad_accum=accum), cost + R.COST_ACCUMULATION)
 
-
 def training_alternatives(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Machine,
                           evaluate: Evaluate) -> tuple[Alternative, ...]:
     s = Search(request, evaluate, relax=bool(plan.problems))
@@ -109,7 +112,6 @@ def training_alternatives(spec: ModelSpec, request: Request, plan: TrainingPlan,
                 s.found[before:] = [replace(a, title=f"With {what}: {lower_first(a.title)}") for a in s.found[before:]]
     return s.ranked_for_training(R.MAX_TRAINING_ALTERNATIVES)
 
-
 def candidates(s: Search, spec: ModelSpec, base: Request, plan: TrainingPlan, machine: Machine,
                extra: float) -> None:
     kind, cc = engines.machine_kind(machine, plan.device)
@@ -117,19 +119,16 @@ def candidates(s: Search, spec: ModelSpec, base: Request, plan: TrainingPlan, ma
     for route in ROUTES:
         route.propose(c)
 
-
 def lower_first(title: str) -> str:
     """``title`` to follow a colon: its first word lowercased unless it is an acronym or a name (FSDP, LoRA)."""
     word = title.split(" ", 1)[0]
     return title[:1].lower() + title[1:] if word[1:].islower() else title
-
 
 # ---- 1.–3. the cheap steps -----------------------------------------------------------------------------
 def checkpointing(c: Context) -> None:
     if not c.plan.grad_checkpointing:
         c.consider("Turn on gradient checkpointing", c.base.with_changes(grad_checkpointing=True),
                    R.COST_CHECKPOINTING, False)
-
 
 def micro_batch(c: Context) -> None:
     plan = c.plan
@@ -139,7 +138,6 @@ def micro_batch(c: Context) -> None:
             b, accum = same_effective_batch(fitting, plan.batch * plan.grad_accum)
             c.consider(f"Micro-batch {b} with gradient accumulation {accum} (same effective batch)",
                        c.base.with_changes(batch=b, grad_accum=accum), R.COST_ACCUMULATION, False)
-
 
 def optimizer(c: Context) -> None:
     """An 8-bit optimizer (bitsandbytes) where its kernels run; pure bf16 weights for full fine-tuning."""
@@ -151,7 +149,6 @@ def optimizer(c: Context) -> None:
     if c.pure_bf16:
         c.consider("Pure bf16 weights, no fp32 master copy (--master-weights none)",
                    c.base.with_changes(master_weights="none"), R.COST_PURE_BF16)
-
 
 def stacked(c: Context) -> None:
     """The cheap steps stacked, in the order a practitioner gives them up (speed first, then a little quality),
@@ -177,7 +174,6 @@ def stacked(c: Context) -> None:
         if runs(c.s.evaluate(c.base.with_changes(**changes))):
             break
 
-
 # ---- 4. fewer trainable parameters ---------------------------------------------------------------------
 def lora(c: Context) -> None:
     """full → LoRA; where QLoRA does not run (the CPU, Apple), LoRA with checkpointing at the longest sequence that
@@ -198,7 +194,6 @@ def lora(c: Context) -> None:
             c.consider(f"LoRA (r={plan.lora_rank}) with gradient checkpointing at a {seq:,}-token sequence",
                        cand.with_changes(seq_len=seq),
                        R.COST_LORA + R.COST_CHECKPOINTING + R.shorter_cost(seq, plan.seq_len), False)
-
 
 def qlora(c: Context) -> None:
     """full or LoRA → QLoRA (a 4-bit NF4 base), with the recipe's gradient checkpointing and, where that alone does
@@ -230,7 +225,6 @@ def qlora(c: Context) -> None:
             c.consider(f"{title} at a {seq:,}-token sequence", best.with_changes(seq_len=seq),
                        cost + R.shorter_cost(seq, plan.seq_len), False)
 
-
 def adapters(c: Context) -> None:
     """LoRA on fewer modules, a lower rank, frozen embeddings."""
     plan = c.plan
@@ -246,11 +240,9 @@ def adapters(c: Context) -> None:
         c.consider("Freeze the embeddings and lm_head (adapters only)",
                    c.base.with_changes(lora_train_embeddings=False), 4)
 
-
 # ---- 5. sharding, 6. offload --------------------------------------------------------------------------
 def _shards(c: Context) -> bool:
     return c.plan.device == "gpu" and engines.SHARDING_RUNS.problem(c.kind, c.cc) is None
-
 
 def sharding(c: Context) -> None:
     """Shard across the machine's GPUs (DeepSpeed ZeRO-2/3, FSDP full-shard); hybrid sharding replicates the model
@@ -268,7 +260,6 @@ def sharding(c: Context) -> None:
     if _shards(c) and plan.nodes > 1 and plan.fsdp and FSDP_STRATEGIES[plan.fsdp].within_node:
         c.consider(f"FSDP full-shard over all {plan.world} GPUs of the {plan.nodes} nodes (not replicated per node)",
                    c.base.with_changes(fsdp="full-shard"), R.COST_SHARDING)
-
 
 def nodes(c: Context) -> None:
     """More nodes like this one, the model states sharded over all their GPUs; with gradient checkpointing too where
@@ -297,7 +288,6 @@ def nodes(c: Context) -> None:
     if best is not None:
         c.s.consider(best[1], best[2], best[0])
 
-
 def offload(c: Context) -> None:
     """Offload to RAM (DeepSpeed ZeRO-Offload): the optimizer, then the parameters too; each node's RAM holds its
     own ranks' share of the offloaded states, so more nodes need less RAM each."""
@@ -315,12 +305,9 @@ def offload(c: Context) -> None:
         if cand.offload == "optimizer+params" and multi_node(c.machine) and not runs(c.s.evaluate(cand)):
             more_nodes(c.s, cand.with_changes(gpus=None), plan, "ZeRO-3 Offload", c.extra + cost + pcie)
 
-
 def pcie_cost(s: Search, spec: ModelSpec, request: Request, machine: Machine) -> float:
     """What offload's PCIe time costs in the ranking: COST_PER_SLOWDOWN for each doubling of the
     step's compute time it could add (fitcheck.speed.training.offload_bytes_per_step over PCIe)."""
-    from fitcheck.speed.training import estimate_training_speed
-
     out = s.evaluate(request)
     if out is None or not isinstance(out.plan, TrainingPlan):
         return 0.0
@@ -331,7 +318,6 @@ def pcie_cost(s: Search, spec: ModelSpec, request: Request, machine: Machine) ->
     link = speed.link_wait[1] if speed.link_wait else 0.0
     fastest_compute = compute[1] - speed.offload_seconds - link  # the slow end is compute + transfer
     return R.COST_PER_SLOWDOWN * min(speed.offload_seconds / max(fastest_compute, 1e-9), R.SLOWDOWN_CAP)
-
 
 # ---- 7. a shorter sequence ----------------------------------------------------------------------------
 def shorter(c: Context) -> None:
@@ -349,7 +335,6 @@ def shorter(c: Context) -> None:
             c.consider(f"Gradient checkpointing at a {longer:,}-token sequence",
                        checkpointed.with_changes(seq_len=longer),
                        R.COST_CHECKPOINTING + R.shorter_cost(longer, plan.seq_len), False)
-
 
 def runnable(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
     """For a plan this machine cannot run: the same training with what does run here swapped in."""
@@ -372,7 +357,6 @@ def runnable(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
         fixed = fixed.with_changes(mode="lora", precision="bf16", master_weights=None)
     return fixed
 
-
 ROUTES = (
     Route("checkpointing", "about 30 % more compute (one more forward per step)", checkpointing),
     Route("micro-batch", "a smaller micro-batch, the same effective batch by accumulation", micro_batch),
@@ -393,9 +377,6 @@ def hybrid_advice(spec: ModelSpec, request: Request, plan: Any, machine: Machine
     the gradients' all-reduce between nodes."""
     if not isinstance(plan, TrainingPlan) or plan.nodes <= 1 or plan.fsdp not in ("full-shard", "shard-grad-op"):
         return None
-    from fitcheck.estimate.distributed import gb_text, training_traffic
-    from fitcheck.estimate.lora import lora_params
-    from fitcheck.estimate.lora_targets import parse_targets
 
     twin = "hybrid-shard" if plan.fsdp == "full-shard" else "hybrid-shard-zero2"
     out = evaluate(request.with_changes(fsdp=twin))
@@ -410,5 +391,4 @@ def hybrid_advice(spec: ModelSpec, request: Request, plan: Any, machine: Machine
     return (f"--fsdp {twin} fits too ({need / 2**30:.2f} GiB per GPU, the model states replicated on each node): "
             f"{gb_text(theirs.bytes_per_step)} per node per step between nodes instead of "
             f"{gb_text(ours.bytes_per_step)}")
-
 

@@ -25,10 +25,16 @@ from fitcheck import engines
 from fitcheck.commands import fitcheck_command
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.result import Estimate
+from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, DeviceVerdict, Verdict, tightest_device
 from fitcheck.machine import Machine
+from fitcheck.model.resolve import ResolvedModel
+from fitcheck.pipeline import check, evaluator, shared_evaluations
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan
+from fitcheck.profiles import machines_of_kind
 from fitcheck.request import Request
+from fitcheck.search.best import best_precision
+from fitcheck.search.routes import fewest_nodes
 from fitcheck.speed.cost import (
     CostSettings,
     OwnedCost,
@@ -151,7 +157,6 @@ class WhereRow:
         """The fullest device verdict (need ÷ free), the one the verdict line names."""
         return tightest_device(self.verdict) if self.verdict is not None else None
 
-
 @dataclass(frozen=True)
 class WhereResult:
     query: str
@@ -244,18 +249,13 @@ class WhereResult:
         return break_even_hours(row.machine.purchase.usd, row.tokens_per_s, owned.electricity_usd_per_hour,
                                 cloud.usd_per_hour, cloud.tokens_per_s)
 
-
 def _geomean(r: Any) -> float:
     return float((r[0] * r[1]) ** 0.5)
-
 
 def evaluate_on(spec: Any, request: Request, machine: Machine, headroom: float, tokens: int | None = None,
                 cost: CostSettings | None = None) -> WhereRow:
     """The request on one machine, checked exactly as `fitcheck MODEL --profile NAME` checks it: plan, estimate,
     verdict, speed, and for a fine-tuning run of ``tokens`` its wall time and cost."""
-    from fitcheck.model.resolve import ResolvedModel
-    from fitcheck.pipeline import check
-
     asked = request.with_changes(headroom=headroom * 100)
     try:
         result = check(ResolvedModel(spec, spec.name, "where"), asked, machine, alternatives=False, search=False,
@@ -273,7 +273,6 @@ def evaluate_on(spec: Any, request: Request, machine: Machine, headroom: float, 
     return WhereRow(machine, asked, plan, result.estimate, verdict, result.speed, speed, run,
                     "" if verdict.status == FITS else verdict.summary())
 
-
 def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: float) -> WhereRow:
     """``row`` (the machine at its default precision) when it runs or the precision was given; else the
     machine as `fitcheck MODEL --profile NAME` itself advises: its best alternative there that changes only the
@@ -282,10 +281,6 @@ def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: flo
     checks it.  Where check offers none such (it shortens the context or rents nodes instead), the best
     precision that runs fully on the device, ranked as check ranks (fitcheck.search.best); ``row`` when nothing
     runs."""
-    from fitcheck.model.resolve import ResolvedModel
-    from fitcheck.pipeline import check, evaluator
-    from fitcheck.search.best import best_precision
-
     if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
         return row
     asked = request.with_changes(headroom=headroom * 100)
@@ -305,18 +300,14 @@ def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: flo
     chosen = evaluate_on(spec, chosen_request, row.machine, headroom)
     return replace(chosen, default_precision=row.plan.precision) if chosen.fits else row
 
-
 def _fewest_nodes(rows: dict[int, WhereRow], evaluate: Any, most: int) -> WhereRow | None:
     """The row of the fewest nodes, 2..most, on which ``evaluate(n)`` fits (None: none)."""
-    from fitcheck.search.routes import fewest_nodes
-
     def fits(n: int) -> bool:
         rows[n] = evaluate(n)
         return rows[n].fits
 
     n = fewest_nodes(fits, 2, most) if most >= 2 else None
     return rows[n] if n is not None else None
-
 
 def multi_node_row(spec: Any, request: Request, machine: Machine, headroom: float) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` (2..MAX_WHERE_NODES) that serve ``request`` with the first serving
@@ -329,11 +320,9 @@ def multi_node_row(spec: Any, request: Request, machine: Machine, headroom: floa
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom),
                          MAX_WHERE_NODES)
 
-
 def _concurrency(row: WhereRow) -> float | None:
     pool = row.estimate.pool if row.estimate is not None else None
     return pool.max_concurrency if pool is not None else None
-
 
 def expert_parallel_row(spec: Any, request: Request, row: WhereRow, headroom: float) -> WhereRow | None:
     """For an MoE model on a cloud machine of several GPUs (or nodes): the same GPUs with the experts split over
@@ -359,7 +348,6 @@ def expert_parallel_row(spec: Any, request: Request, row: WhereRow, headroom: fl
             return None
     return ep
 
-
 def multi_node_ep_row(spec: Any, request: Request, machine: Machine, headroom: float,
                       than: WhereRow | None) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` that serve an MoE ``request`` expert parallel, when that is fewer
@@ -371,7 +359,6 @@ def multi_node_ep_row(spec: Any, request: Request, machine: Machine, headroom: f
     most = (than.nodes - 1) if than is not None else MAX_WHERE_NODES
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom), most)
 
-
 def multi_node_training_row(spec: Any, request: Request, machine: Machine, headroom: float, tokens: int | None,
                             cost: CostSettings) -> WhereRow | None:
     """The fewest nodes (2..MAX_WHERE_TRAINING_NODES) of a cloud ``machine`` on which ``request`` trains, the
@@ -379,8 +366,6 @@ def multi_node_training_row(spec: Any, request: Request, machine: Machine, headr
     Hybrid sharding keeps a replica per node, so more nodes never lower its per-GPU need: not tried.  Only
     profiles that give the link between nodes ([cluster] inter_node_gbps): sharded training moves hundreds
     of GB per step over it, so a node without a described fabric is not offered as a cluster."""
-    from fitcheck.estimate.sharding import FSDP_STRATEGIES
-
     if machine.kind != "cloud" or not machine.gpus or request.nodes != 1 or machine.cluster is None \
             or machine.cluster.inter_node_gbps is None:
         return None
@@ -391,14 +376,10 @@ def multi_node_training_row(spec: Any, request: Request, machine: Machine, headr
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom, tokens, cost),
                          MAX_WHERE_TRAINING_NODES)
 
-
 def where_result(resolved: Any, request: Request, machines: Any, *, headroom: float, kind: str | None = None,
                  max_price: float | None = None, query: str | None = None, tokens: int | None = None,
                  cost: CostSettings | None = None, model_args: tuple[str, ...] = ()) -> WhereResult:
     """``request`` for ``resolved`` judged on every machine in ``machines`` of ``kind``."""
-    from fitcheck.pipeline import shared_evaluations
-    from fitcheck.profiles import machines_of_kind
-
     cost = cost or CostSettings()
     of_kind = machines_of_kind(list(machines), kind)
     with shared_evaluations():  # each machine is checked several times (default, advice, layouts, nodes)
@@ -414,7 +395,6 @@ def where_result(resolved: Any, request: Request, machines: Any, *, headroom: fl
                                for m in machines_of_kind(list(machines), "cloud"))
     return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price,
                        rows, cost, rented, tokens, model_args)
-
 
 def _serving_rows(spec: Any, request: Request, machines: list[Machine], headroom: float) -> tuple[WhereRow, ...]:
     defaults = tuple(evaluate_on(spec, request, m, headroom) for m in machines)
@@ -437,7 +417,6 @@ def _serving_rows(spec: Any, request: Request, machines: list[Machine], headroom
             rows += (ep,) if ep is not None else ()
     return rows + ep_rows
 
-
 def _training_rows(spec: Any, request: Request, machines: list[Machine], headroom: float, tokens: int | None,
                    cost: CostSettings) -> tuple[WhereRow, ...]:
     rows = tuple(evaluate_on(spec, request, m, headroom, tokens, cost) for m in machines)
@@ -446,7 +425,6 @@ def _training_rows(spec: Any, request: Request, machines: list[Machine], headroo
         more = (multi_node_training_row(spec, request, r.machine, headroom, tokens, cost) for r in rows)
         rows += tuple(r for r in more if r is not None)
     return rows
-
 
 __all__ = ["EP_CONCURRENCY_GAIN", "MAX_WHERE_NODES", "MAX_WHERE_TRAINING_NODES", "WEIGHTS_ONLY", "WhereResult",
            "WhereRow", "best_precision_row", "evaluate_on", "where_result"]

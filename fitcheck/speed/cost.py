@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fitcheck.machine import Machine
-
-if TYPE_CHECKING:
-    from fitcheck.speed.efficiency import Rate
+from fitcheck.speed.efficiency import Rate
 
 # The default electricity price: the U.S. average retail price to residential customers in 2024,
 # 16.48 cents per kWh (U.S. Energy Information Administration, Electric Power Monthly, table 5.3,
@@ -57,7 +54,6 @@ class CostSettings:
         """Hours the purchase is spread over."""
         return self.amortize_years * 365 * self.hours_per_day
 
-
 def kwh_price_from(option: float | None, env) -> tuple[float, str]:
     """(USD per kWh, where it came from): --kwh-price, else $FITCHECK_KWH_PRICE, else the default.
 
@@ -75,15 +71,12 @@ def kwh_price_from(option: float | None, env) -> tuple[float, str]:
         return value, KWH_PRICE_ENV
     return DEFAULT_KWH_PRICE_USD, KWH_PRICE_SOURCE
 
-
 def is_owned(machine: Machine) -> bool:
     """A machine you buy rather than rent: not priced per hour, and a laptop, desktop or this one."""
     return machine.price is None and machine.kind in OWNED_KINDS
 
-
 def hours_per_million(tokens_per_s: float) -> float:
     return 1e6 / (tokens_per_s * 3600)
-
 
 @dataclass(frozen=True)
 class OwnedCost:
@@ -95,7 +88,6 @@ class OwnedCost:
     electricity_usd_per_hour: float
     amortized_usd_per_hour: float | None       # purchase share + electricity; None without a purchase price
     amortized_usd_per_million: Range | None
-
 
 def owned_cost(power_watts: int, purchase_usd: float | None, rate: Range, settings: CostSettings) -> OwnedCost:
     """What a million tokens costs on an owned machine drawing `power_watts` at `rate` (low, high) tokens/s."""
@@ -112,7 +104,6 @@ def owned_cost(power_watts: int, purchase_usd: float | None, rate: Range, settin
     return OwnedCost(power_watts, energy, (energy[0] * settings.kwh_price_usd, energy[1] * settings.kwh_price_usd),
                      electricity_hour, amortized_hour, amortized)
 
-
 def machine_owned_cost(machine: Machine, rate: Range | None, settings: CostSettings) -> OwnedCost | None:
     """owned_cost for an owned machine whose power draw is known, else None."""
     watts = machine.power_watts
@@ -120,7 +111,6 @@ def machine_owned_cost(machine: Machine, rate: Range | None, settings: CostSetti
         return None
     purchase = machine.purchase.usd if machine.purchase is not None else None
     return owned_cost(watts, purchase, rate, settings)
-
 
 def break_even_hours(purchase_usd: float, owned_tokens_per_s: float, electricity_usd_per_hour: float,
                      cloud_usd_per_hour: float, cloud_tokens_per_s: float) -> float | None:
@@ -131,7 +121,6 @@ def break_even_hours(purchase_usd: float, owned_tokens_per_s: float, electricity
     if saving_per_hour <= 0:
         return None
     return purchase_usd / saving_per_hour
-
 
 # ---- a fine-tuning run -------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -149,7 +138,6 @@ class RunCost:
     def usd(self) -> Range | None:
         """The cost to compare machines by: rented price, else the amortised cost, else electricity."""
         return self.rented_usd or self.amortized_usd or self.electricity_usd
-
 
 def run_cost(tokens: int, rate: Range, machine: Machine, settings: CostSettings) -> RunCost:
     """How long `tokens` training tokens take at `rate` (low, high) tokens/s on `machine`, and what they cost."""
@@ -170,7 +158,6 @@ def run_cost(tokens: int, rate: Range, machine: Machine, settings: CostSettings)
         amortized = (electricity[0] + share * hours[0], electricity[1] + share * hours[1])
     return RunCost(tokens, hours, energy_kwh=energy, electricity_usd=electricity, amortized_usd=amortized)
 
-
 @dataclass(frozen=True)
 class CheckCost:
     """What one answer costs on its machine: serving per million tokens (owned: energy, electricity and the
@@ -182,33 +169,26 @@ class CheckCost:
     rented_per_million: Range | None  # serving on a rented machine: USD per million tokens
     run: RunCost | None             # fine-tuning with --tokens
 
-
 def check_cost(machine: Machine, rate: Range | None, training: bool, tokens: int | None,
                settings: CostSettings) -> CheckCost:
-    from fitcheck.speed.efficiency import Rate
-
     owned = None if training or rate is None else machine_owned_cost(machine, rate, settings)
     rented = (usd_per_million_tokens(machine.price.usd_per_hour, Rate(*rate))
               if machine.price is not None and not training and rate is not None else None)
     run = run_cost(tokens, rate, machine, settings) if training and tokens is not None and rate is not None else None
     return CheckCost(settings, rate, owned, rented, run)
 
-
 def range_dict(r: Range | None, digits: int = 4) -> dict | None:
     """{low, high} rounded, or None (the JSON form of a range)."""
     return None if r is None else {"low": round(r[0], digits), "high": round(r[1], digits)}
-
 
 def settings_dict(settings: CostSettings) -> dict:
     return {"kwh_price_usd": settings.kwh_price_usd, "kwh_price_source": settings.kwh_price_source,
             "amortize_years": settings.amortize_years, "hours_per_day": settings.hours_per_day}
 
-
 __all__ = ["DEFAULT_AMORTIZE_YEARS", "DEFAULT_HOURS_PER_DAY", "DEFAULT_KWH_PRICE_USD", "KWH_PRICE_ENV",
            "KWH_PRICE_SOURCE", "CostSettings", "OwnedCost", "RunCost", "break_even_hours", "hours_per_million",
            "is_owned", "kwh_price_from", "machine_owned_cost", "owned_cost", "range_dict", "run_cost",
            "settings_dict"]
-
 
 def usd_per_million_tokens(usd_per_hour: float, rate: Rate) -> tuple[float, float]:
     """(cheapest, dearest) price of a million generated tokens at an aggregate rate."""

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.base import RESIDENT, Engine
 from fitcheck.engines.capabilities import CPU, CUDA, FLOATS, GGUF_TYPES, METAL, ROCM, Runs
-from fitcheck.speed.efficiency import Efficiency
+from fitcheck.estimate.distributed import rpc_comm
+from fitcheck.estimate.kv_cache import SlidingCache
+from fitcheck.speed.efficiency import Efficiency, experts_touched_fraction, pcie_bytes_per_s
 
 if TYPE_CHECKING:
-    from fitcheck.estimate.kv_cache import SlidingCache
     from fitcheck.model.spec import ModelSpec
     from fitcheck.plan import Plan
 
@@ -53,7 +54,6 @@ class LlamaCpp(Engine):
         micro-batch routes to copied over PCIe once per micro-batch (fitcheck.engines.llama_cpp.offload)."""
         from fitcheck.engines.llama_cpp.buffers import LLAMA_CPP_UBATCH
         from fitcheck.engines.llama_cpp.offload import LLAMA_CPP_OFFLOAD_MIN_BATCH, offloaded_expert_bytes
-        from fitcheck.speed.efficiency import experts_touched_fraction, pcie_bytes_per_s
 
         if not plan.cpu_moe or plan.prompt_tokens < LLAMA_CPP_OFFLOAD_MIN_BATCH or not machine.gpus:
             return 0.0, False
@@ -62,8 +62,6 @@ class LlamaCpp(Engine):
         return moved / (pcie_bytes_per_s(machine) * ubatch), True
 
     def decode_comm(self, spec: ModelSpec, plan: Plan, machine: Any) -> Any:
-        from fitcheck.estimate.distributed import rpc_comm
-
         return rpc_comm(spec, plan, machine)
 
     def default_why(self, precision: str) -> str:
@@ -86,7 +84,6 @@ class LlamaCpp(Engine):
         """llama.cpp's SWA cache (buffers.swa_cells) for the architectures whose loader sets a SWA pattern: window
         + n_ubatch cells, padded; the others run the window with full attention."""
         from fitcheck.engines.llama_cpp.buffers import LLAMA_CPP_SWA_ARCHITECTURES, LLAMA_CPP_SWA_PAD, LLAMA_CPP_UBATCH
-        from fitcheck.estimate.kv_cache import SlidingCache
 
         window = spec.sliding_window or 0
         if spec.architecture not in LLAMA_CPP_SWA_ARCHITECTURES:
@@ -141,10 +138,8 @@ class LlamaCpp(Engine):
         return (f"{_nodes_text(plan.nodes)}: {RPC_SERVER}  # exposes the node's GPUs to llama-server",
                 f"then on node 0: {self.command(model_id, plan, repos).split('  # first')[0]}")
 
-
 def _nodes_text(nodes: int) -> str:
     return "node 1" if nodes == 2 else f"each of nodes 1..{nodes - 1}"
-
 
 ENGINE = LlamaCpp()
 

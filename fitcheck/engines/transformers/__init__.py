@@ -14,6 +14,9 @@ from fitcheck.engines.base import RESIDENT, Engine
 from fitcheck.engines.capabilities import ANY, AWQ, BNB, BNB_INT8, CUDA, FP8, GPTQ, XPU, Runs
 from fitcheck.engines.checkpoints import needs_checkpoint, quantized_repo
 from fitcheck.engines.transformers import releases
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.generate_step import AUTO_SAMPLING, DEFAULT_SAMPLING, sampling_for
+from fitcheck.estimate.weights import weight_bytes
 
 if TYPE_CHECKING:
     from fitcheck.estimate.kv_cache import SlidingCache
@@ -29,7 +32,6 @@ HF_ATTENTION = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 # GPTQ/AWQ kernels compute in float16.
 _DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
            "gptq-int8": "torch.float16", "int4": "torch.float16"}
-
 
 class Transformers(Engine):
     name = "transformers"
@@ -110,8 +112,6 @@ class Transformers(Engine):
         return kv_traffic(spec)
 
     def weights(self, spec: ModelSpec, precision: str) -> WeightBytes:
-        from fitcheck.estimate.weights import weight_bytes
-
         return weight_bytes(spec, self.weight_format(spec, precision),
                             untie_lm_head=separate_fp8_head(spec, precision))
 
@@ -128,13 +128,10 @@ class Transformers(Engine):
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         return command(model_id, plan, repos)
 
-
 def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
     """How transformers' generate() picks each token, and why: --sampling when given; else what the
     checkpoint's generation_config.json makes generate() run (fitcheck.model.generation_config); else
     the default (do_sample with temperature, top-k and top-p, the larger of the common cases)."""
-    from fitcheck.estimate.generate_step import AUTO_SAMPLING, DEFAULT_SAMPLING, sampling_for
-
     if requested and requested != AUTO_SAMPLING:
         return requested, "from --sampling"
     g = spec.generation
@@ -150,14 +147,10 @@ def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
         why += f"; its {', '.join(g.unmodelled)} warper{'s' if len(g.unmodelled) > 1 else ''} not counted"
     return sampling_for(g.sampled, g.warpers(), g.processors()), why
 
-
 def dequantize(spec: ModelSpec, precision: str) -> str:
     """'mxfp4' when transformers loads an MXFP4 checkpoint as 16/32-bit weights: Mxfp4Config(dequantize=True)
     makes it so on every GPU (where its kernels run it would otherwise keep the experts packed)."""
-    from fitcheck.estimate.formats import weight_format
-
     return "mxfp4" if spec.stored_format == "mxfp4" and weight_format(precision).family == "float" else ""
-
 
 def separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
     """transformers holds a tied-embedding model's pre-quantized FP8 checkpoint with lm_head on its own.
@@ -179,16 +172,12 @@ def separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
     return (precision == "fp8" and spec.tie_word_embeddings
             and (spec.stored_format == "fp8" or "fp8" in spec.prequantized))
 
-
 def attention_typed(plan: Plan) -> bool:
     """Whether the plan's attention came from --attention (a release's default reproduces itself)."""
     return any(a.name == "attention" and a.why == "from --attention" for a in plan.assumptions)
 
-
 def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
     """`python -c "... AutoModelForCausalLM.from_pretrained(...)"` for the plan."""
-    from fitcheck.estimate.formats import weight_format
-
     repo, prequantized = quantized_repo(model_id, plan.precision, repos)
     comment = needs_checkpoint(model_id, plan.precision) if (
         weight_format(plan.precision).family in ("gptq", "awq") and not prequantized) else ""
@@ -216,6 +205,5 @@ def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
     return (f"python -c \"from transformers import AutoModelForCausalLM{bnb}; "
             f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
             f"device_map={device_map}{extra})\"" + comment)
-
 
 ENGINE = Transformers()

@@ -14,10 +14,14 @@ from typing import TYPE_CHECKING, Any
 from fitcheck.engines.capabilities import AWQ, BNB, BNB_INT8, CUDA_ROCM, FP8, GPTQ, Runs
 from fitcheck.engines.checkpoints import needs_checkpoint, quantized_repo
 from fitcheck.engines.serving import EpParts, ServingEngine
+from fitcheck.estimate.distributed import decode_comm
+from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.kv_cache import SlidingCache, layer_counts
+from fitcheck.estimate.result import ACTIVATIONS, OVERHEAD, Component
 from fitcheck.options import DEFAULTS
+from fitcheck.speed.efficiency import pcie_bytes_per_s
 
 if TYPE_CHECKING:
-    from fitcheck.estimate.kv_cache import SlidingCache
     from fitcheck.model.spec import ModelSpec
     from fitcheck.plan import Plan
 
@@ -80,14 +84,11 @@ class Vllm(ServingEngine):
         if not plan.cpu_offload_gb or not machine.gpus:
             return 0.0, False
         from fitcheck.engines.vllm.profile import vllm_batch_defaults
-        from fitcheck.speed.efficiency import pcie_bytes_per_s
 
         chunk = min(plan.prompt_tokens, vllm_batch_defaults(plan.gpu_total_bytes, plan.compute_capability)[0])
         return self.streamed_bytes(plan) / (pcie_bytes_per_s(machine) * chunk), False
 
     def decode_comm(self, spec: ModelSpec, plan: Plan, machine: Any) -> Any:
-        from fitcheck.estimate.distributed import decode_comm
-
         return decode_comm(spec, plan, machine, tp_over_nodes=False)
 
     def kv_layer_slots(self, spec: ModelSpec) -> tuple[int, int]:
@@ -100,8 +101,6 @@ class Vllm(ServingEngine):
         get_kv_cache_config_from_groups, https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/core/
         kv_cache_utils.py; "Add %d padding layers, may waste at most ... KV cache memory").  Gemma 3 27B: 10 full
         + 52 sliding layers in groups of 10, so 10 + 60 layers' memory."""
-        from fitcheck.estimate.kv_cache import layer_counts
-
         full, sliding = layer_counts(spec)
         if not full or not sliding or spec.architecture in FULL_CACHE_ARCHITECTURES:
             return full, sliding
@@ -117,8 +116,6 @@ class Vllm(ServingEngine):
         chunked-prefill step: min(window - 1 + max_num_batched_tokens, max_model_len)
         (SlidingWindowSpec.max_memory_usage_bytes, plus one block for a window that starts mid-block,
         https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/kv_cache_interface.py)."""
-        from fitcheck.estimate.kv_cache import SlidingCache
-
         window = spec.sliding_window or 0
         if spec.architecture in FULL_CACHE_ARCHITECTURES:
             return SlidingCache(tokens, tokens, f"window {window:,} (chunked local attention), but vLLM v0.19.0 "
@@ -135,8 +132,6 @@ class Vllm(ServingEngine):
     def ep_parts(self, spec: ModelSpec, plan: Plan, world: int) -> EpParts:
         from fitcheck.engines.vllm import memory as M
         from fitcheck.engines.vllm import profile as A
-        from fitcheck.estimate.formats import weight_format
-        from fitcheck.estimate.result import ACTIVATIONS, OVERHEAD, Component
 
         batched, seqs = A.vllm_batch_defaults(plan.gpu_total_bytes, plan.compute_capability)
         triton_moe = weight_format(plan.precision).name in ("bf16", "fp16", "fp32")
@@ -186,7 +181,6 @@ class Vllm(ServingEngine):
                 (f"node 1: {RAY_WORKER}" if plan.nodes == 2 else f"each of nodes 1..{plan.nodes - 1}: {RAY_WORKER}"),
                 f"then on the head node: {serve}{comment}")
 
-
 # vLLM's multi-node serving: a Ray cluster, then `vllm serve` on the head node
 # (docs.vllm.ai/en/stable/serving/distributed_serving.html, "Running vLLM on multiple nodes").
 RAY_PORT = 6379
@@ -198,8 +192,6 @@ VLLM_DP_RPC_PORT = 13345
 
 def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int = 0) -> tuple[str, str]:
     """(`vllm serve ...`, a trailing comment or ''); ``rank``: the first data-parallel rank of a headless node."""
-    from fitcheck.estimate.formats import weight_format
-
     repo, prequantized = quantized_repo(model_id, plan.precision, repos)
     args = ["vllm", "serve", repo, "--max-model-len", str(plan.context)]
     if plan.batch > 1:
@@ -234,6 +226,5 @@ def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int
     if plan.cpu_offload_gb:
         args += ["--cpu-offload-gb", f"{plan.cpu_offload_gb:g}"]
     return shlex.join(args), comment
-
 
 ENGINE = Vllm()
