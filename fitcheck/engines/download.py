@@ -53,7 +53,8 @@ DISK_STATUSES = (DISK_FITS, DISK_DOES_NOT_FIT, DISK_UNKNOWN)
 # None (every checkpoint is kept).
 SAVE_STEPS = 500
 
-_HF_QUANT_KEYS = {"awq": "awq", "gptq-int4": "gptq-int4", "int4": "gptq-int4", "gptq-int8": "gptq-int8", "fp8": "fp8"}
+_HF_QUANT_KEYS = {"awq": "awq", "gptq-int4": "gptq-int4", "int4": "gptq-int4", "gptq-int8": "gptq-int8", "fp8": "fp8",
+                  "mlx-8bit": "mlx-8bit", "mlx-6bit": "mlx-6bit", "mlx-4bit": "mlx-4bit", "mlx-3bit": "mlx-3bit"}
 _BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
@@ -187,6 +188,9 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
     if _own_serves(model, plan, gguf, repos):
         return _own(model, gguf)
     fmt = weight_format(plan.precision)
+    if fmt.family == "mlx" and plan.precision not in repos and not gguf:
+        # no MLX conversion known: the printed `mlx_lm.convert -q` quantizes the checkpoint, which is the download
+        return _own(model, gguf)
     if gguf and not fmt.gguf and entry is not None and _own_serves(_Base(entry.spec), plan, False, repos):
         # An Ollama name or a GGUF build served by transformers or vLLM: the base model's checkpoint.
         base = entry.spec

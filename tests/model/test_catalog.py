@@ -67,7 +67,8 @@ def test_entry_metadata_is_well_formed(entry):
     assert re.fullmatch(r"20\d\d-(0[1-9]|1[0-2])", entry.released)
     assert entry.family and entry.aliases and entry.variant in ("instruct", "base")
     for fmt, repo in entry.quantized_repos.items():
-        assert fmt in ("awq", "gptq-int4", "gptq-int8", "fp8", "gguf") and "/" in repo
+        assert fmt in ("awq", "gptq-int4", "gptq-int8", "fp8", "gguf", "mlx-8bit", "mlx-6bit", "mlx-4bit", "mlx-3bit") \
+            and "/" in repo
     assert entry.spec.name == entry.hf_id and entry.spec.family == entry.family
     assert entry.spec.max_context
 
