@@ -208,7 +208,8 @@ OPTIONS: tuple[Option, ...] = (
                 ">= 8.0 and Apple, fp16 on older GPUs, q4_k_m on CPU-only machines; a checkpoint keeps its "
                 "stored format (FP8, AWQ, GPTQ, MXFP4) where it runs here, and a .gguf file its own type. "
                 "bf16/fp16 of a quantized checkpoint is its dequantized size; mxfp4 (gpt-oss's experts) and "
-                "mxfp4_moe (its GGUF) exist only for MXFP4 checkpoints."),
+                "mxfp4_moe (its GGUF) exist only for MXFP4 checkpoints; mlx-8bit/6bit/4bit/3bit are mlx-lm's "
+                "affine group-64 formats."),
     Option("context", ("--context", "-c"), "int", 4096, modes=ONLY_INFERENCE, low=1, high=MAX_CONTEXT,
            prompt="Context length, tokens (prompt + generated)",
            help="Tokens per sequence, prompt plus generated (not the model's maximum)."),
@@ -228,7 +229,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("engine", ("--engine",), "choice", None, modes=ONLY_INFERENCE, choices=ENGINES, nullable=True,
            envvar="FITCHECK_ENGINE",
            help="Default: the engine that runs the precision on this machine — llama.cpp for GGUF types and "
-                "CPU-only machines, transformers otherwise (vllm and sglang when asked)."),
+                "CPU-only machines, mlx (mlx-lm) on Apple GPUs, transformers otherwise (vllm and sglang when "
+                "asked). An engine that cannot run on this machine is a verdict (exit 1) with what runs."),
     Option("gpu_memory_utilization", ("--gpu-memory-utilization",), "float", 0.9, modes=ONLY_INFERENCE,
            low=0.05, high=1.0, help="vLLM's reservation, a fraction of total GPU memory (SGLang: its "
                                     "--mem-fraction-static when given; SGLang's own default by TP size otherwise)."),

@@ -87,7 +87,7 @@ class CheckResult:
     tokens: int | None = None                     # training: tokens to train on (--tokens), for time and cost
     software: StackCheck | None = None            # the installed stack checked for this request (this machine)
     launch: tuple[str, ...] = ()                  # what to run on each node (plans over several nodes)
-    download: Download | None = None              # the bytes to download, where, the free disk (estimate.download)
+    download: Download | None = None              # the bytes to download, where, the free disk (engines.download)
     better_layout: Alternative | None = None      # MoE: expert parallel where it holds more sequences than TP
 
     @property

@@ -273,6 +273,7 @@ def _mutations(data: bytes, rng: random.Random, n: int) -> Iterator[bytes]:
 
 def parser_cases(seed: int = 18, fuzz: int = 400) -> list[ParserCase]:
     from fitcheck.model import gguf_header, safetensors_header
+    from fitcheck.model.gguf_spec import spec_from_gguf
     from fitcheck.model.hf_config import spec_from_config
     from fitcheck.preflight.plan_file import parse_plan
     from fitcheck.preflight.requirements import parse_requirement
@@ -291,7 +292,7 @@ def parser_cases(seed: int = 18, fuzz: int = 400) -> list[ParserCase]:
 
     def gguf_spec(data: bytes) -> object:
         header = gguf_header.parse_header(data)
-        return gguf_header.spec_from_gguf([header], "fuzz")
+        return spec_from_gguf([header], "fuzz")
 
     for cut in range(0, len(gg) + 1, 3):
         cases.append(ParserCase("truncations", f"gguf cut at {cut}", partial(gguf_spec, gg[:cut])))

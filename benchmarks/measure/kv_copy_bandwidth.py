@@ -9,7 +9,7 @@ For one layer of the model at each context N it times, with CUDA events (median 
   repeat    repeat_kv(K, g): expand + reshape, the grouped-query copy transformers 4.46 makes before attention;
   attention scaled_dot_product_attention of one query row over the repeated K and V.
 Each row: bytes the op moves (reads + writes), seconds, GB/s, and GB/s over clone's (cat's is what
-KV_CONCAT_BANDWIDTH in fitcheck/estimate/speed.py takes from pytorch/pytorch#150233).  --dry-run prints the ops and
+KV_CONCAT_BANDWIDTH in fitcheck/speed/efficiency.py takes from pytorch/pytorch#150233).  --dry-run prints the ops and
 their bytes without torch (no GPU needed).  The run needs torch with CUDA; the versions go into the CSV.
 """
 

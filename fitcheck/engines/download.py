@@ -211,7 +211,7 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
     repo = repos.get(_HF_QUANT_KEYS.get(plan.precision, ""))
     if repo and plan.precision == "fp8" and spec.tie_word_embeddings:
         # a pre-quantized FP8 checkpoint of a tied model stores a bf16 lm_head.weight of its own
-        # (fitcheck.estimate.inference._separate_fp8_head), whatever the engine then loads of it
+        # (fitcheck.engines.transformers.separate_fp8_head), whatever the engine then loads of it
         computed = weight_bytes(spec, fmt, untie_lm_head=True).total
     return Artifact(f"hf:{repo}" if repo else "", f"safetensors, {fmt.description}", repo, HF_CACHE, computed, False,
                     _computed_basis(spec))

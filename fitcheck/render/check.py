@@ -226,7 +226,7 @@ def _better_layout(better) -> dict | None:
             "fitcheck_command": better.fitcheck_command, "engine_command": better.engine_command}
 
 def _speed_section(result: CheckResult) -> dict:
-    """decode/prefill tokens/s of this plan and the CPU-or-GPU advice (fitcheck.estimate.speed)."""
+    """decode/prefill tokens/s of this plan and the CPU-or-GPU advice (fitcheck.speed.decode, search.device)."""
     section = speed_document(result.speed) or {}
     if result.training_speed is not None:
         section.update(training_speed_document(result.training_speed) or {})

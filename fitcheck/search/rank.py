@@ -154,7 +154,7 @@ def diverse(ranked: list[Alternative]) -> tuple[Alternative, ...]:
 # does) and gives up at most a small quality step more (much_faster).
 SLOWDOWN_CAP = 4.0          # multiples of a decode (or training) step added: the most a speed cost counts
 MUCH_SLOWER = 1 + SLOWDOWN_CAP   # × decode tok/s: past what the speed cost tells apart (a 5× slower step)
-# A reader reads ~5–10 tokens/s: below this rate per sequence (estimate.speed, the rate it calls "fast enough
+# A reader reads ~5–10 tokens/s: below this rate per sequence (speed.efficiency, the rate it calls "fast enough
 # to read along") an option's speed is a loss the user feels; above it, quality decides.
 READ_ALONG_TOKENS_PER_S = CPU_ENOUGH_TOKENS_PER_S
 # The most quality loss (estimate.formats quality_loss) the faster option may have: Q4_K_M's rank, shared by

@@ -112,7 +112,7 @@ def test_the_traced_search_stops_at_the_first_length_that_does_not_fit():
 
 
 def test_the_traced_8b_step_strands_one_logits_sized_segment_pinned_by_checkpointed_outputs():
-    """The mechanism behind TRAINING_STRANDED_BLOCKS (fitcheck/estimate/training.py): one 2 MiB short of the
+    """The mechanism behind TRAINING_STRANDED_BLOCKS (fitcheck/engines/training/memory.py): one 2 MiB short of the
     room the traced 8B step needs at 28,000 tokens, the second step runs out of memory at the loss's
     backward, asking for a vocabulary-sized fp32 block, while a segment of that size cached from the first
     step's loss holds checkpointed layer outputs of the second step's forward (live, so it cannot be given

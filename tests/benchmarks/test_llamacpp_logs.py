@@ -1,5 +1,5 @@
 """Published llama.cpp load logs (benchmarks/data/llamacpp_load_logs.csv) against the llama.cpp estimate,
-buffer by buffer, and the source rules behind it (fitcheck/estimate/llama_cpp.py)."""
+buffer by buffer, and the source rules behind it (fitcheck/engines/llama_cpp/buffers.py)."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_short_prompts_are_the_weights_and_match():
 
 def test_long_prefills_are_short_by_at_most_a_fifth():
     """After prompts of 2k–34k tokens the published peaks stand 0.2–0.8 GB above the weights, KV cache and one prefill
-    chunk's activations that the estimate holds (docs/accuracy.md, "MLX"): every row within −20 % and +10 %, and
+    chunk's activations that the estimate holds (docs/accuracy.md, "MLX: published mlx-lm peaks"): every row within −20 % and +10 %, and
     the median row within 6 %."""
     assert all(-0.20 < r.error < 0.10 for r in ROWS), [(r.id, f"{r.error:+.1%}") for r in ROWS]
     assert statistics.median(abs(r.error) for r in ROWS) < 0.06

@@ -59,7 +59,7 @@ def memory(engine: LlamaCpp, spec: ModelSpec, plan: Plan, setup: LC.LlamaCppSetu
     # The output matrix stays in RAM with -ngl <= n_layer; a micro-batch of >= 32 tokens runs its matmul on
     # the GPU, which holds a copy of it while the matmul runs (op offload, llama_cpp.gpu_compute_bytes).
     out_copy = int(head_w) if n_gpu and not head_on_gpu and t >= LLAMA_CPP_OFFLOAD_MIN_BATCH else 0
-    # --n-cpu-moe / --cpu-moe: the routed experts of the first layers stay in RAM (expert_offload.py).
+    # --n-cpu-moe / --cpu-moe: the routed experts of the first layers stay in RAM (offload.py).
     moe_off = offloaded_moe_layers(spec, plan.cpu_moe) if layers_on_gpu else 0
     experts_ram = int(offloaded_expert_bytes(spec, plan.precision, plan.cpu_moe) * scale) if moe_off else 0
     # The worst-case graph's micro-batch (>= 32 tokens) runs the experts on the GPU: one layer's expert
