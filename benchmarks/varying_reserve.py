@@ -226,6 +226,7 @@ def _row(r: dict, configs: dict, orders: int, max_orders: int = MAX_ORDERS,
     # attention mask) adds the difference
     steady = (plan.seq_len,) * plan.batch * (2 * max(plan.grad_accum, 1) + 2)
     fixed = replay_steps(recipe_tensors(spec, plan), steady, plan.batch).peak_allocated
+
     def order(seed: int) -> float:
         lengths = mix.draw(n, plan.seq_len, delete_longer=delete, seed=seed)
         try:

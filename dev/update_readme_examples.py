@@ -26,6 +26,8 @@ README = ROOT / "README.md"
 def documents() -> list[Path]:
     """README.md and every docs/*.md: the files whose console examples are generated and checked."""
     return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
 BLOCK = re.compile(r"(```console\n)(.*?)(```)", re.S)
 OPTIONS = re.compile(r"(<!-- options:begin -->\n)(.*?)(<!-- options:end -->)", re.S)
 

@@ -23,6 +23,7 @@ def fitcheck_command(model_args: tuple[str, ...], request: Request, *, profile: 
     args += list(extra)
     return shlex.join(args)
 
+
 def engine_command(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, str] | None = None, *,
                    local: bool = False) -> str:
     """The command that runs ``plan`` with its engine (``local``: model_id is a path on this machine)."""
@@ -32,6 +33,7 @@ def engine_command(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, s
         return commands.command(model_id, plan)
 
     return get(plan.engine).command(model_id, plan, quantized_repos or {}, local)
+
 
 def launch_lines(model_id: str, plan: AnyPlan, quantized_repos: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """What to run on each node for a plan over several nodes (empty for one machine)."""

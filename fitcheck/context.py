@@ -75,6 +75,7 @@ class Context:
         return replace(result, plan=plan,
                        estimate=replace(result.estimate, assumptions=named(result.estimate.assumptions)))
 
+
 def read_context(this_machine: bool, *, python_envs: tuple[str, ...] = (), cost: CostSettings | None = None,
                  tokens: int | None = None) -> Context:
     """The context of an answer: on ``this_machine``, the installed engines and software stack (read once, here);

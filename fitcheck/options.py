@@ -166,10 +166,12 @@ class Option:
             return f"{value:g}"
         return str(value)
 
+
 def _num(x: float | None) -> str:
     if x is None:
         return "no limit"
     return f"{x:,.0f}" if float(x).is_integer() and abs(x) >= 10_000 else f"{x:g}"
+
 
 MAX_DIGITS = 12  # a typed whole number has at most this many digits: bounded before int()
 
@@ -191,11 +193,14 @@ def _int(value: Any) -> int | None:
         return None
     return sign * int(raw) * scale
 
+
 def _check_transformers_version(text: str) -> None:
     parse_transformers_version(text)
 
+
 def _check_lora_targets(text: str) -> None:
     parse_targets(text)
+
 
 OPTIONS: tuple[Option, ...] = (
     Option("mode", ("--mode",), "choice", INFERENCE, choices=MODES, prompt="Mode",
@@ -327,9 +332,11 @@ def validate_values(values: dict[str, Any]) -> None:
             continue
         opt.parse(value)
 
+
 def not_applying(mode: str, names: Iterable[str]) -> list[Option]:
     """The options among ``names`` that do not apply to ``mode``."""
     return [BY_NAME[n] for n in names if n in BY_NAME and not BY_NAME[n].applies(mode)]
+
 
 def mode_error(mode: str, options: list[Option]) -> FitcheckError:
     flags = ", ".join(o.flag.split("/")[0] for o in options)
@@ -337,6 +344,7 @@ def mode_error(mode: str, options: list[Option]) -> FitcheckError:
         return FitcheckError(f"{flags} applies to training: add --mode full, lora or qlora")
     hint = " (training uses --seq-len)" if any(o.name == "context" for o in options) else ""
     return FitcheckError(f"{flags} applies to inference, not --mode {mode}{hint}")
+
 
 def command_args(values: dict[str, Any], mode: str, *, always: Iterable[str] = ()) -> list[str]:
     """Arguments that give back ``values`` (a request's fields): options that apply to ``mode`` and
@@ -359,6 +367,7 @@ def command_args(values: dict[str, Any], mode: str, *, always: Iterable[str] = (
         args += [flag, opt.text(value)]
     return args
 
+
 # ---- click ------------------------------------------------------------------------------------
 def _click_type(opt: Option):
     import click
@@ -371,6 +380,7 @@ def _click_type(opt: Option):
         return click.FloatRange(min=opt.low, max=opt.high)
     return click.STRING
 
+
 def _callback(opt: Option):
     import click
 
@@ -382,6 +392,7 @@ def _callback(opt: Option):
         except FitcheckError as exc:
             raise click.BadParameter(exc.one_line()) from None
     return convert
+
 
 def click_options(names: Iterable[str] | None = None, *, help_overrides: dict[str, str] | None = None):
     """A decorator adding the click options for ``names`` (default: all), each from its declaration."""

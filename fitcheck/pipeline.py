@@ -121,6 +121,7 @@ class CheckResult:
         return fitcheck_command(self.model_args, request or self.request, profile=self.profile,
                                 extra=machine_args(self.machine))
 
+
 class Evaluator:
     """request → Outcome (plan, estimate, verdict), cached by plan: searches ask the same many times."""
 
@@ -160,11 +161,13 @@ class Evaluator:
             self._by_plan[key] = (est, verdict)
         return self._by_plan[key]
 
+
 # While a shared_evaluations() block runs: (id(spec), id(machine)) -> its Evaluator (which holds both, so the ids
 # stay theirs), for every check() inside it, and id(spec) -> the estimates its Evaluators share.  By identity: the
 # same objects recur (where's profiles, the one resolved model), and a big frozen spec is slow to hash.
 _SHARED: ContextVar[tuple[dict[tuple[int, int], Evaluator], dict[int, dict[Any, Estimate]]] | None] \
     = ContextVar("fitcheck_shared", default=None)
+
 
 @contextmanager
 def shared_evaluations() -> Iterator[None]:
@@ -182,6 +185,7 @@ def shared_evaluations() -> Iterator[None]:
     finally:
         _SHARED.reset(token)
 
+
 def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
     """The Evaluator for ``spec`` on ``machine``: the shared one inside shared_evaluations(), else a new one."""
     shared = _SHARED.get()
@@ -193,6 +197,7 @@ def evaluator(spec: ModelSpec, machine: Machine) -> Evaluator:
         evaluators[key] = Evaluator(spec, machine, estimates.setdefault(id(spec), {}))
     return evaluators[key]
 
+
 def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
     if isinstance(plan, TrainingPlan):
         from fitcheck.engines.training.memory import estimate_training
@@ -200,6 +205,7 @@ def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
         return estimate_training(spec, plan)
 
     return estimate_inference(spec, plan)
+
 
 def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int | None:
     """The largest value of ``field`` (context, seq_len, batch) that fits with the rest of ``request``
@@ -211,6 +217,7 @@ def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int
 
     return largest_fitting(fits, 1, high)
 
+
 def profile_arg(machine: Machine) -> str | None:
     """What to pass to --profile to get this machine again: a shipped profile's name, else its path."""
     if machine.source == "probe":
@@ -219,9 +226,11 @@ def profile_arg(machine: Machine) -> str | None:
     return machine.name if Path(machine.source).stem == machine.name and machine.name in profile_names() \
         else machine.source
 
+
 def machine_args(machine: Machine) -> tuple[str, ...]:
     """The --gpu/--vram/--ram overrides that made this machine (repeated in every printed command)."""
     return tuple(getattr(machine, "overrides", ()))
+
 
 def resolve_model_arg(model: Any, params: str | None = None,
                       revision: str | None = None) -> tuple[Any, str, tuple[str, ...]]:
@@ -235,6 +244,7 @@ def resolve_model_arg(model: Any, params: str | None = None,
         return resolved, model.strip(), args
     query = model.hf_id or model.spec.name
     return model, query, (query,)
+
 
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
@@ -318,6 +328,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     )
     return ctx.finish(result, asked) if ctx is not None else result
 
+
 class _Downloads:
     """Each plan's download (fitcheck.engines.download), once: the alternatives' plans recur."""
 
@@ -339,11 +350,13 @@ class _Downloads:
 
         return checked
 
+
 def _device_advice(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, evaluate: Evaluator,
                    alts: tuple[Alternative, ...]) -> DeviceAdvice | None:
     """CPU or GPU for this request here (fitcheck.search.device), among the plan and the alternatives that run."""
     options = [a.plan for a in alts if isinstance(a.plan, Plan) and a.verdict.runs and not a.plan.problems]
     return advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs, options)
+
 
 def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """What the engines' commands load (a local model's path as typed; an Ollama name's or repo:QUANT's base
@@ -354,6 +367,7 @@ def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, dict
     repos = dict(getattr(resolved.entry, "quantized_repos", None) or {}) if resolved.entry else {}
     return ref, repos
 
+
 def _largest(spec: ModelSpec, request: Request, evaluate: Evaluator) -> tuple[int | None, int | None]:
     """The longest context (training: sequence) and the largest batch (micro-batch) that fit, the other kept."""
     if request.training:
@@ -361,6 +375,7 @@ def _largest(spec: ModelSpec, request: Request, evaluate: Evaluator) -> tuple[in
                 largest(evaluate, request, "batch", MAX_MICRO_BATCH_SEARCHED))
     return (largest(evaluate, request, "context", search_limit(spec, request.context)),
             largest(evaluate, request, "batch", MAX_BATCH_SEARCHED))
+
 
 def pool_room(evaluate: Any, machine: Machine) -> Any:
     """``evaluate`` where a request at the default --gpu-memory-utilization overflows only by what its engine keeps
@@ -383,8 +398,10 @@ def pool_room(evaluate: Any, machine: Machine) -> Any:
 
     return evaluate_with_room
 
+
 def _concurrency(est: Estimate) -> float | None:
     return est.pool.max_concurrency if est.pool is not None else None
+
 
 def _expert_parallel_layout(spec: ModelSpec, request: Request, plan: Plan, estimate: Estimate,
                             evaluate: Evaluator) -> Alternative | None:
@@ -402,6 +419,7 @@ def _expert_parallel_layout(spec: ModelSpec, request: Request, plan: Plan, estim
     return Alternative(f"Expert parallel with data-parallel attention: maximum concurrency {then:g}× instead of "
                        f"{now:g}× at {plan.context:,} tokens", asked, out.plan, out.estimate, out.verdict, 0.0,
                        changed_fields(request, asked))
+
 
 # ---- the installed software stack (this machine only) ---------------------------------------------
 def with_stack(result: CheckResult, stack: Any) -> CheckResult:

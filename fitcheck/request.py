@@ -33,6 +33,7 @@ def base_of_mode(precision: str, mode: str) -> bool:
     """Whether ``precision`` is a base the training ``mode`` takes (every precision is, for inference)."""
     return mode not in PRECISIONS_BY_MODE or weight_format(precision).name in PRECISIONS_BY_MODE[mode]
 
+
 @dataclass(frozen=True)
 class Request:
     """A question as asked; every field an option of fitcheck.options (defaults there)."""
@@ -156,6 +157,7 @@ class Request:
                                 f"{self.mode} takes: " + ", ".join(PRECISIONS_BY_MODE[self.mode]))
         if not 0 <= self.lora_dropout < 1:
             raise FitcheckError(f"LoRA dropout must be in [0, 1), got {self.lora_dropout}")
+
 
 @lru_cache(maxsize=4096)
 def _validated(request: Request, types: tuple[type, ...]) -> None:

@@ -24,7 +24,6 @@ def run(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-
 def _weights(result, device: int = 0) -> int:
     return result.estimate.devices[device].component("weights")
 

@@ -32,7 +32,6 @@ def run(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-
 def _check(model: str, node, **changes):
     return check(model, Request(**changes), node, alternatives=False, search=False)
 

@@ -30,7 +30,6 @@ def run(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-
 def _check(model: str, node, **kw):
     return check(model, Request(**kw), node, alternatives=False, search=False)
 

@@ -390,6 +390,7 @@ def probe_cases() -> list[ParserCase]:
                   "memory": [None, types.SimpleNamespace(total=2**70, free=1, used=1),
                              types.SimpleNamespace(total=1, free=2**40, used=0), types.SimpleNamespace()],
                   "bus": ["384", None, -1], "clock": [None, 2**70], "mig": [None, 1, ()]}
+
     def run(key: str, value: object) -> object:
         reading = read_nvidia({}, ram, nvml=fake_nvml(**{key: value}))  # type: ignore[arg-type]
         if key not in ("driver", "cuda", "count") and isinstance(reading.driver_version, Unknown):

@@ -48,6 +48,7 @@ def record(lengths: list[int], windows: int, vocab: int, hidden: int, inter: int
 
     model = build(vocab, hidden, inter, layers)
     names = {id(p): n for n, p in model.named_parameters()}
+
     def mark(text: str) -> None:
         with record_function("M|" + text):
             pass

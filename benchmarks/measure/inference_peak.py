@@ -208,7 +208,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 # ---- the estimator against these rows ----------------------------------------------------------
 def _flag(text: str | None, default: bool) -> bool:
     return default if text in (None, "") else str(text).lower() in ("true", "1")

@@ -134,6 +134,8 @@ def cost_settings(kwh_price: float | None, amortize_years: float, hours_per_day:
     except ValueError as exc:
         raise FitcheckError(str(exc), "unset it or give --kwh-price") from None
     return CostSettings(price, amortize_years, hours_per_day, source)
+
+
 revision_option = _shared_option(
     "--revision", default=None, metavar="REV",
     help="Hugging Face model: the branch, tag or commit to read (the local cache's refs/REV or "

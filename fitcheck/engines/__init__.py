@@ -63,9 +63,11 @@ __all__ = ["ATTENTION_RUNS", "CPU", "CPU_BF16_FEATURES", "CUDA", "ENGINES", "ENG
            "here_text", "kv_problem", "machine_kind", "offload_engine", "runnable_precisions", "runs_here",
            "usable_gpus"]
 
+
 def get(name: str) -> Engine:
     """The engine called ``name`` (KeyError for a name that is none: the vocabulary checks names first)."""
     return ENGINES[name]
+
 
 def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
     """Bytes per device for serving ``spec`` as ``plan`` says: the plan's engine's memory model."""
@@ -73,16 +75,19 @@ def estimate_inference(spec: ModelSpec, plan: Plan) -> Estimate:
     return Estimate(spec.name, "inference", tuple(m.devices), plan.assumptions, tuple(m.notes), tuple(m.facts),
                     m.pool)
 
+
 # ---- questions the resolver, validation and alternatives ask -----------------------------------
 def runs_here(engine: str, precision: str, kind: str, cc: float | None) -> str | None:
     """Why ``precision`` with ``engine`` cannot run on this device kind, or None when it runs."""
     return ENGINES[engine].runs_here(precision, kind, cc)
+
 
 def engines_for(precision: str) -> list[str]:
     """Engines that load ``precision`` somewhere, in preference order (those that load GGUF files first for GGUF)."""
     order = sorted(ENGINES.values(), key=lambda e: not e.loads_gguf_files) if precision in GGUF_TYPES \
         else list(ENGINES.values())
     return [e.name for e in order if precision in e.precisions]
+
 
 def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | None:
     """(message, hint) when ``engine`` never loads ``precision`` (on any machine), else None."""
@@ -100,9 +105,11 @@ def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | N
             "use " + " or ".join(f"--engine {e}" for e in others) + f" for {name}, or another --precision" if others
             else "choose another --precision")
 
+
 def offload_engine(what: str) -> str:
     """The engine that keeps ``what`` (an Engine.offloads entry) in RAM."""
     return next(e.name for e in ENGINES.values() if what in e.offloads)
+
 
 def kv_problem(engine: str, kv: str) -> tuple[str, str] | None:
     """(message, hint) when ``engine`` has no KV-cache type ``kv`` (on any machine), else None."""
@@ -120,15 +127,18 @@ def kv_problem(engine: str, kv: str) -> tuple[str, str] | None:
                 "use " + " or ".join(f"--engine {e}" for e in having) + " (--kv-cache-dtype fp8), or drop --kv-dtype")
     return f"{engine} has no {kv} KV cache", "choose one of: " + ", ".join(eng.kv_dtypes)
 
+
 def gguf_engine() -> str:
     """The engine that loads GGUF files (a .gguf file, an Ollama blob)."""
     return next(e.name for e in ENGINES.values() if e.loads_gguf_files)
+
 
 def implied_engine(kv: str) -> str | None:
     """The engine a KV-cache type implies when the default engine has no such cache: the first that has it."""
     if kv == "auto" or kv in ENGINES[ENGINE_ORDER[0]].kv_dtypes:
         return None
     return next((e.name for e in ENGINES.values() if kv in e.kv_dtypes), None)
+
 
 def default_engine(precision: str, kind: str, cc: float | None, device: str) -> str:
     """The engine a practitioner takes for ``precision`` here: the GGUF engine for GGUF types, the CPU and
@@ -147,15 +157,19 @@ def default_engine(precision: str, kind: str, cc: float | None, device: str) -> 
             return engine
     return candidates[0]
 
+
 def runnable_precisions(engine: str, kind: str, cc: float | None) -> list[str]:
     return [p for p in ENGINES[engine].precisions if runs_here(engine, p, kind, cc) is None]
+
 
 def default_kv(engine: str, precision: str, kind: str, cc: float | None) -> str:
     return ENGINES[engine].default_kv(precision, kind, cc)
 
+
 def usable_gpus(engine: str, visible: int, spec: ModelSpec, nodes: int = 1, expert_parallel: bool = False) -> int:
     """GPUs of one node ``engine`` spreads over by default (Engine.gpus_for)."""
     return ENGINES[engine].gpus_for(visible, spec, nodes, expert_parallel)
+
 
 def default_precision(machine: Machine, device: str, engine: str | None = None) -> tuple[str, str]:
     """(precision, why): the best format this machine runs with ``engine`` (or the engine that will

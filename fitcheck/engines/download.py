@@ -70,6 +70,7 @@ class Artifact:
     exact: bool       # from file headers; False: computed from the architecture
     basis: str        # how the bytes were found
 
+
 @dataclass(frozen=True)
 class Saves:
     """What one training checkpoint writes to the output folder."""
@@ -81,6 +82,7 @@ class Saves:
     @property
     def total_bytes(self) -> int:
         return self.weights_bytes + self.optimizer_bytes
+
 
 @dataclass(frozen=True)
 class Download:
@@ -98,12 +100,14 @@ class Download:
     def fits(self) -> bool:
         return self.status != DISK_DOES_NOT_FIT
 
+
 # ---- what a plan downloads -------------------------------------------------------------------------
 def own_files_are_gguf(model: Any) -> bool:
     """The model was named by GGUF files: a .gguf file, an Ollama name, a ``repo:QUANT`` build."""
     spec: ModelSpec = model.spec
     return (model.source == "ollama" or ":" in (model.hf_id or "")
             or any(str(v).startswith("GGUF") for _, v in spec.sources))
+
 
 def checkpoint_bytes(spec: ModelSpec) -> int:
     """The checkpoint's weights as stored, computed from the architecture: its stored format
@@ -116,6 +120,7 @@ def checkpoint_bytes(spec: ModelSpec) -> int:
     fmt = stored or weight_format_or_none(spec.stored_dtype) or weight_format("bf16")
     return weight_bytes(spec, fmt).total
 
+
 def _dtype_word(spec: ModelSpec) -> str:
     stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
     if spec.stored_format == "mxfp4":
@@ -125,8 +130,10 @@ def _dtype_word(spec: ModelSpec) -> str:
     dtype = weight_format_or_none(spec.stored_dtype)
     return dtype.name if dtype else spec.stored_dtype
 
+
 def _computed_basis(spec: ModelSpec, how: str = "") -> str:
     return f"estimated from {spec.total_params / 1e9:.2f}B params" + (f" ({how})" if how else "")
+
 
 def _own(model: Any, gguf: bool) -> Artifact:
     spec: ModelSpec = model.spec
@@ -152,11 +159,13 @@ def _own(model: Any, gguf: bool) -> Artifact:
                         "exact, from the GGUF header" if gguf else "exact, from the safetensors headers")
     return Artifact(key, fmt, repo, place, checkpoint_bytes(spec), False, _computed_basis(spec))
 
+
 @dataclass(frozen=True)
 class _Base:
     """A catalog entry's checkpoint, asked as a model of its own (its spec is all _own_serves reads)."""
 
     spec: ModelSpec
+
 
 def _own_serves(model: Any, plan: Any, gguf: bool, repos: dict[str, str]) -> bool:
     """Whether the model's own files are what the plan loads."""
@@ -178,6 +187,7 @@ def _own_serves(model: Any, plan: Any, gguf: bool, repos: dict[str, str]) -> boo
     if plan.precision == "fp8":
         return key not in repos           # vLLM's --quantization fp8 quantizes the checkpoint at load
     return False
+
 
 def artifact_for(model: Any, plan: Any) -> Artifact:
     """What ``plan`` downloads for ``model`` (a fitcheck.model.resolve.ResolvedModel)."""
@@ -215,6 +225,7 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
         computed = weight_bytes(spec, fmt, untie_lm_head=True).total
     return Artifact(f"hf:{repo}" if repo else "", f"safetensors, {fmt.description}", repo, HF_CACHE, computed, False,
                     _computed_basis(spec))
+
 
 # ---- what fine-tuning saves ------------------------------------------------------------------------
 def training_saves(spec: ModelSpec, plan: Any) -> Saves:
@@ -257,6 +268,7 @@ def training_saves(spec: ModelSpec, plan: Any) -> Saves:
               f"every {SAVE_STEPS} steps, ×save_total_limit kept")
     return Saves(int(weights), int(optimizer), detail)
 
+
 # ---- the disk verdict ------------------------------------------------------------------------------
 def plan_download(model: Any, plan: Any, storage: Storage | None, download_dir: str | None = None) -> Download:
     """The download of ``plan``, where it lands and whether it (and a training checkpoint) fits there."""
@@ -275,6 +287,7 @@ def plan_download(model: Any, plan: Any, storage: Storage | None, download_dir: 
         needs.append((output, saves.total_bytes, "a checkpoint"))
     status, reason = _disk_status(needs, storage)
     return Download(art, need, present, place, status, reason, saves, output, download_dir)
+
 
 def _disk_status(needs: list[tuple[Place | None, int, str]], storage: Storage) -> tuple[str, str]:
     by_disk: dict[str, list[tuple[Place, int, str]]] = {}
@@ -301,6 +314,7 @@ def _disk_status(needs: list[tuple[Place | None, int, str]], storage: Storage) -
         return DISK_FITS, "nothing to download"
     place, need, _ = next(iter(by_disk.values()))[0]
     return DISK_FITS, f"{format_gib(need)} of {format_gib(place.free_bytes)} free at {place.path}"
+
 
 def with_disk(verdict: Any, download: Download | None) -> Any:
     """The memory verdict with the disk's: a request that runs (or whose memory is unknown) but whose

@@ -95,9 +95,11 @@ class Mlx(Engine):
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         return command(model_id, plan, repos)
 
+
 def cached_tokens(tokens: int) -> int:
     """Cells a KVCache holds for ``tokens`` tokens: whole steps of KV_STEP."""
     return -(-max(tokens, 1) // KV_STEP) * KV_STEP
+
 
 def prefill_bytes(spec: ModelSpec, plan: Plan, act_b: int) -> tuple[int, str]:
     """One prefill chunk's peak (bytes, words): the feed-forward's gate, up and product and the residual stream per
@@ -120,6 +122,7 @@ def prefill_bytes(spec: ModelSpec, plan: Plan, act_b: int) -> tuple[int, str]:
         forward += scores
         why += f"; head dim {head_dim}: MLX's unfused attention holds the chunk's scores and softmax"
     return int(forward), why
+
 
 def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
     """(devices, facts, notes): one device, the Apple GPU's share of unified memory."""
@@ -144,6 +147,7 @@ def memory(engine: Mlx, spec: ModelSpec, plan: Plan) -> Any:
              "recommended working set); mlx-lm warns when the weights alone pass 0.9 of it"]
     return Memory([DeviceNeed("gpu0", "gpu", comps)], [("kv_cells", cells)], notes)
 
+
 def repo_for(model_id: str, precision: str, repos: Mapping[str, str]) -> tuple[str, str]:
     """(the repository `mlx_lm` loads, a command that makes it first or ''): the catalog's MLX conversion of this
     precision when one is known; else the checkpoint itself (16/32 bits), or `mlx_lm.convert -q` of it."""
@@ -156,6 +160,7 @@ def repo_for(model_id: str, precision: str, repos: Mapping[str, str]) -> tuple[s
                "--q-group-size", "64", "--mlx-path", local]
     return local, shlex.join(convert)
 
+
 def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
     """`mlx_lm.server --model REPO` (after `mlx_lm.convert -q` where no conversion is known).  mlx-lm has no
     context-length flag: the cache grows with the request; --decode-concurrency sets how many sequences it decodes
@@ -166,5 +171,6 @@ def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
         args += ["--decode-concurrency", str(plan.batch)]
     serve = shlex.join(args)
     return f"{convert} && {serve}" if convert else serve
+
 
 ENGINE = Mlx()

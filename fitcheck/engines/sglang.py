@@ -50,6 +50,7 @@ INIT_PORT = 5000
 def mem_fraction_static(tp: int) -> float:
     return next(f for size, f in MEM_FRACTION_STATIC if tp >= size)
 
+
 def static_bytes(total: int, fraction: float, ranks: int) -> int:
     """What SGLang keeps for the weights and the KV pool on one GPU: mem_fraction_static of the memory free when it
     measures it, after the CUDA context and, with several ranks, NCCL's communicators exist.
@@ -67,6 +68,7 @@ def static_bytes(total: int, fraction: float, ranks: int) -> int:
     with several ranks."""
     init = VLLM_INIT_RANKS if ranks > 1 else VLLM_INIT_ONE_RANK
     return int(max(total - init, 0) * fraction)
+
 
 class Sglang(ServingEngine):
     name = "sglang"
@@ -156,6 +158,7 @@ class Sglang(ServingEngine):
         return tuple(f"node {r}{' (HEAD_IP)' if r == 0 else ''}: {''.join(serve_command(model_id, plan, repos, r))}"
                      for r in range(plan.nodes))
 
+
 def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
     """SGLang with tensor parallelism over every GPU of every node (``--tp N·G --nnodes N``)."""
     from fitcheck.engines import serving
@@ -194,6 +197,7 @@ def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
                                                           if plan.nodes > 1 else ""))
     return Memory(devices, facts, notes, kv_pool)
 
+
 def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int) -> tuple[str, str]:
     """`python -m sglang.launch_server ...` (docs.sglang.ai/advanced_features/server_arguments.html)."""
     repo, prequantized = quantized_repo(model_id, plan.precision, repos)
@@ -220,5 +224,6 @@ def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION and plan.mem_fraction_static is not None:
         args += ["--mem-fraction-static", f"{plan.mem_fraction_static:g}"]
     return shlex.join(args), comment
+
 
 ENGINE = Sglang()

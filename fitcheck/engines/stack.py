@@ -69,6 +69,7 @@ def torch_archs(torch_version: str, cuda: str) -> tuple[str, ...] | None:
         return _VOLTA_UP
     return archs
 
+
 BNB_PRECISIONS = ("int8", "nf4")
 BNB_OPTIMIZERS = ("adamw-8bit", "paged-adamw-8bit")
 
@@ -84,19 +85,23 @@ class Issue:
     def text(self) -> str:
         return f"{self.reason}: {self.fix}"
 
+
 def _cc(text: str) -> tuple[int, int] | None:
     v = version_tuple(text)
     return (v[0], v[1] if len(v) > 1 else 0) if v else None
 
+
 def _cuda(text: str) -> tuple[int, int]:
     v = version_tuple(text)
     return (v[0], v[1] if len(v) > 1 else 0)
+
 
 def min_driver(cuda: str) -> str | None:
     """The minimum driver of a CUDA release (the nearest listed release at or below it)."""
     want = _cuda(cuda)
     listed = [k for k in MIN_DRIVER_FOR_CUDA if k <= want and k[0] == want[0]]
     return MIN_DRIVER_FOR_CUDA[max(listed)] if listed else None
+
 
 def newest_build_for_driver(driver: str) -> str | None:
     """The newest PyTorch CUDA build this driver runs: at full compatibility if one does, else through
@@ -109,6 +114,7 @@ def newest_build_for_driver(driver: str) -> str | None:
              if (f := MIN_DRIVER_FOR_MAJOR.get(_cuda(b)[0])) is not None and version_tuple(f) <= d]
     return minor[-1] if minor else None
 
+
 def runs_on_cc(archs: tuple[str, ...], cc: str) -> bool:
     """Does a build with kernels for `archs` run on compute capability `cc` (same major, minor <=)?"""
     g = _cc(cc)
@@ -116,8 +122,10 @@ def runs_on_cc(archs: tuple[str, ...], cc: str) -> bool:
         return True
     return any((a := _cc(arch)) is not None and a[0] == g[0] and a[1] <= g[1] for arch in archs)
 
+
 def _index(tag: str) -> str:
     return f"pip install torch --index-url https://download.pytorch.org/whl/{tag}"
+
 
 # ---- the checks ------------------------------------------------------------------------------------
 def check_driver(stack: SoftwareStack, machine: Machine) -> list[Issue]:
@@ -145,6 +153,7 @@ def check_driver(stack: SoftwareStack, machine: Machine) -> list[Issue]:
         return [Issue("driver", False, what + f" (it runs through CUDA {major}.x minor-version compatibility, "
                       "without PTX JIT or features of the newer driver)", fix)]
     return [Issue("driver", True, what, fix)]
+
 
 def check_backend(stack: SoftwareStack, machine: Machine, uses_gpu: bool) -> list[Issue]:
     """Rule 2: the torch build against the GPU's vendor and compute capability."""
@@ -183,6 +192,7 @@ def check_backend(stack: SoftwareStack, machine: Machine, uses_gpu: bool) -> lis
                 break
     return out
 
+
 def _driver_builds(machine: Machine) -> list[str]:
     """The published CUDA builds this machine's driver runs (all of them when the driver is unknown)."""
     driver = machine.driver_version
@@ -190,6 +200,7 @@ def _driver_builds(machine: Machine) -> list[str]:
     if known(driver) and newest is None:
         return []
     return [b for b in TORCH_CUDA_BUILDS if newest is None or version_tuple(b) <= version_tuple(newest)]
+
 
 def _best_for(machine: Machine) -> str:
     """The CUDA build to suggest for this machine's driver and GPU."""
@@ -199,10 +210,12 @@ def _best_for(machine: Machine) -> str:
         builds = [b for b in builds if runs_on_cc(TORCH_ARCHS.get(b, ()), str(cc))] or builds
     return builds[-1] if builds else TORCH_CUDA_BUILDS[-1]
 
+
 def _min_cc(machine: Machine) -> tuple[int, int] | None:
     ccs = [c for g in machine.gpus if g.vendor == "nvidia" and known(g.compute_capability)
            and (c := _cc(str(g.compute_capability))) is not None]
     return min(ccs) if ccs else None
+
 
 def check_kernels(stack: SoftwareStack, machine: Machine, plan) -> list[Issue]:
     """Rule 3: the kernels this plan needs, on this GPU with this stack (the device rules from the capability
@@ -238,6 +251,7 @@ def check_kernels(stack: SoftwareStack, machine: Machine, plan) -> list[Issue]:
         out += _engine_package(stack, machine, engine, vendor, cc, cc_value, kind)
     return out
 
+
 def _bitsandbytes(stack: SoftwareStack, vendor: str | None, precision: str) -> list[Issue]:
     installed = stack.get("bitsandbytes")
     if vendor == "apple":
@@ -251,6 +265,7 @@ def _bitsandbytes(stack: SoftwareStack, vendor: str | None, precision: str) -> l
         return [Issue("kernel", True, f"bitsandbytes {installed.version} has no ROCm backend",
                       f"install bitsandbytes >= {low} (multi-backend, ROCm preview)")]
     return []
+
 
 def _engine_package(stack: SoftwareStack, machine: Machine, engine: str, vendor: str | None,
                     cc: tuple[int, int] | None, cc_value: float | None, kind: str) -> list[Issue]:
@@ -276,12 +291,14 @@ def _engine_package(stack: SoftwareStack, machine: Machine, engine: str, vendor:
                          f"{stack.torch.version})"))
     return out
 
+
 def _pinned(requires: tuple[str, ...], name: str) -> str | None:
     for req in requires:
         head = req.split(";")[0].replace(" ", "")
         if head.lower().startswith(name + "=="):
             return head.split("==", 1)[1]
     return None
+
 
 @dataclass(frozen=True)
 class StackCheck:
@@ -298,6 +315,7 @@ class StackCheck:
     def warnings(self) -> tuple[Issue, ...]:
         return tuple(i for i in self.issues if not i.blocking)
 
+
 def check_stack(stack: SoftwareStack, machine: Machine, plan=None) -> StackCheck:
     """Every rule for `plan` (None: the machine alone, as `fitcheck probe` asks) on `machine`."""
     uses_gpu = plan is None or getattr(plan, "device", "gpu") != "cpu"
@@ -309,8 +327,10 @@ def check_stack(stack: SoftwareStack, machine: Machine, plan=None) -> StackCheck
     issues += check_kernels(stack, machine, plan)
     return StackCheck(stack, tuple(issues))
 
+
 def issue_dict(i: Issue) -> dict:
     return {"kind": i.kind, "blocking": i.blocking, "reason": i.reason, "fix": i.fix}
+
 
 __all__ = ["MIN_DRIVER_FOR_CUDA", "MIN_DRIVER_FOR_MAJOR", "TORCH_ARCHS",
            "Issue", "StackCheck", "check_stack", "issue_dict", "min_driver", "newest_build_for_driver", "runs_on_cc",

@@ -26,6 +26,7 @@ PRESETS = {
                   "attn_kv_a_mqa", "attn_kv_b"),
 }
 
+
 @dataclass(frozen=True)
 class LoraTargets:
     """A parsed --lora-targets value: a preset name or module names."""

@@ -181,6 +181,7 @@ def rotary_table_bytes(spec: ModelSpec, dtype_bytes: int) -> tuple[int, str]:
     return n, (f"rotary cos/sin tables: 2 × {spec.max_context:,} positions × {dim} × {dtype_bytes} B "
                f"in each of {spec.num_layers} layers (older transformers releases)")
 
+
 # ---- GGUF mixtures -------------------------------------------------------------------------
 # llama.cpp src/llama-quant.cpp, llama_tensor_get_type() (b4500-b6000 behave the same here):
 #   output.weight -> Q6_K unless the file type is Q8_0 (then Q8_0); Q8_0 when cols % 256 != 0.

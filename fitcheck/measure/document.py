@@ -49,6 +49,7 @@ def _run_section(result) -> dict:
         "date": result.date,
     }
 
+
 def measured_verdict(result) -> dict:
     if result.status == MEASURED:
         peak = result.measured.get("peak_bytes") or 0
@@ -56,6 +57,7 @@ def measured_verdict(result) -> dict:
     if result.status == OUT_OF_MEMORY:
         return {"status": "does_not_fit", "summary": f"measured: out of memory on {result.device} ({result.reason})"}
     return {"status": "not_measured", "summary": f"not measured: {result.reason or result.status}"}
+
 
 def measure_document(result) -> dict:
     check = check_document(result.check)
@@ -78,8 +80,10 @@ def measure_document(result) -> dict:
         doc["alternatives"] = result.alternatives_doc
     return doc
 
+
 def _gib(n) -> str:
     return f"{n / _GiB:.3f}" if isinstance(n, int) else "—"
+
 
 def render_measure(result, doc: dict) -> str:
     """The check's table, then the measurement beside it and the measured verdict."""

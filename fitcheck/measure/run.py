@@ -47,6 +47,7 @@ class MeasureOptions:
     layers: int | None = None              # build only the first N layers (the estimate uses the same depth)
     context: Any = None                    # fitcheck.context.Context read of this machine (the installed stack)
 
+
 @dataclass
 class MeasureResult:
     """The check (estimate, verdict, alternatives), the run, and the two side by side."""
@@ -77,6 +78,7 @@ class MeasureResult:
     def peak_pair(self):
         return next((p for p in self.pairs if p.name == "peak"), None)
 
+
 def _shallower(resolved, layers: int | None):
     """The resolved model built with only `layers` layers (same shapes), for both estimate and run."""
     if layers is None:
@@ -90,6 +92,7 @@ def _shallower(resolved, layers: int | None):
     return replace(resolved, spec=replace(spec, name=f"{spec.name} ({layers} layers)"),
                    note=f"built with {layers} of {resolved.spec.num_layers} layers (--layers)")
 
+
 def _refusal(check, device: str, options: MeasureOptions) -> str:
     """Why the run is refused without --force ('' when it may run)."""
     if options.force or options.memory_limit_bytes:
@@ -100,6 +103,7 @@ def _refusal(check, device: str, options: MeasureOptions) -> str:
             return (f"the estimate needs {d.need_bytes / 2**30:.2f} GiB of {where}, more than {FORCE_MARGIN:g} × the "
                     f"{d.free_bytes / 2**30:.2f} GiB free: not measured (--force runs it anyway)")
     return ""
+
 
 def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
     """This machine with only `limit` bytes free where the run went (RAM, or the first GPU).
@@ -113,6 +117,7 @@ def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
         return replace(machine, memory=replace(machine.memory, available_bytes=limit))
     gpus = (replace(machine.gpus[0], memory_free_bytes=limit), *machine.gpus[1:])
     return replace(machine, gpus=gpus)
+
 
 def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None) -> MeasureResult:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017 (Python 3.10)
@@ -145,6 +150,7 @@ def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None)
                                         doc["estimate"]["facts"], doc["request"]["mode"], _kv_after_prefill(check))
     return result
 
+
 def _kv_after_prefill(check) -> int | None:
     """The estimator's KV cache for the prompt alone (the prefill's), or None for training."""
     plan = check.plan
@@ -154,6 +160,7 @@ def _kv_after_prefill(check) -> int | None:
     return kv_cache_bytes(check.spec, tokens=plan.prompt_tokens, sequences=plan.batch, kv_dtype=plan.kv_dtype,
                           engine=get(plan.engine), prompt_tokens=plan.prompt_tokens,
                           transformers_version=plan.transformers_version)
+
 
 def measure_inference(model, *, machine: Machine, precision: str | None = None, context: int | None = None,
                       prompt: int | None = None, new_tokens: int = DEFAULT_NEW_TOKENS, batch: int = 1,
@@ -183,6 +190,7 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
                                                          options.memory_limit_bytes), options,
                     lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
+
 def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_STEPS, headroom: float = 0.10,
                      params: str | None = None, options: MeasureOptions = MeasureOptions()) -> MeasureResult:
     """Estimate and measure `steps` optimizer steps of a training Request (fitcheck.request)."""
@@ -200,6 +208,7 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
                                                         options.memory_limit_bytes), options,
                     lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
+
 def _reason(check, name: str, why: str):
     """The check with assumption `name` explained by `why` (a default measure chose, not one typed)."""
     def fixed(assumptions):
@@ -208,17 +217,20 @@ def _reason(check, name: str, why: str):
     return replace(check, plan=replace(check.plan, assumptions=fixed(check.plan.assumptions)),
                    estimate=replace(check.estimate, assumptions=fixed(check.estimate.assumptions)))
 
+
 def _typed(model, params: str | None) -> tuple[str, ...] | None:
     """What to type for the model in printed commands: a local folder or file as typed, with its --params."""
     if not isinstance(model, str):
         return None
     return (model.strip(),) + (("--params", params) if params else ())
 
+
 def _resolve(model, params: str | None):
     if not isinstance(model, str):
         return model
 
     return resolve_model(model, params=params) if params else resolve_model(model)
+
 
 def receipt_of(result: MeasureResult, doc: dict) -> dict:
     """The receipt line of a finished run (see fitcheck.measure.receipts)."""
@@ -246,6 +258,7 @@ def receipt_of(result: MeasureResult, doc: dict) -> dict:
         "error_pct": pair.error_pct if pair else None,
         "reason": result.reason,
     }
+
 
 __all__ = ["ERROR", "MEASURED", "OUT_OF_MEMORY", "REFUSED", "MeasureOptions", "MeasureResult",
            "measure_inference", "measure_training", "receipt_of"]

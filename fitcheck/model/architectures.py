@@ -12,6 +12,7 @@ from fitcheck.model.config_reader import REQUIRED, ConfigReader
 
 # ---- shared pieces ---------------------------------------------------------------------------
 
+
 def _attention_shape(r: ConfigReader, fields: dict, *, layers=("num_hidden_layers",), hidden=("hidden_size",),
                      heads=("num_attention_heads",), kv=("num_key_value_heads",),
                      defaults: dict | None = None, default_note: str = "") -> None:

@@ -42,6 +42,7 @@ def normalize_name(text: str) -> str:
     name = re.sub(r"([a-z])(\d)", r"\1-\2", name)
     return re.sub(r"-+", "-", name).strip("-")
 
+
 @dataclass(frozen=True)
 class CatalogEntry:
     """One catalog model.  ``spec`` is built from the entry's config on first access."""
@@ -89,6 +90,7 @@ class CatalogEntry:
         """Active parameters per token as the publisher counts them (see active_excludes_embedding)."""
         return published_active_params(self.spec, self)
 
+
 @dataclass(frozen=True)
 class Catalog:
     entries: tuple[CatalogEntry, ...]
@@ -117,19 +119,23 @@ class Catalog:
             found.append(e)
         return tuple(found)
 
+
 @lru_cache(maxsize=1)
 def _raw() -> dict:
     with open(CATALOG_PATH, encoding="utf-8") as fh:
         return json.load(fh)
+
 
 def _aliases(item: dict) -> tuple[str, ...]:
     size = item.get("size") or ""
     names = [f"{n}-{size}" for n in item.get("names", ())]
     return tuple(dict.fromkeys(a.lower() for a in [*names, *item.get("aliases", ())]))
 
+
 def load_catalog() -> Catalog:
     """The shipped catalog with the user's models folder (fitcheck.model.user_models) laid over it."""
     return _load_catalog(find_user_models())  # a listing of the folder: microseconds when it is absent
+
 
 @lru_cache(maxsize=4)
 def _load_catalog(user: tuple) -> Catalog:
@@ -153,6 +159,7 @@ def _load_catalog(user: tuple) -> Catalog:
     entries = tuple(by_id[e.hf_id.lower()] for e in shipped) + tuple(added)
     return Catalog(entries, MappingProxyType({e.hf_id.lower(): e for e in entries}))
 
+
 def _family_of(path: Path) -> str:
     """The family of a user model: its config's model_type ('llama', 'qwen2' -> 'qwen'), else 'user'."""
     try:
@@ -161,8 +168,10 @@ def _family_of(path: Path) -> str:
         return "user"
     return re.sub(r"[0-9_].*$", "", model_type.lower()) or "user"
 
+
 def _user_config(config_key: str, path: str) -> dict:
     return read_user_config(Path(path))
+
 
 def _user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
     """The spec of a user catalog entry, built once per identity of its config.json and of the
@@ -172,10 +181,12 @@ def _user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
         return _build_user_spec(hf_id, family, path)
     return _user_spec_of(hf_id, family, path, config, file_identity(Path(path).parent / FILENAME))
 
+
 @lru_cache(maxsize=256)
 def _user_spec_of(hf_id: str, family: str, path: str, config: tuple, generation: tuple | None) -> ModelSpec:
     del config, generation  # the cache's key: another mtime or size of either file builds the spec anew
     return _build_user_spec(hf_id, family, path)
+
 
 def _build_user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
     from fitcheck.model.generation_config import read_beside
@@ -183,6 +194,7 @@ def _build_user_spec(hf_id: str, family: str, path: str) -> ModelSpec:
     config = _user_config("", path)
     spec = _with_family(spec_from_config(config, hf_id, source=f"user catalog ({path})"), family)
     return replace(spec, generation=read_beside(Path(path).parent))
+
 
 @lru_cache(maxsize=1)
 def _shipped_entries() -> tuple[CatalogEntry, ...]:
@@ -205,6 +217,7 @@ def _shipped_entries() -> tuple[CatalogEntry, ...]:
     )
     return entries
 
+
 @cache
 def _spec_for(hf_id: str) -> ModelSpec:
     entry = next((e for e in _shipped_entries() if e.hf_id == hf_id), None)
@@ -214,6 +227,7 @@ def _spec_for(hf_id: str) -> ModelSpec:
     family = entry.family
     return replace(_with_family(spec, family), generation=_generation(hf_id),
                    prequantized=tuple(sorted(entry.quantized_repos)))
+
 
 def _generation(hf_id: str) -> GenerationDefaults | None:
     """The sampling values recorded from the model's published generation_config.json (its 'generation'
@@ -225,10 +239,12 @@ def _generation(hf_id: str) -> GenerationDefaults | None:
     values = {k: v for k, v in recorded.items() if k != "source"}
     return from_dict(values, "the published file, recorded in the catalog", str(recorded.get("source") or ""))
 
+
 def _with_family(spec: ModelSpec, family: str) -> ModelSpec:
     from dataclasses import replace
 
     return replace(spec, family=family)
+
 
 def published_active_params(spec: ModelSpec, entry: CatalogEntry | None) -> int:
     """spec.active_params, less the input embedding table where the publisher counts that way."""
@@ -236,13 +252,16 @@ def published_active_params(spec: ModelSpec, entry: CatalogEntry | None) -> int:
         return spec.active_params - spec.vocab_size * spec.hidden_size
     return spec.active_params
 
+
 def entries() -> tuple[CatalogEntry, ...]:
     """Every catalog entry, in catalog order."""
     return load_catalog().entries
 
+
 def get_entry(hf_id: str) -> CatalogEntry | None:
     """The entry with this Hugging Face id (case-insensitive), else None."""
     return load_catalog().get(hf_id)
+
 
 # ---- lookups by name: what fitcheck.model.resolve and the Ollama names match against ----------------------
 def rank(entry: CatalogEntry) -> tuple:
@@ -250,9 +269,11 @@ def rank(entry: CatalogEntry) -> tuple:
     # newest release first, then instruct over base, then the shorter (plainer) id
     return (entry.released, entry.variant == "instruct", -len(entry.hf_id))
 
+
 def indexes() -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
     """(normalized alias -> entries, normalized repository name -> entries) of the catalog in use."""
     return indexes_for(load_catalog())
+
 
 @lru_cache(maxsize=4)
 def indexes_for(catalog) -> tuple[dict[str, list[CatalogEntry]], dict[str, list[CatalogEntry]]]:
@@ -264,9 +285,11 @@ def indexes_for(catalog) -> tuple[dict[str, list[CatalogEntry]], dict[str, list[
         by_name.setdefault(normalize_name(e.name), []).append(e)
     return by_alias, by_name
 
+
 def alias_matches(key: str) -> list[CatalogEntry]:
     """The entries one of whose aliases normalizes to ``key``."""
     return indexes()[0].get(key, [])
+
 
 def name_matches(key: str) -> list[CatalogEntry]:
     """The entries whose repository name normalizes to ``key``."""

@@ -34,6 +34,7 @@ def show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= SHOW_MAX else text[: SHOW_MAX - 3] + "..."
 
+
 DTYPES = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16", "fp16": "float16", "half": "float16",

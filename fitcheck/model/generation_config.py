@@ -88,6 +88,7 @@ class GenerationDefaults:
             parts.append(f"num_beams {self.num_beams}")
         return ", ".join(parts)
 
+
 def _number(doc: Mapping, key: str, low: float, high: float, integer: bool = False) -> float | int | None:
     value = doc.get(key)
     if value is None:
@@ -101,6 +102,7 @@ def _number(doc: Mapping, key: str, low: float, high: float, integer: bool = Fal
     if not (math.isfinite(value) and low <= value <= high):
         raise ValueError(f"{key} is {short_number(value)}, outside {low:g}..{high:g}")
     return value
+
 
 def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefaults:
     """The sampling values of a parsed generation_config.json; a bad value leaves the defaults, said why."""
@@ -131,6 +133,7 @@ def from_dict(doc: object, source: str, citation: str = "") -> GenerationDefault
                               None if num_beams is None else int(num_beams),
                               None if repetition_penalty is None else float(repetition_penalty),
                               tuple(unmodelled) if do_sample else (), citation=citation)
+
 
 def read_beside(folder: Path) -> GenerationDefaults | None:
     """The generation_config.json in ``folder`` (a model folder or snapshot), None when there is none."""

@@ -37,11 +37,13 @@ class GGUFRepoName:
     def text(self) -> str:
         return f"{self.repo}:{self.quant}"
 
+
 def parse_name(text: str) -> GGUFRepoName | None:
     """``org/repo:QUANT`` (also as Ollama writes a Hub pull: ``hf.co/org/repo:QUANT``), else None."""
     text = re.sub(r"^(https?://)?(hf\.co|huggingface\.co)/", "", text.strip())
     m = _NAME.match(text)
     return GGUFRepoName(m.group("repo"), m.group("quant")) if m else None
+
 
 def precision_of(name: GGUFRepoName) -> str:
     key = name.quant.lower()
@@ -49,6 +51,7 @@ def precision_of(name: GGUFRepoName) -> str:
         return QUANTS[key]
     raise FitcheckError(f"{name.text}: fitcheck does not estimate the GGUF type {name.quant.upper()}",
                         "use one of: " + ", ".join(sorted({q.upper() for q in QUANTS})))
+
 
 def base_entry(repo: str):
     """The catalog entry a GGUF repository is a build of, or None."""
@@ -63,6 +66,7 @@ def base_entry(repo: str):
     name = base.rsplit("/", 1)[-1].lower()
     named = [e for e in catalog.entries if e.name.lower() == name]
     return named[0] if len(named) == 1 else None
+
 
 def files_for(files: list[str], quant: str) -> list[str]:
     """The GGUF file (or its shards, in order) of this type in a repository listing."""
@@ -85,6 +89,7 @@ def files_for(files: list[str], quant: str) -> list[str]:
         raise FitcheckError(f"{first}: shard {missing[0]} is not in the repository")
     return shards
 
+
 class GGUFRepoClient(Protocol):
     """The Hub reads a GGUF repository needs: the file list, a file's size, a byte range."""
 
@@ -93,6 +98,7 @@ class GGUFRepoClient(Protocol):
     def size(self, repo: str, path: str, revision: str | None) -> int: ...
 
     def read(self, repo: str, path: str, revision: str | None, length: int) -> bytes: ...
+
 
 class HfFileSystemClient:
     """:class:`GGUFRepoClient` over huggingface_hub (HfApi listing, HfFileSystem range reads)."""
@@ -112,6 +118,7 @@ class HfFileSystemClient:
     def read(self, repo: str, path: str, revision: str | None, length: int) -> bytes:
         with self._fs.open(f"{repo}/{path}", "rb", revision=revision, block_size=length) as fh:
             return fh.read(length)
+
 
 def read_remote_header(client: GGUFRepoClient, repo: str, path: str, revision: str | None):
     """The GGUF header of one remote file, read with as few bytes as parse: 2 MiB, then more."""
@@ -133,6 +140,7 @@ def read_remote_header(client: GGUFRepoClient, repo: str, path: str, revision: s
     assert error is not None
     raise error
 
+
 def spec_from_repo(name: GGUFRepoName, client: GGUFRepoClient, revision: str | None = None) -> ModelSpec:
     """The spec read from the repository's file of that type (headers by range requests)."""
     from fitcheck.model import gguf_spec
@@ -143,6 +151,7 @@ def spec_from_repo(name: GGUFRepoName, client: GGUFRepoClient, revision: str | N
                             "check the type in the repository's file list")
     headers = [read_remote_header(client, name.repo, f, revision) for f in files]
     return gguf_spec.spec_from_gguf(headers, name.repo)
+
 
 def offline_spec(name: GGUFRepoName) -> tuple[ModelSpec, object]:
     """(spec, entry) of the base catalog model stored as the repository's type."""

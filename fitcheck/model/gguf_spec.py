@@ -36,6 +36,7 @@ def _meta_int(header: GGUFHeader, key: str, *, required: Literal[True], default:
 def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
               default: int | None = None) -> int | None: ...
 
+
 def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
               default: int | None = None) -> int | None:
     """An integer metadata value; a per-layer array counts as its largest entry."""
@@ -52,6 +53,7 @@ def _meta_int(header: GGUFHeader, key: str, *, required: bool = False,
                             "re-download it, or point at another file")
     return value
 
+
 def _dominant_type(tensors: dict[str, GGUFTensor]) -> str:
     """The ggml type holding most bytes among 2-D tensors (for files without general.file_type)."""
     totals: dict[str, int] = {}
@@ -59,6 +61,7 @@ def _dominant_type(tensors: dict[str, GGUFTensor]) -> str:
         if len(t.dims) >= 2:
             totals[t.type_name] = totals.get(t.type_name, 0) + t.nbytes
     return max(totals, key=totals.__getitem__).lower() if totals else "f32"
+
 
 class _MLAFields(TypedDict, total=False):
     """The ModelSpec fields of multi-head latent attention, as spec_from_gguf passes them."""
@@ -69,6 +72,7 @@ class _MLAFields(TypedDict, total=False):
     qk_nope_head_dim: int
     v_head_dim: int
 
+
 def _vocab_from_metadata(first: Any, arch: str) -> tuple[int, str]:
     """The vocabulary size where no token_embd tensor says it: the tokenizer's token list, else vocab_size."""
     tokens = first.metadata.get("tokenizer.ggml.tokens")
@@ -76,11 +80,13 @@ def _vocab_from_metadata(first: Any, arch: str) -> tuple[int, str]:
         return len(tokens), "tokenizer.ggml.tokens length"
     return _meta_int(first, f"{arch}.vocab_size", required=True), f"GGUF {arch}.vocab_size"
 
+
 def _dense_layers(leading: int | None, tensors: dict, layers: int) -> int:
     """A mixture of experts' dense layers: leading_dense_block_count, else the blocks without a router."""
     if leading is not None:
         return leading
     return sum(1 for i in range(layers) if f"blk.{i}.ffn_gate_inp.weight" not in tensors) if tensors else 0
+
 
 def _sliding_layers(first: Any, arch: str, layers: int) -> int:
     """Layers with a sliding window: the file's pattern, else llama.cpp's for the architecture, else every one."""
@@ -91,6 +97,7 @@ def _sliding_layers(first: Any, arch: str, layers: int) -> int:
         n = _SWA_PATTERN[arch]
         return sum(1 for il in range(layers) if il % n < n - 1)
     return layers
+
 
 def spec_from_gguf(headers, name: str):
     """ModelSpec from the header(s) of one GGUF model (several when it is split into shards).
@@ -237,6 +244,7 @@ def spec_from_gguf(headers, name: str):
         sources=tuple(sources),
         **mla,
     )
+
 
 def _check_gguf_shape(source: str, arch: str, *, heads: int, kv_heads: int, hidden: int, head_dim: int | None,
                       mla: bool, experts: int, used: int, vocab: int) -> None:

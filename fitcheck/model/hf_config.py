@@ -21,6 +21,7 @@ from fitcheck.model.spec import ModelSpec
 
 # ---- vision towers (parameters outside the text decoder) ---------------------------------------
 
+
 def _siglip_params(v: ConfigReader, text_hidden: int) -> int:
     """SigLIP vision tower (modeling_siglip) + Gemma 3 projector (input projection and soft-emb norm)."""
     d = v.int("vision_hidden_size", "hidden_size", default=1152)

@@ -51,6 +51,7 @@ def hub_offline() -> bool:
     return any(os.environ.get(v, "").strip().lower() in _TRUE
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
+
 class HubClient(Protocol):
     """The two Hub reads fitcheck needs."""
 
@@ -59,6 +60,7 @@ class HubClient(Protocol):
 
     def safetensors_headers(self, repo_id: str, revision: str | None) -> dict[str, dict]:
         """Raw safetensors header JSON of every weight file: {filename: header dict}."""
+
 
 class HuggingFaceHubClient:
     """:class:`HubClient` over huggingface_hub (imported on first use)."""
@@ -121,15 +123,18 @@ class HuggingFaceHubClient:
 
 # ---- errors -----------------------------------------------------------------------------------
 
+
 _TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
              "Timeout", "TimeoutError"}
 _NETWORK = {"ConnectError", "ConnectionError", "NetworkError", "TransportError", "RemoteProtocolError",
             "ProxyError", "SSLError"}
 
+
 def _status(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     return status if isinstance(status, int) else None
+
 
 def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None = None,
                       offline: bool = False) -> FitcheckError:
@@ -142,6 +147,7 @@ def explain_hub_error(exc: BaseException, repo_id: str, *, revision: str | None 
         if found is not None:
             return found
     return _by_status(exc, repo_id, status)
+
 
 def _by_class(name: str, repo_id: str, revision: str | None, offline: bool, status: int | None) -> FitcheckError | None:
     """The error for a huggingface_hub exception class called ``name`` (None: not one it names)."""
@@ -180,6 +186,7 @@ def _by_class(name: str, repo_id: str, revision: str | None, offline: bool, stat
                              "check the network (or HF_ENDPOINT), or set HF_HUB_OFFLINE=1 to use the cache")
     return None
 
+
 def _by_status(exc: BaseException, repo_id: str, status: int | None) -> FitcheckError:
     """The error by HTTP status, else the exception's own words (credentials redacted)."""
     page = f"https://huggingface.co/{repo_id}"
@@ -196,6 +203,7 @@ def _by_status(exc: BaseException, repo_id: str, status: int | None) -> Fitcheck
     return FitcheckError(f"Hugging Face Hub request for {repo_id} failed: {type(exc).__name__}: {detail}",
                          "try again, or point at a local model folder")
 
+
 # Failures of the safetensors metadata read after config.json was read: the spec is still useful
 # (stored bytes then come from parameters x dtype), so these only leave a note.
 _METADATA_SOFT = {"NotASafetensorsRepoError", "OfflineModeIsEnabled", "SafetensorsParsingError",
@@ -203,8 +211,10 @@ _METADATA_SOFT = {"NotASafetensorsRepoError", "OfflineModeIsEnabled", "Safetenso
 
 # ---- entry point ------------------------------------------------------------------------------
 
+
 class DeadlineExceeded(Exception):
     """call_within's call did not return by its deadline."""
+
 
 def call_within(deadline: float, call, *args):
     """``call(*args)`` in a worker thread, given until ``deadline`` (time.monotonic()); its result, or
@@ -226,6 +236,7 @@ def call_within(deadline: float, call, *args):
         raise box["error"]
     return box.get("value")
 
+
 def silence_hub_logs() -> None:
     """huggingface_hub logs each retry ("Retrying in 1s [Retry 1/5]", with the URL): fitcheck's one line
     says what happened instead."""
@@ -233,6 +244,7 @@ def silence_hub_logs() -> None:
         logger = logging.getLogger(name)
         logger.setLevel(logging.CRITICAL + 1)
         logger.propagate = False
+
 
 def spec_from_hub(repo_id: str, *, revision: str | None = None,
                   client: HubClient | None = None, deadline_s: float = HUB_DEADLINE_S) -> ModelSpec:
@@ -263,6 +275,7 @@ def spec_from_hub(repo_id: str, *, revision: str | None = None,
     spec = _with_safetensors(spec, client, repo_id, revision, deadline, deadline_s, offline)
     return _with_generation(spec, client, repo_id, revision, deadline)
 
+
 def _with_safetensors(spec: ModelSpec, client: HubClient, repo_id: str, revision: str | None, deadline: float,
                       deadline_s: float, offline: bool) -> ModelSpec:
     """``spec`` with the stored bytes from the repository's safetensors headers, or a note saying why not."""
@@ -285,6 +298,7 @@ def _with_safetensors(spec: ModelSpec, client: HubClient, repo_id: str, revision
                for f, doc in raw.items()}
     return with_stored(spec, stored_weights(headers), "Hugging Face Hub safetensors metadata")
 
+
 def _with_generation(spec: ModelSpec, client: HubClient, repo_id: str, revision: str | None,
                      deadline: float) -> ModelSpec:
     """``spec`` with the repository's generation_config.json (generate()'s default sampling), read the way
@@ -301,6 +315,7 @@ def _with_generation(spec: ModelSpec, client: HubClient, repo_id: str, revision:
     except Exception as exc:  # noqa: BLE001 - the sampling falls back to the default, said why
         return replace(spec, generation=GenerationDefaults(where, problem=f"not read ({type(exc).__name__})"))
     return spec if doc is None else replace(spec, generation=from_dict(doc, where))
+
 
 def _note(spec: ModelSpec, why: str) -> ModelSpec:
     return replace(spec, sources=tuple(spec.sources) + (("stored_weight_bytes", f"unknown: {why}"),))

@@ -23,11 +23,13 @@ def _version(distribution: str) -> str | None:
     except Exception:  # a broken metadata folder is not the user's question
         return None
 
+
 def installed_versions(distributions: Mapping[str, str]) -> dict[str, str]:
     """{engine: version} of the engines whose package (``distributions``: engine -> its name on PyPI, each
     engine's ``distribution``) is installed in this environment."""
     found = {engine: _version(dist) for engine, dist in distributions.items()}
     return {engine: v for engine, v in found.items() if v}
+
 
 def default_transformers_version(versions: Mapping[str, str]) -> str | None:
     """The installed transformers version, as --transformers-version takes it (major.minor.patch)."""

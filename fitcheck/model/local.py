@@ -48,6 +48,7 @@ class StoredWeights:
     stored_dtype: str | None     # torch name of the dominant 16/32-bit dtype, e.g. 'bfloat16'
     format_source: str = ""
 
+
 def _format_from_tensors(tensors: Mapping[str, TensorInfo]) -> tuple[str | None, str]:
     """stored_format from tensor names and dtypes alone."""
     qweights = {n[: -len(".qweight")]: t for n, t in tensors.items()
@@ -78,6 +79,7 @@ def _format_from_tensors(tensors: Mapping[str, TensorInfo]) -> tuple[str | None,
         return "bnb-int8", "bitsandbytes SCB tensors"
     return None, ""
 
+
 def stored_weights(headers: Mapping[str, SafetensorsHeader]) -> StoredWeights:
     """Exact stored bytes, format (from tensors) and dtype from the headers of all shards."""
     tensors: dict[str, TensorInfo] = {}
@@ -91,6 +93,7 @@ def stored_weights(headers: Mapping[str, SafetensorsHeader]) -> StoredWeights:
     dtype = safetensors_header.TORCH_DTYPE_NAMES[max(float_bytes, key=float_bytes.__getitem__)] if float_bytes else None
     total = sum(h.total_bytes for h in headers.values())
     return StoredWeights(total, fmt, dtype, src)
+
 
 def with_stored(spec: ModelSpec, stored: StoredWeights, where: str) -> ModelSpec:
     """``spec`` with the headers' exact bytes, format and dtype.
@@ -113,12 +116,14 @@ def with_stored(spec: ModelSpec, stored: StoredWeights, where: str) -> ModelSpec
 
 # ---- architecture from tensor names (no config.json) ------------------------------------------
 
+
 def _assumed_head_dim(q_out: int, kv_out: int) -> int:
     # 128 is the head size of Llama 2/3, Mistral, Qwen2.5 >= 3B; 64 of the small ones.
     for d in (128, 64):
         if q_out % d == 0 and kv_out % d == 0:
             return d
     return kv_out
+
 
 def spec_from_tensors(tensors: Mapping[str, TensorInfo], name: str) -> ModelSpec:
     """Infer a dense llama-style ModelSpec from tensor names and shapes (no config.json).
@@ -208,6 +213,7 @@ def spec_from_tensors(tensors: Mapping[str, TensorInfo], name: str) -> ModelSpec
 
 # ---- files ------------------------------------------------------------------------------------
 
+
 def read_json_file(path: Path, what: str) -> dict:
     data = read_regular_file(path, what, MAX_JSON_BYTES)
     try:
@@ -218,8 +224,10 @@ def read_json_file(path: Path, what: str) -> dict:
         raise FitcheckError(f"{path}: {what} is not a JSON object", "re-download it")
     return doc
 
+
 def _spec_from_config(config: dict, name: str, source: Path) -> ModelSpec:
     return spec_from_config(config, name, source=str(source))
+
 
 def _index_shards(index_path: Path) -> tuple[list[Path], int | None]:
     """Shard files an index names (resolved beside it) and its metadata.total_size."""
@@ -238,6 +246,7 @@ def _index_shards(index_path: Path) -> tuple[list[Path], int | None]:
     total = meta.get("total_size") if isinstance(meta, dict) else None
     total = total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else None
     return [index_path.parent / f for f in files], total
+
 
 def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: str,
                            index_total: int | None = None, named: Path | None = None) -> ModelSpec:
@@ -271,6 +280,7 @@ def _spec_from_safetensors(files: list[Path], config_path: Path | None, name: st
     where = "safetensors headers" if len(present) > 1 else "safetensors header"
     return with_stored(spec, stored_weights(headers), where)
 
+
 # Bytes per parameter a checkpoint can plausibly store: 2-bit GGUF/GPTQ with scales (~0.25) up to fp32
 # with some untracked buffers (4, plus slack).  Outside this range the index's total_size is not believed.
 _MIN_BYTES_PER_PARAM = 0.2
@@ -285,6 +295,7 @@ def _check_index_total(total: int, spec: ModelSpec, name: str) -> None:
                             f"config's {params:,} parameters ({total / params:.3g} bytes each)",
                             "download the shards, or point at config.json alone")
 
+
 def _allowed_root(folder: Path) -> Path:
     """Where a model folder's files may live: the folder itself, or for a Hugging Face cache snapshot
     (``models--org--name/snapshots/REV``) the repo folder, whose ``blobs/`` its symlinks point into."""
@@ -292,6 +303,7 @@ def _allowed_root(folder: Path) -> Path:
     if real.parent.name == "snapshots" and (real.parent.parent / "blobs").is_dir():
         return real.parent.parent
     return real
+
 
 def _inside(path: Path, root: Path, name: str) -> Path:
     """``path`` when it resolves inside ``root``; a symlink out of the model folder is refused (it could
@@ -303,6 +315,7 @@ def _inside(path: Path, root: Path, name: str) -> Path:
         raise FitcheckError(f"{name}: {path.name} resolves outside the model folder ({real}); refused",
                             "copy the file into the folder, or point at the file itself")
     return path
+
 
 def _gguf_shards(path: Path) -> list[Path]:
     m = _GGUF_SPLIT_RE.match(path.name)
@@ -322,12 +335,14 @@ def _gguf_shards(path: Path) -> list[Path]:
                             "download all shards of the model")
     return shards
 
+
 def _spec_from_gguf(path: Path) -> ModelSpec:
     shards = _gguf_shards(path)
     headers = [gguf_header.read_header(s) for s in shards]
     m = _GGUF_SPLIT_RE.match(path.name)
     name = m.group("stem") if m else path.stem
     return gguf_spec.spec_from_gguf(headers, name)
+
 
 def _spec_from_dir(folder: Path) -> ModelSpec:
     name = folder.resolve().name or str(folder)
@@ -359,6 +374,7 @@ def _spec_from_dir(folder: Path) -> ModelSpec:
     raise FitcheckError(f"{folder}: no config.json, *.safetensors or *.gguf here",
                         "point at a model folder or file")
 
+
 def spec_from_path(path: str | os.PathLike) -> ModelSpec:
     """ModelSpec for the model at ``path`` (a folder or a config/index/safetensors/gguf file)."""
     try:
@@ -369,6 +385,7 @@ def spec_from_path(path: str | os.PathLike) -> ModelSpec:
     except RecursionError:
         raise FitcheckError(f"{path}: symlinks or folders nested too deeply") from None
 
+
 def _with_generation(spec: ModelSpec, p: Path) -> ModelSpec:
     """``spec`` with the generation_config.json of its folder (generate()'s default sampling), if any."""
     if p.name.lower().endswith(".gguf"):
@@ -378,6 +395,7 @@ def _with_generation(spec: ModelSpec, p: Path) -> ModelSpec:
     found = read_beside(p if p.is_dir() else p.parent)
     return replace(spec, generation=found) if found is not None else spec
 
+
 def has_model_files(folder: str | os.PathLike[str]) -> bool:
     """Whether ``folder`` holds anything fitcheck reads (config.json, safetensors, GGUF); False when unreadable."""
     try:
@@ -386,6 +404,7 @@ def has_model_files(folder: str | os.PathLike[str]) -> bool:
                        for e in entries)
     except OSError:
         return True  # let the reader say why it cannot read it
+
 
 def _spec_from_path(p: Path) -> ModelSpec:
     if p.is_dir():

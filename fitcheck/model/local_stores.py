@@ -15,7 +15,6 @@ Where each keeps them:
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,14 +36,10 @@ def lm_studio_dirs() -> list[Path]:
 
 
 def llama_cpp_dir() -> Path:
-    if os.environ.get("LLAMA_CACHE"):
-        return Path(os.environ["LLAMA_CACHE"]).expanduser()
-    if sys.platform == "darwin":
-        return Path("~/Library/Caches/llama.cpp").expanduser()
-    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "llama.cpp"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(base).expanduser() / "llama.cpp"
+    """llama.cpp's -hf download folder (fitcheck.probe.disk.llama_cpp_cache_dir), where its GGUF files are."""
+    from fitcheck.probe.disk import llama_cpp_cache_dir
+
+    return Path(llama_cpp_cache_dir(os.environ, os.path.expanduser("~")))
 
 
 def _ggufs(root: Path, depth: int) -> list[Path]:

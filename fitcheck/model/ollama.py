@@ -46,6 +46,7 @@ LATEST_SIZE = {"llama3": "8b", "llama3.1": "8b", "llama3.2": "3b", "llama3.3": "
                "qwen2.5": "7b", "qwen3": "8b", "mistral": "7b", "mixtral": "8x7b", "gemma2": "9b",
                "gemma3": "4b", "phi4": "14b", "gpt-oss": "20b", "tinyllama": "1.1b", "smollm2": "1.7b"}
 
+
 @dataclass(frozen=True)
 class OllamaName:
     namespace: str | None
@@ -58,6 +59,7 @@ class OllamaName:
     @property
     def text(self) -> str:
         return (f"{self.namespace}/" if self.namespace else "") + f"{self.model}:{self.tag}"
+
 
 def parse_name(text: str) -> OllamaName | None:
     """The parts of an Ollama name, or None when ``text`` is not one (it needs ``:tag``)."""
@@ -75,6 +77,7 @@ def parse_name(text: str) -> OllamaName | None:
     if parts:
         variant = "-".join(parts)
     return OllamaName(m.group("ns"), m.group("model").lower(), tag, size, variant, quant)
+
 
 # Ollama's gpt-oss tags carry the checkpoint's own values: "We distribute the original values for the
 # weights" (an Ollama maintainer, r/ollama "How does Ollama run gpt-oss?"), i.e. the MXFP4 experts as
@@ -94,15 +97,18 @@ def precision_of(name: OllamaName, base: ModelSpec | None = None) -> str:
     raise FitcheckError(f"{name.text}: fitcheck does not estimate the GGUF type {name.quant.upper()}",
                         "use a tag with one of: " + ", ".join(sorted({q.upper() for q in QUANTS})))
 
+
 def store_dir() -> Path:
     """Ollama's model store: OLLAMA_MODELS, else ~/.ollama/models."""
     return Path(os.environ.get("OLLAMA_MODELS") or os.path.join("~", ".ollama", "models")).expanduser()
+
 
 def manifest_path(name: OllamaName, store: Path | None = None) -> Path:
     root = (store or store_dir()) / "manifests"
     if name.namespace and "." in name.namespace:   # a registry host of its own (hf.co/org/repo is not parsed here)
         return root / name.namespace / name.model / name.tag
     return root / DEFAULT_REGISTRY / (name.namespace or "library") / name.model / name.tag
+
 
 def model_blob(manifest: Path, store: Path | None = None) -> Path | None:
     """The GGUF blob a manifest's model layer names, when it is on disk."""
@@ -129,10 +135,12 @@ def model_blob(manifest: Path, store: Path | None = None) -> Path | None:
             return blob if blob.is_file() else None
     return None
 
+
 def spec_from_blob(blob: Path, name: str) -> ModelSpec:
     from fitcheck.model import gguf_header, gguf_spec
 
     return gguf_spec.spec_from_gguf([gguf_header.read_header(blob)], name)
+
 
 def catalog_entry(name: OllamaName):
     """The catalog entry an Ollama name stands for, or None."""
@@ -145,6 +153,7 @@ def catalog_entry(name: OllamaName):
     want = "base" if name.variant in _TEXT_VARIANTS else "instruct"
     preferred = [e for e in matches if e.variant == want] or matches
     return max(preferred, key=rank)
+
 
 def size_note(name: OllamaName) -> str:
     if name.size:

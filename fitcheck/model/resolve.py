@@ -46,6 +46,7 @@ class ResolvedModel:
     note: str | None = None          # what was chosen and what else matched
     entry: CatalogEntry | None = None
 
+
 def _choose(text: str, candidates: list[CatalogEntry]) -> ResolvedModel:
     ranked = sorted(candidates, key=rank, reverse=True)
     chosen = ranked[0]
@@ -55,6 +56,7 @@ def _choose(text: str, candidates: list[CatalogEntry]) -> ResolvedModel:
         more = len(ranked) - 1 - len(others)
         note = f"{text} → {chosen.hf_id}; also: {', '.join(others)}" + (f" and {more} more" if more > 0 else "")
     return ResolvedModel(chosen.spec, chosen.hf_id, "catalog", note, chosen)
+
 
 def suggestions(text: str, n: int = 3) -> list[str]:
     """The ``n`` catalog names closest to ``text``: names that continue it first (``llama-3.3`` →
@@ -75,10 +77,12 @@ def suggestions(text: str, n: int = 3) -> list[str]:
     out += [names[c] for c in difflib.get_close_matches(key, list(names), n=n, cutoff=0.0)]
     return list(dict.fromkeys(out))[:n]
 
+
 # Hub failures that a mistyped id gives (no such repository, not cached offline, no hub extra): the
 # ones a close catalog id is worth suggesting for; never a gated or private repository's.
 _MISSING_ON_HUB = ("not found on the Hugging Face Hub", "needs huggingface_hub", "Hub lookup is unavailable",
                    "is not cached", "not in the Hugging Face cache")
+
 
 def _with_close_ids(exc: FitcheckError, repo_id: str) -> FitcheckError:
     """``exc`` with "did you mean" the catalog ids closest to ``repo_id`` (``Qwen/Qwen2.5-7B-Instrct``),
@@ -93,6 +97,7 @@ def _with_close_ids(exc: FitcheckError, repo_id: str) -> FitcheckError:
     out = FitcheckError(exc.message, hint)
     out.exit_code = exc.exit_code
     return out
+
 
 def family_sizes(text: str, limit: int = 20) -> list[str]:
     """When ``text`` names a family or a generation (``qwen3``, ``llama3``, ``gpt-oss``), the short
@@ -115,6 +120,7 @@ def family_sizes(text: str, limit: int = 20) -> list[str]:
             break
     return sorted(sizes, key=lambda a: (sizes[a], a))[:limit]
 
+
 def looks_like_path(text: str) -> bool:
     """True when ``text`` is clearly a file system path, not a name or an ``org/name`` Hub id.
 
@@ -124,6 +130,7 @@ def looks_like_path(text: str) -> bool:
     if text.startswith(_PATH_PREFIXES) or re.match(r"^[A-Za-z]:[\\/]", text):
         return True
     return text.lower().endswith(_FILE_SUFFIXES)
+
 
 def _local(path: str, revision: str | None = None) -> ResolvedModel:
     from pathlib import Path
@@ -144,6 +151,7 @@ def _local(path: str, revision: str | None = None) -> ResolvedModel:
     spec = spec_from_path(path)
     return ResolvedModel(spec, None, "local", f"{path} → read from local files")
 
+
 def _cached(cached) -> ResolvedModel:
     from dataclasses import replace
 
@@ -155,6 +163,7 @@ def _cached(cached) -> ResolvedModel:
         # a snapshot without generation_config.json: the catalog's record of the published one
         spec = replace(spec, family=entry.family, generation=spec.generation or entry.spec.generation)
     return ResolvedModel(spec, cached.repo_id, "hf-cache", hf_cache.describe(cached), entry)
+
 
 def _hub(repo_id: str, revision: str | None = None) -> ResolvedModel:
     from fitcheck.model import hf_cache
@@ -173,6 +182,7 @@ def _hub(repo_id: str, revision: str | None = None) -> ResolvedModel:
         raise _not_at_revision(repo_id, revision) or exc from None
     return ResolvedModel(spec, repo_id, "hub", f"{repo_id} → read from the Hugging Face Hub")
 
+
 def _not_at_revision(repo_id: str, revision: str | None) -> FitcheckError | None:
     """The error for a repository the local cache holds, but not at ``revision`` (None otherwise)."""
     from fitcheck.model import hf_cache
@@ -186,6 +196,7 @@ def _not_at_revision(repo_id: str, revision: str | None) -> FitcheckError | None
     return FitcheckError(f"{repo_id} is in the local cache, but not at revision {revision!r} (cached: {held})",
                          "drop --revision, or pass one of those")
 
+
 def _offline_gguf(name) -> tuple[ModelSpec, CatalogEntry]:
     """gguf_repo.offline_spec(name): the spec, and the catalog entry it is stored from."""
     from fitcheck.model import gguf_repo
@@ -193,6 +204,7 @@ def _offline_gguf(name) -> tuple[ModelSpec, CatalogEntry]:
     spec, entry = gguf_repo.offline_spec(name)
     assert isinstance(entry, CatalogEntry)  # offline_spec returns base_entry's CatalogEntry, typed object
     return spec, entry
+
 
 def _gguf_repo(name, revision: str | None) -> ResolvedModel:
     import time
@@ -238,6 +250,7 @@ def _gguf_repo(name, revision: str | None) -> ResolvedModel:
             "its bytes are computed from the architecture)")
     return ResolvedModel(spec, name.text, "catalog", note, entry)
 
+
 def _ollama(name) -> ResolvedModel:
     from dataclasses import replace
 
@@ -266,6 +279,7 @@ def _ollama(name) -> ResolvedModel:
     note = (f"{name.text} → {entry.hf_id}{ollama.size_note(name)} as {precision.upper()}{default} "
             f"(engine {engine}); not pulled here, so bytes are computed")
     return ResolvedModel(spec, name.text, "ollama", note, entry)
+
 
 def resolve_model(text: str, *, params: str | None = None, layers: int | None = None,
                   hidden: int | None = None, kv_heads: int | None = None,
@@ -315,6 +329,7 @@ def resolve_model(text: str, *, params: str | None = None, layers: int | None = 
                             exc.hint) from None
     return replace(resolved, note="; ".join(n for n in (resolved.note, folder_note) if n))
 
+
 def _is_hf_cache_folder(path: str) -> bool:
     """A Hugging Face cache repo folder (models--org--name, holding snapshots/) or one of its snapshots."""
     from pathlib import Path
@@ -325,10 +340,12 @@ def _is_hf_cache_folder(path: str) -> bool:
     return bool(hf_cache.repo_id_from_folder(p) and (p / "snapshots").is_dir()) or (
         p.parent.name == "snapshots" and bool(hf_cache.repo_id_from_folder(p.parent.parent)))
 
+
 def _has_model_files(path: str) -> bool:
     from fitcheck.model.local import has_model_files
 
     return has_model_files(path)
+
 
 def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
     """A catalog name, short name or Hub id (not a local path)."""
@@ -366,6 +383,7 @@ def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
     hint = "did you mean: " + ", ".join(suggestions(text))
     raise FitcheckError(f"unknown model {text!r}", hint)
 
+
 def _known(text: str) -> CatalogEntry | None:
     """The catalog entry ``text`` names (id, short name or repository name), else None."""
     exact = load_catalog().get(text)
@@ -376,6 +394,7 @@ def _known(text: str) -> CatalogEntry | None:
     key = normalize_name(text)
     matches = alias_matches(key) or name_matches(key)
     return max(matches, key=rank) if matches else None
+
 
 def _generic(text: str, params: str, layers: int | None, hidden: int | None, kv_heads: int | None) -> ResolvedModel:
     from fitcheck.model.generic import generic_spec

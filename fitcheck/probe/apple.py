@@ -26,6 +26,7 @@ def estimated_working_set(memsize: int) -> int:
     """macOS's default GPU working-set limit for ``memsize`` bytes of unified memory."""
     return memsize * 2 // 3 if memsize <= SMALL_MAC_LIMIT_BYTES else memsize * 3 // 4
 
+
 def apple_gpu(memsize: int | None, metal_working_set: int | None, wired_limit_mb: int | None,
               chip_name: str | None, free_bytes: int | None = None) -> GPU:
     """The Apple GPU from what could be read (pure): the best-sourced memory limit wins."""
@@ -49,6 +50,7 @@ def apple_gpu(memsize: int | None, metal_working_set: int | None, wired_limit_mb
         free = Unknown("free unified memory not readable")
     return GPU(index=0, vendor="apple", name=chip_name or "Apple GPU", memory_total_bytes=total,
                memory_free_bytes=free, unified_memory=True, notes=tuple(notes))
+
 
 def _metal_working_set() -> int | None:
     """MTLCreateSystemDefaultDevice().recommendedMaxWorkingSetSize via the Objective-C runtime."""
@@ -74,6 +76,7 @@ def _metal_working_set() -> int | None:
         return value or None
     except Exception:
         return None
+
 
 def read_apple_gpus(available_bytes: int | None) -> tuple[GPU, ...]:
     """The Apple Silicon GPU on Darwin arm64; () anywhere else."""

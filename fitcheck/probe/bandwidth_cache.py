@@ -47,8 +47,10 @@ class StoredBandwidth:
         """What the answers say: 'measured 2026-12-01 by probe --bench: memmove of ...'."""
         return f"{SOURCE_PREFIX} {self.measured_on.isoformat()} by probe --bench" + (f": {self.how}" if self.how else "")
 
+
 def cache_path(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir(env) / FILE_NAME
+
 
 def machine_key(machine: Machine) -> str:
     cpu = machine.cpu
@@ -62,6 +64,7 @@ def machine_key(machine: Machine) -> str:
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
+
 def _read(path: Path) -> dict:
     try:
         doc = loads_json(read_regular_file(path, "bandwidth cache", MAX_FILE_BYTES), str(path))
@@ -70,6 +73,7 @@ def _read(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("machines"), dict):
         return {}
     return doc["machines"]
+
 
 def load(machine: Machine, env: Mapping[str, str] | None = None) -> StoredBandwidth | None:
     """This machine's stored reading, or None (none kept, or the file is not one fitcheck wrote)."""
@@ -88,6 +92,7 @@ def load(machine: Machine, env: Mapping[str, str] | None = None) -> StoredBandwi
     except ValueError:
         return None
     return StoredBandwidth(bw, day, how[:200])
+
 
 def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None = None,
           env: Mapping[str, str] | None = None) -> Path:
@@ -109,6 +114,7 @@ def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None
     doc = {"schema": SCHEMA, "fitcheck_version": __version__, "machines": kept}
     write_regular_file(path, json.dumps(doc, indent=1) + "\n", "bandwidth cache")
     return path
+
 
 def with_stored_bandwidth(machine: Machine, env: Mapping[str, str] | None = None) -> Machine:
     """``machine`` (this one, probed) with its stored RAM bandwidth where the probe could not read one."""

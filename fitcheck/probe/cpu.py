@@ -69,6 +69,7 @@ class CpuInfo:
     physical_cores: int | None  # None when cpuinfo lacks 'physical id'/'core id' (ARM)
     raw_features: frozenset[str]
 
+
 def parse_cpuinfo(text: str) -> CpuInfo:
     """Parse /proc/cpuinfo (x86 or ARM) into model, core counts and raw feature words."""
     blocks = [block for block in text.split("\n\n") if "processor" in block]
@@ -98,6 +99,7 @@ def parse_cpuinfo(text: str) -> CpuInfo:
         model = _first_field(text, ("Hardware", "cpu model"))
     return CpuInfo(model, len(blocks), len(cores) if has_topology else None, features)
 
+
 def _first_field(text: str, names: tuple[str, ...]) -> str | None:
     for line in text.splitlines():
         key, sep, value = line.partition(":")
@@ -105,11 +107,13 @@ def _first_field(text: str, names: tuple[str, ...]) -> str | None:
             return value.strip()
     return None
 
+
 def normalise_features(raw: frozenset[str] | set[str]) -> frozenset[str]:
     """Raw /proc/cpuinfo words -> fitcheck's normalised feature names."""
     found = {word for word in raw if word in X86_FEATURES}
     found |= {ARM_FEATURES[word] for word in raw if word in ARM_FEATURES}
     return frozenset(found)
+
 
 def count_cpu_list(text: str) -> int:
     """'0-3,8,10-11' (a kernel cpu list) -> 7."""
@@ -120,6 +124,7 @@ def count_cpu_list(text: str) -> int:
         low, _, high = chunk.partition("-")
         total += int(high) - int(low) + 1 if high else 1
     return total
+
 
 def parse_cpu_max(text: str | None) -> float | None:
     """cgroup v2 cpu.max ('200000 100000' -> 2.0 CPUs; 'max 100000' -> None)."""
@@ -132,6 +137,7 @@ def parse_cpu_max(text: str | None) -> float | None:
         return None
     return quota / period if quota > 0 and period > 0 else None
 
+
 def parse_cfs_quota(quota_text: str | None, period_text: str | None) -> float | None:
     """cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us ('-1' = no quota)."""
     try:
@@ -139,6 +145,7 @@ def parse_cfs_quota(quota_text: str | None, period_text: str | None) -> float | 
     except ValueError:
         return None
     return quota / period if quota > 0 and period > 0 else None
+
 
 def read_cpu_quota(root: str = "/") -> float | None:
     """The tightest CPU quota (in CPUs) over this process's cgroup and its ancestors, or None."""
@@ -154,6 +161,7 @@ def read_cpu_quota(root: str = "/") -> float | None:
             quotas.append(quota)
     return min(quotas) if quotas else None
 
+
 def usable_cores(affinity: int | None, quota_cpus: float | None, logical: int | None) -> int | None:
     """min(CPUs this process may run on, ceil(cgroup quota)); None when nothing is known."""
     candidates = [value for value in (affinity, logical) if value]
@@ -162,6 +170,7 @@ def usable_cores(affinity: int | None, quota_cpus: float | None, logical: int | 
         return base
     limit = max(1, math.ceil(quota_cpus - 1e-9))
     return min(base, limit) if base else limit
+
 
 def read_physical_cores_sysfs(root: str = "/") -> int | None:
     """Physical cores from /sys topology: unique core sibling lists (ARM has no cpuinfo ids)."""
@@ -179,11 +188,13 @@ def read_physical_cores_sysfs(root: str = "/") -> int | None:
             siblings.add(text.strip())
     return len(siblings) or None
 
+
 def _affinity() -> int | None:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
+
 
 def cpu_from_cpuinfo(info: CpuInfo, architecture: str, physical_fallback: int | None,
                      affinity: int | None, quota_cpus: float | None) -> CPU:
@@ -200,6 +211,7 @@ def cpu_from_cpuinfo(info: CpuInfo, architecture: str, physical_fallback: int | 
         features=normalise_features(info.raw_features),
         features_source="/proc/cpuinfo",
     )
+
 
 def cpu_from_sysctl(values: Mapping[str, int | str], architecture: str) -> CPU:
     """Assemble :class:`CPU` from macOS sysctl values (pure; ``values`` as read_sysctl returns)."""
@@ -219,6 +231,7 @@ def cpu_from_sysctl(values: Mapping[str, int | str], architecture: str) -> CPU:
         features_source="sysctl",
     )
 
+
 def cpu_from_py_cpuinfo(info: Mapping[str, object], architecture: str) -> CPU:
     """Assemble :class:`CPU` from py-cpuinfo's get_cpu_info() dict (pure)."""
     count = info.get("count")
@@ -237,10 +250,12 @@ def cpu_from_py_cpuinfo(info: Mapping[str, object], architecture: str) -> CPU:
         features_source="py-cpuinfo",
     )
 
+
 def normalise_architecture(machine: str) -> str:
     """'aarch64' -> 'arm64', 'AMD64' -> 'x86_64'."""
     name = machine.lower()
     return {"aarch64": "arm64", "amd64": "x86_64", "x64": "x86_64"}.get(name, name)
+
 
 def read_cpu(root: str = "/") -> CPU:
     """This machine's CPU, read the cheapest way its OS allows."""

@@ -25,6 +25,7 @@ def model_cache_dir(env: Mapping[str, str], home: str) -> str:
     cache = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     return os.path.join(os.path.expanduser(cache), "huggingface", "hub")
 
+
 def nearest_existing(path: str) -> str:
     """``path`` or its nearest ancestor that exists (the disk a download would land on)."""
     current = os.path.abspath(path)
@@ -35,6 +36,7 @@ def nearest_existing(path: str) -> str:
         current = parent
     return current
 
+
 def read_disk(env: Mapping[str, str]) -> Disk:
     """Free and total bytes on the disk holding the model cache."""
     path = nearest_existing(hub_cache_dir(env, os.path.expanduser("~")))
@@ -44,6 +46,7 @@ def read_disk(env: Mapping[str, str]) -> Disk:
         reason = f"disk usage of {path} not readable: {exc.strerror or exc}"
         return Disk(path, Unknown(reason), Unknown(reason))
     return Disk(path, usage.free, usage.total)
+
 
 # ---- where a download lands, and what is already here (check, plan files, interactive) -------------
 MAX_ENTRIES = 2000      # names listed per folder: a cache folder, never a walk of the disk
@@ -61,6 +64,7 @@ def hub_cache_dir(env: Mapping[str, str], home: str) -> str:
         return os.path.expanduser(env.get("HF_HUB_CACHE") or env["HUGGINGFACE_HUB_CACHE"])
     return model_cache_dir(env, home)
 
+
 def llama_cpp_cache_dir(env: Mapping[str, str], home: str) -> str:
     """llama.cpp's -hf download folder: LLAMA_CACHE, else the OS cache folder (common's fs_get_cache_directory:
     XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS, LOCALAPPDATA on Windows) + llama.cpp."""
@@ -72,9 +76,11 @@ def llama_cpp_cache_dir(env: Mapping[str, str], home: str) -> str:
         return os.path.join(env["LOCALAPPDATA"], "llama.cpp")
     return os.path.join(os.path.expanduser(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")), "llama.cpp")
 
+
 def ollama_store_dir(env: Mapping[str, str], home: str) -> str:
     """Ollama's model store: OLLAMA_MODELS, else ~/.ollama/models."""
     return os.path.expanduser(env.get("OLLAMA_MODELS") or os.path.join(home, ".ollama", "models"))
+
 
 def read_place(kind: str, path: str):
     """The free space of the disk ``path`` would be written to (its nearest existing folder)."""
@@ -86,6 +92,7 @@ def read_place(kind: str, path: str):
     except OSError as exc:
         return Place(kind, path, None, "", f"disk usage of {near} not readable: {exc.strerror or exc}")
     return Place(kind, path, int(usage.free), disk_id)
+
 
 def _names(folder: str) -> list[str]:
     """Up to MAX_ENTRIES names in ``folder`` ([] when it is not a readable folder)."""
@@ -100,6 +107,7 @@ def _names(folder: str) -> list[str]:
         return []
     return out
 
+
 def has_weights(snapshot: str) -> bool:
     """A Hugging Face snapshot holding the weights, not only config.json: a single weights file, or every
     shard of a sharded checkpoint (a snapshot links a file only once its download completed)."""
@@ -113,9 +121,11 @@ def has_weights(snapshot: str) -> bool:
             shards.setdefault(m.group(2), set()).add(m.group(1))
     return any(len(found) >= int(total) for total, found in shards.items())
 
+
 def _gguf_quants(names: list[str]) -> set[str]:
     return {m.group(1).upper() for n in names if n.lower().endswith(".gguf")
             for m in [_GGUF_QUANT.search(n.lower())] if m}
+
 
 def read_storage(model, query: str, download_dir: str | None, machine, env: Mapping[str, str] | None = None):
     """The places a download for ``model`` lands in and their free space, and its copies already here.
@@ -165,6 +175,7 @@ def read_storage(model, query: str, download_dir: str | None, machine, env: Mapp
                 for quant in sorted(_gguf_quants(names)):
                     present.append((f"gguf:{repo}:{quant}", str(cached.snapshot)))
     return Storage(places=tuple(places), present=tuple(present), looked=True)
+
 
 def storage_for(model, query: str, download_dir: str | None, machine, env: Mapping[str, str] | None = None):
     """:func:`read_storage`, or an unknown storage saying why when reading failed (never raises)."""

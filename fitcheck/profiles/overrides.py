@@ -54,6 +54,7 @@ class MachineOverrides:
                 out += [flag, value.strip()]
         return tuple(out)
 
+
 def parse_count_prefix(text: str, what: str) -> tuple[int | None, str]:
     """``"2x24GiB"`` -> (2, "24GiB"); ``"24GiB"`` -> (None, "24GiB")."""
     m = _COUNT.match(text)
@@ -64,13 +65,16 @@ def parse_count_prefix(text: str, what: str) -> tuple[int | None, str]:
         raise FitcheckError(f"{what} {text!r}: the GPU count must be between 1 and {MAX_GPUS}")
     return count, m.group(2)
 
+
 def parse_vram(text: str) -> tuple[int | None, int]:
     """``--vram`` -> (count or None, bytes per GPU); FitcheckError (exit 2) when malformed."""
     count, size = parse_count_prefix(text, "--vram")
     return count, _size(size, f"--vram {text!r}")
 
+
 def parse_ram(text: str) -> int:
     return _size(text, f"--ram {text!r}")
+
 
 def _size(text: str, where: str) -> int:
     if re.fullmatch(r"\s*[0-9.]+\s*", text):
@@ -83,9 +87,11 @@ def _size(text: str, where: str) -> int:
         raise FitcheckError(f"{where}: must be more than 0 bytes")
     return value
 
+
 def _norm(text: str) -> str:
     text = text.lower().replace("nvidia", "").replace("geforce", "").replace("amd", "")
     return re.sub(r"[^a-z0-9]", "", text)
+
 
 def catalogue_gpu(name: str, catalogue: Iterable[Machine]) -> GPU:
     """The GPU ``name`` means: a profile's first GPU, else the GPU model it names (exact, then the
@@ -116,9 +122,11 @@ def catalogue_gpu(name: str, catalogue: Iterable[Machine]) -> GPU:
     hint = (f"did you mean {', '.join(close)}? " if close else "") + "`fitcheck profiles` lists the GPUs"
     raise FitcheckError(f"--gpu {name!r}: no such GPU in the profile catalogue", hint)
 
+
 def _copies(gpu: GPU, count: int) -> tuple[GPU, ...]:
     return tuple(replace(gpu, index=i, uuid=Unknown("--gpu/--vram override"), mig_instances=())
                  for i in range(count))
+
 
 def apply_overrides(machine: Machine, overrides: MachineOverrides, catalogue: Iterable[Machine] = ()) -> Machine:
     """``machine`` with the overrides applied (the same object when there are none)."""
@@ -154,6 +162,7 @@ def apply_overrides(machine: Machine, overrides: MachineOverrides, catalogue: It
             bandwidth_bytes_per_s=mem.bandwidth_bytes_per_s, bandwidth_source=mem.bandwidth_source)
     return replace(machine, gpus=gpus, overrides=(*machine.overrides, *overrides.args()), **changes)
 
+
 def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
     """The machine to answer for: the named/pathed profile, else this machine probed; then the
     --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied."""
@@ -164,6 +173,7 @@ def load_machine(profile: str | None, gpu: str | None = None, vram: str | None =
 
         machine = probe()
     return apply_machine_overrides(machine, gpu, vram, ram)
+
 
 def apply_machine_overrides(machine, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
     """``machine`` with the --gpu/--vram/--ram overrides applied (fitcheck.profiles.overrides; each error

@@ -37,6 +37,7 @@ def shipped_profile_files() -> dict[str, object]:
     """Stem (lower case) -> the shipped profile file (a Traversable or a Path), sorted by stem."""
     return dict(_shipped_files())
 
+
 @lru_cache(maxsize=1)  # the installed package's files: listed once per process (`where` asks per machine)
 def _shipped_files() -> tuple[tuple[str, object], ...]:
     folder = _shipped_folder()
@@ -44,6 +45,7 @@ def _shipped_files() -> tuple[tuple[str, object], ...]:
         return ()
     files = [entry for entry in folder.iterdir() if entry.name.endswith(".toml") and entry.is_file()]
     return tuple((entry.name[: -len(".toml")].lower(), entry) for entry in sorted(files, key=lambda e: e.name.lower()))
+
 
 def _shipped_folder():
     # A package installed as a folder (wheel, editable or source checkout) is read where it lies, without
@@ -67,9 +69,11 @@ def _shipped_folder():
         pass
     return _REPO_FOLDER if _REPO_FOLDER.is_dir() else None
 
+
 def profile_names() -> list[str]:
     """Names of the user's saved and the shipped profiles, sorted."""
     return sorted({*shipped_profile_files(), *user_profile_files()})
+
 
 def list_profiles() -> list[Machine]:
     """Every profile, loaded (sorted by name): the user's saved ones, then the shipped ones not shadowed."""
@@ -78,6 +82,7 @@ def list_profiles() -> list[Machine]:
     machines.update({stem: _load_shipped(stem) for stem in shipped_profile_files()
                      if stem not in user})
     return [machines[stem] for stem in sorted(machines)]
+
 
 def load_profile(name_or_path: str) -> Machine:
     """A profile by path (has a '/' or ends in .toml, and exists) or by shipped name.
@@ -109,20 +114,24 @@ def load_profile(name_or_path: str) -> Machine:
     suggestion = f"did you mean {', '.join(close)}? " if close else ""
     raise FitcheckError(f"unknown hardware profile {text!r}", f"{suggestion}`fitcheck profiles` lists them all")
 
+
 def load_profile_file(path: str | os.PathLike[str]) -> Machine:
     """Read one profile file; any problem is one FitcheckError line naming the file and field."""
     where = str(path)
     text = read_text_file(path, "profile", "TOML")
     return read_profile_text(text, where, default_name=Path(path).stem)
 
+
 def read_profile_text(text: str, where: str, default_name: str = "") -> Machine:
     """Parse TOML ``text`` as a machine profile; ``where`` names it in error messages."""
     document = loads_toml(text, where, "profile", check_numbers=False)
     return machine_from_dict(document, where=where, default_name=default_name)
 
+
 def machine_to_toml(machine: Machine, header: str = "") -> str:
     """The TOML text of ``machine`` in the fitcheck.machine/1 schema."""
     return dumps(machine_to_dict(machine), header=header)
+
 
 def save_target(name_or_path: str | os.PathLike[str]) -> Path:
     """Where ``probe --save`` writes: a bare name (``my-box``) goes to the user's profiles folder as
@@ -136,6 +145,7 @@ def save_target(name_or_path: str | os.PathLike[str]) -> Path:
         raise FitcheckError(f"--save {text!r}: not a profile name",
                             "a name is letters, digits and . _ + - (e.g. my-box), or give a file ending in .toml")
     return Path(text).expanduser()
+
 
 def save_profile(machine: Machine, path: str | os.PathLike[str]) -> Path:
     """Write ``machine`` as a TOML profile at ``path``, or under the user's profiles folder when
@@ -158,17 +168,20 @@ def save_profile(machine: Machine, path: str | os.PathLike[str]) -> Path:
         raise FitcheckError(f"cannot write profile {target}: {exc.strerror or exc}") from None
     return target
 
+
 def _load_user(path: Path) -> Machine:
     """A saved profile, its source the file it was read from (so printed commands say --profile NAME)."""
     from dataclasses import replace
 
     return replace(load_profile_file(path), source=str(path))
 
+
 @lru_cache(maxsize=256)  # a shipped file does not change while fitcheck runs, and a Machine is frozen
 def _load_shipped(stem: str) -> Machine:
     entry: Any = dict(_shipped_files())[stem]   # a Traversable or a Path
     where = f"{SHIPPED_LABEL}/{entry.name}"
     return read_profile_text(entry.read_text(encoding="utf-8"), where, default_name=stem)
+
 
 def machines_of_kind(machines: Iterable[Machine], kind: str | None) -> list[Machine]:
     """The machines of one kind (all when ``kind`` is None)."""

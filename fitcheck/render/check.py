@@ -84,6 +84,7 @@ def machine_line(machine: Machine) -> str:
         parts.append("no GPU" + (f" ({machine.gpu_status})" if machine.gpu_status else ""))
     return ", ".join(parts)
 
+
 def check_exit_code(result, strict: bool = False, outcomes=()) -> int:
     """The exit status of one check: the verdict's, 1 for *tight* under ``strict``, combined with the
     requirements' (1 beats 3 beats 0)."""
@@ -94,6 +95,7 @@ def check_exit_code(result, strict: bool = False, outcomes=()) -> int:
     if strict and result.verdict.status == TIGHT:
         code = 1
     return combine([code, requirements_exit_code(outcomes)])
+
 
 def check_document(result: CheckResult, outcomes=(), exit_code: int | None = None) -> dict:
     """The JSON document for one check; ``outcomes`` are the --require results and ``exit_code``
@@ -202,20 +204,25 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
         "exit_code": check_exit_code(result, False, outcomes) if exit_code is None else exit_code,
     }
 
+
 def _json_value(value: Any) -> Any:
     """A typed change as JSON: numbers and strings as they are; a flag as on/off; unset as "auto"."""
     if isinstance(value, bool):
         return "on" if value else "off"
     return "auto" if value is None else value
 
+
 def _download_section(result) -> dict | None:
     return download_document(getattr(result, "download", None))
+
 
 def _software_section(result) -> dict | None:
     return software_document(getattr(result, "software", None))
 
+
 def _cost_section(result) -> dict | None:
     return check_cost_document(result)
+
 
 def _better_layout(better) -> dict | None:
     """The expert-parallel layout of the same GPUs, when it holds more sequences (pipeline._expert_parallel_layout)."""
@@ -225,6 +232,7 @@ def _better_layout(better) -> dict | None:
             "changes": {name: _json_value(value) for name, value in better.changes},
             "fitcheck_command": better.fitcheck_command, "engine_command": better.engine_command}
 
+
 def _speed_section(result: CheckResult) -> dict:
     """decode/prefill tokens/s of this plan and the CPU-or-GPU advice (fitcheck.speed.decode, search.device)."""
     section = speed_document(result.speed) or {}
@@ -233,17 +241,20 @@ def _speed_section(result: CheckResult) -> dict:
     section["best_device"] = advice_document(result.device_advice)
     return section
 
+
 def _summed(components) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in components:
         out[c.name] = out.get(c.name, 0) + c.bytes
     return out
 
+
 def _link_text(machine) -> str:
     c = machine.cluster
     if c is None or c.inter_node_gbps is None:
         return ", inter-node link not in the profile ([cluster] inter_node_gbps)"
     return f", {c.inter_node} {c.inter_node_gbps:g} GB/s per node between nodes"
+
 
 def _grouped(pairs: list) -> tuple[list, list[str]]:
     """Consecutive devices with the same need and free memory as one column, labelled GPU0-7."""
@@ -261,6 +272,7 @@ def _grouped(pairs: list) -> tuple[list, list[str]]:
         labels.append(first)
         del i
     return out, labels
+
 
 def render_check_table(result: CheckResult) -> str:
     """The human answer: model, machine, request, breakdown per device in GiB, verdict, alternatives."""
@@ -282,6 +294,7 @@ def render_check_table(result: CheckResult) -> str:
                                             for a in result.estimate.assumptions))
     lines += [f"Note: {note}" for note in result.estimate.notes]
     return "\n".join(lines)
+
 
 def _header_lines(result: CheckResult) -> list[str]:
     """Model:, Machine: and Request: lines."""
@@ -313,6 +326,7 @@ def _header_lines(result: CheckResult) -> list[str]:
                      + f", batch {plan.batch}, KV cache {plan.kv_dtype}")
     return lines
 
+
 def _breakdown_lines(result: CheckResult) -> list[str]:
     """The table of GiB per component and device, with what each device has free."""
     from tabulate import tabulate
@@ -334,6 +348,7 @@ def _breakdown_lines(result: CheckResult) -> list[str]:
     return [tabulate(rows, headers=["GiB"] + labels, tablefmt="simple", disable_numparse=True,
                      colalign=("left",) + ("right",) * len(shown))]
 
+
 def _verdict_lines(result: CheckResult) -> list[str]:
     """Verdict: and its reasons, the serving engine's KV pool, a better layout."""
     status = result.verdict.status
@@ -352,6 +367,7 @@ def _verdict_lines(result: CheckResult) -> list[str]:
     if better is not None:
         lines += [f"          {better.title}:", f"            {better.fitcheck_command}"]
     return lines
+
 
 def _largest_line(result: CheckResult) -> str:
     """Largest that fits: the longest context (sequence) and the largest batch."""
@@ -374,6 +390,7 @@ def _largest_line(result: CheckResult) -> str:
         return (f"Largest that fits: nothing outside the {result.headroom:.0%} headroom, not even 1 token or "
                 "1 sequence (the request as asked fits only inside it)")
     return "Largest that fits: nothing at these settings (not even 1 token or 1 sequence)"
+
 
 def _alternatives_lines(result: CheckResult) -> list[str]:
     """What fits instead, each with its two commands; or why nothing does."""
@@ -398,6 +415,7 @@ def _alternatives_lines(result: CheckResult) -> list[str]:
                 "`fitcheck profiles` lists machines to try with --profile NAME."]
     return []
 
+
 def _past_maximum(result: CheckResult, asked: int) -> str:
     """The search stops at the model's maximum length (fitcheck.estimate.context_limit.search_limit): when
     the length asked is past it and fits, say so beside that figure rather than seem to contradict the
@@ -406,6 +424,7 @@ def _past_maximum(result: CheckResult, asked: int) -> str:
     if limit is None or result.max_context != limit or asked <= limit or result.verdict.status != FITS:
         return ""
     return f" (the model's maximum; {asked:,} as asked fits in memory too)"
+
 
 def nothing_fits(plan, profile: str | None = None) -> str:
     """What was tried before saying nothing fits: the levers of inference, of GPU or of CPU training;
@@ -416,6 +435,7 @@ def nothing_fits(plan, profile: str | None = None) -> str:
     if plan.device == "cpu":
         return f"Nothing fits {where}, even with LoRA, gradient checkpointing or a shorter sequence"
     return f"Nothing fits {where}, even with LoRA or QLoRA, gradient checkpointing, offload or a shorter sequence"
+
 
 def _needs_line(devices, per_node: bool = False) -> str:
     """'GPU0 9.22 GiB, RAM 0.40 GiB'; equal GPUs folded: '45.61 GiB on each of 8 GPUs, RAM 0.62 GiB'
@@ -430,9 +450,11 @@ def _needs_line(devices, per_node: bool = False) -> str:
               if d.kind == "cpu" and d.total_bytes]
     return ", ".join(parts)
 
+
 def _gib(n: int | None) -> str:
     """A table cell in GiB (the column header says GiB)."""
     return "-" if n is None else gib(n)
+
 
 # ---- training plans (--mode full|lora|qlora) -------------------------------------------------
 def _training_request(plan) -> dict:
@@ -448,6 +470,7 @@ def _training_request(plan) -> dict:
         "lora_train_embeddings": plan.lora_train_embeddings if lora else None,
         "zero": plan.zero, "fsdp": plan.fsdp, "offload": plan.offload,
     }
+
 
 def _training_line(plan, where: str) -> str:
     if plan.device == "cpu":

@@ -30,6 +30,7 @@ def probe_document(machine: Machine, software=None) -> dict[str, Any]:
     return {"schema": PROBE_SCHEMA, "fitcheck_version": __version__, "machine": machine_to_dict(machine),
             "software": software_document(software)}
 
+
 def render_machine(machine: Machine, software=None) -> str:
     """The readable table of ``fitcheck probe`` (with a "Software" section for this machine)."""
     from tabulate import tabulate
@@ -44,6 +45,7 @@ def render_machine(machine: Machine, software=None) -> str:
         parts.append(section)
     return "\n\n".join(parts)
 
+
 def _title(machine: Machine) -> str:
     if machine.kind == "probed":
         title = f"This machine ({machine.host.hostname})" if machine.host.hostname else "This machine"
@@ -52,6 +54,7 @@ def _title(machine: Machine) -> str:
     if machine.description:
         title += f": {machine.description}"
     return title + (f"\nfrom {machine.source}" if machine.source else "")
+
 
 def _fact_rows(machine: Machine) -> list[tuple[str, str | None]]:
     host, memory, cpu = machine.host, machine.memory, machine.cpu
@@ -80,6 +83,7 @@ def _fact_rows(machine: Machine) -> list[tuple[str, str | None]]:
         ("Notes", "; ".join(machine.notes) or None),
     ]
 
+
 def _host_text(machine: Machine) -> str:
     host = machine.host
     parts = [host.os]
@@ -93,6 +97,7 @@ def _host_text(machine: Machine) -> str:
         parts.append("WSL")
     return ", ".join(parts)
 
+
 def _ram_text(machine: Machine) -> str:
     memory = machine.memory
     text = f"total {gib_text(memory.total_bytes)}, available {gib_text(memory.available_bytes)}"
@@ -101,6 +106,7 @@ def _ram_text(machine: Machine) -> str:
     elif machine.source == "probe":
         text += " (no cgroup memory limit applies)"
     return text
+
 
 def _disk_text(machine: Machine) -> str | None:
     disk = machine.disk
@@ -111,6 +117,7 @@ def _disk_text(machine: Machine) -> str | None:
         text += f" of {gib_text(disk.total_bytes)}"
     return text + (f" at {disk.path}" if disk.path else "")
 
+
 def _price_text(machine: Machine) -> str | None:
     price = machine.price
     if price is None:
@@ -118,11 +125,14 @@ def _price_text(machine: Machine) -> str | None:
     text = f"${price.usd_per_hour:,.2f}/h on-demand, {price.provider} {price.instance_type} (indicative, read {price.read_on})"
     return text + (f"; {price.source}" if price.source else "")
 
+
 def _with_source(text: str, source: str) -> str:
     return f"{text} ({source})" if source and not text.startswith("unknown") else text
 
+
 def _both_unknown(a: object, b: object) -> bool:
     return isinstance(a, Unknown) and isinstance(b, Unknown)
+
 
 def _gpu_table(gpus: tuple[GPU, ...]) -> str:
     """One row per GPU (and MIG instance); an unknown cell says 'unknown' and its reason is listed
@@ -166,6 +176,7 @@ def _gpu_table(gpus: tuple[GPU, ...]) -> str:
         notes.extend(f"{tag}: {note}" for note in gpu.notes)
     table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
     return table + ("\n" + "\n".join(notes) if notes else "")
+
 
 def _mig_text(gpu: GPU) -> str:
     if gpu.mig_mode is True:

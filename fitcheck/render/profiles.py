@@ -22,9 +22,11 @@ def sorted_for_listing(machines: Iterable[Machine]) -> list[Machine]:
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     return sorted(machines, key=lambda m: (rank.get(m.kind, len(rank)), m.name))
 
+
 def profiles_document(machines: Iterable[Machine]) -> dict[str, Any]:
     return {"schema": PROFILES_SCHEMA, "fitcheck_version": __version__,
             "profiles": [machine_to_dict(m) for m in sorted_for_listing(machines)]}
+
 
 def render_profiles(machines: Iterable[Machine]) -> str:
     from tabulate import tabulate

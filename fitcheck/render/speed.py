@@ -18,16 +18,20 @@ def rate_text(rate: Rate | None, unit: str = "tok/s") -> str:
         return "unknown"
     return f"{_num(rate.low)}–{_num(rate.high)} {unit}"
 
+
 def _num(x: float) -> str:
     if x >= 100:
         return f"{round(x, -1 if x < 1000 else -2):,.0f}"
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
+
 def rate_dict(rate: Rate | None) -> dict | None:
     return None if rate is None else {"low": round(rate.low, 2), "high": round(rate.high, 2)}
 
+
 def efficiency_dict(e: Efficiency) -> dict:
     return {"name": e.name, "low": e.low, "high": e.high, "why": e.why}
+
 
 def speed_document(speed: SpeedEstimate | None) -> dict | None:
     """The JSON form of one speed estimate."""
@@ -49,6 +53,7 @@ def speed_document(speed: SpeedEstimate | None) -> dict | None:
         "kv_cache_copies": _copies_document(speed),
     }
 
+
 # The speed line names transformers' KV-cache copies once they cost this share of a decode step (a display threshold).
 KV_COPY_NOTE_SHARE = 0.1
 
@@ -62,6 +67,7 @@ def kv_copy_text(speed: SpeedEstimate) -> str:
             f"grouped-query heads): {gb_text(speed.kv_copy_bytes_per_step)} per token at {speed.context:,} tokens, "
             f"{speed.kv_copy_share * 100:.0f} % of the step; vLLM, SGLang and llama.cpp read the cache in place")
 
+
 def _copies_document(speed: SpeedEstimate) -> dict | None:
     """transformers' KV-cache copies per decode step, or None where the engine reads the cache in place."""
     if not speed.kv_copy_bytes_per_step:
@@ -70,8 +76,10 @@ def _copies_document(speed: SpeedEstimate) -> dict | None:
             "why": "DynamicCache.update concatenates each layer's cache (torch.cat) and repeat_kv copies it "
                    "for every query head; engines with a paged or preallocated cache read it in place"}
 
+
 def _span(pair: tuple[float, float] | None) -> dict | None:
     return None if pair is None else {"low": round(pair[0], 9), "high": round(pair[1], 9)}
+
 
 def _comm_document(comm) -> dict | None:
     """Seconds a decode step waits on the links (vLLM tensor/pipeline parallel), or None."""
@@ -81,6 +89,7 @@ def _comm_document(comm) -> dict | None:
             "inter_node_seconds_per_step": _span(comm.inter_node),
             "tp_across_nodes_seconds_per_step": _span(comm.tp_across_nodes),
             "pp_across_nodes_seconds_per_step": _span(comm.pp_across_nodes), "link": comm.link or None}
+
 
 def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
     """The JSON form of a TrainingSpeed."""
@@ -103,6 +112,7 @@ def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
             "full_shard_seconds_per_step": speed.traffic.full_shard_seconds},
     }
 
+
 def training_speed_line(speed: TrainingSpeed | None) -> str:
     """One table line: training tokens/s and the optimizer step's time, or why unknown."""
     if speed is None:
@@ -119,6 +129,7 @@ def training_speed_line(speed: TrainingSpeed | None) -> str:
                f"({speed.offload_seconds:.2g} s, overlapped with compute at best)" if speed.offload_bytes else ""))
     return line + (f"\n{traffic_line(speed.traffic, speed.link_wait)}" if speed.traffic else "")
 
+
 def traffic_line(traffic, wait: tuple[float, float] | None = None) -> str:
     """The inter-node traffic of one training step, its time on the link, and what of it the step waits for."""
     time = (f"{traffic.seconds:.2g} s per step at line rate" if traffic.seconds is not None else "time unknown")
@@ -134,6 +145,7 @@ def traffic_line(traffic, wait: tuple[float, float] | None = None) -> str:
         line += f"; the step waits {span} s of it (not hidden behind compute; in the step time above)"
     return line
 
+
 def _seconds_range(fast: float, slow: float) -> str:
     """'0.96–1.6 s', '6.7–20 s', '1.2–2.0 min', in the unit of the slower end."""
     unit, div = ("h", 3600) if slow >= 3600 else ("min", 60) if slow >= 60 else ("s", 1)
@@ -141,6 +153,7 @@ def _seconds_range(fast: float, slow: float) -> str:
     def fig(x: float) -> str:
         return f"{x:.2g}" if x < 10 else _num(x)
     return f"{fig(fast / div)}–{fig(slow / div)} {unit}"
+
 
 def advice_document(advice: DeviceAdvice | None) -> dict | None:
     """The JSON form of a DeviceAdvice (CPU or GPU)."""
@@ -151,11 +164,13 @@ def advice_document(advice: DeviceAdvice | None) -> dict | None:
         "gpu": _option(advice.gpu, advice.gpu_fits), "cpu": _option(advice.cpu, advice.cpu_fits),
     }
 
+
 def _option(speed: SpeedEstimate | None, fits: bool | None) -> dict | None:
     if speed is None:
         return None
     return {"device": speed.device, "engine": speed.engine, "precision": speed.precision, "fits": fits,
             "decode_tokens_per_s": rate_dict(speed.decode), "unknown": speed.unknown or None}
+
 
 def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
     """One table line: this plan's speed and the CPU-or-GPU advice."""

@@ -61,6 +61,7 @@ class ModelRef:
     def of(cls, entry: CatalogEntry) -> ModelRef:
         return cls(entry.hf_id, entry.spec, entry.family, entry.released, active_params=entry.active_params)
 
+
 @dataclass(frozen=True)
 class FitRow:
     """One model judged on the machine: the configuration chosen, or why nothing fits."""
@@ -86,6 +87,7 @@ class FitRow:
     def params(self) -> int:
         return self.model.spec.total_params
 
+
 @dataclass(frozen=True)
 class FitsResult:
     machine: Machine
@@ -104,6 +106,7 @@ class FitsResult:
     def mode(self) -> str:
         return getattr(self.request, "mode", "inference")
 
+
 def select_entries(query: str | None = None, family: str | None = None, kind: str | None = None
                    ) -> tuple[CatalogEntry, ...]:
     """Catalog entries matching the same filters as ``fitcheck models`` (plus --kind)."""
@@ -118,6 +121,7 @@ def select_entries(query: str | None = None, family: str | None = None, kind: st
     elif kind in ("dense", "moe"):
         found = tuple(e for e in found if e.spec.is_moe == (kind == "moe"))
     return found
+
 
 def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str, str], ...]]:
     """(the local models read, those that could not be: (name, source, reason)), from
@@ -137,6 +141,7 @@ def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str
                              entry.released if entry else "", lm.source, lm.where, r.spec.active_params))
     return tuple(refs), tuple(failed)
 
+
 def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[CatalogEntry, ...] | None = None,
                     models: tuple[ModelRef, ...] | None = None, headroom: float = DEFAULT_HEADROOM,
                     profile: str | None = None, unreadable: tuple[tuple[str, str, str], ...] = (),
@@ -154,8 +159,10 @@ def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[Cat
     return FitsResult(machine, profile, request, headroom, tuple(rows), unreadable, local=entries is None
                       and models is not None and any(m.source != "catalog" for m in models))
 
+
 def _negated(released: str) -> tuple[int, ...]:
     return tuple(-int(p) for p in released.split("-") if p.isdigit())
+
 
 @lru_cache(maxsize=4096)
 def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float,
@@ -180,12 +187,14 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
     return FitRow(entry, result.verdict.status, result.plan, *_room(result.verdict), None, None, None, None, reason,
                   _devices(result.verdict))
 
+
 def _room(verdict) -> tuple[int | None, int | None, str | None]:
     """(need, free, device) of the fullest device: the one check's verdict line and `where` name."""
     d = tightest_device(verdict)
     if d is None:
         return None, None, None
     return d.need_bytes, d.free_bytes, d.device
+
 
 def _row(entry: ModelRef, plan, verdict, machine: Machine, command: str, change: str | None) -> FitRow:
     """A fitting row: the command is the one check prints (it reproduces this row)."""
@@ -198,6 +207,7 @@ def _row(entry: ModelRef, plan, verdict, machine: Machine, command: str, change:
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
     return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change, "",
                   _devices(verdict))
+
 
 def _devices(verdict) -> tuple[tuple[str, int, int], ...]:
     return tuple((d.device, d.need_bytes, d.free_bytes) for d in verdict.devices

@@ -89,6 +89,7 @@ class Context:
         """What the quality these weights give up costs, against the plan's."""
         return max(R.quality(precision) - R.quality(self.plan.precision), 0) * R.COST_PER_QUALITY_STEP
 
+
 def inference_alternatives(spec: ModelSpec, request: Request, plan: Plan, machine: Machine,
                            evaluate: Evaluate) -> tuple[Alternative, ...]:
     visible = len(machine.gpus)
@@ -98,6 +99,7 @@ def inference_alternatives(spec: ModelSpec, request: Request, plan: Plan, machin
     for route in ROUTES:
         route.propose(ctx)
     return ctx.s.ranked_for_serving(R.MAX_ALTERNATIVES, plan, spec, machine)
+
 
 def _on_the_gpus_here(spec: ModelSpec, request: Request, machine: Machine,
                       evaluate: Evaluate) -> tuple[Alternative, ...]:
@@ -115,6 +117,7 @@ def _on_the_gpus_here(spec: ModelSpec, request: Request, machine: Machine,
         s.found += [replace(a, cost=a.cost + R.COST_RUNNABLE, changes=changed_fields(request, a.request))
                     for a in inference_alternatives(spec, fixed, out.plan, machine, evaluate)]
     return s.ranked_for_serving(R.MAX_ALTERNATIVES, out.plan, spec, machine)
+
 
 def _context(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, evaluate: Evaluate) -> Context:
     visible = len(machine.gpus)
@@ -139,12 +142,14 @@ def _context(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, ev
     ctx.gguf_ref = evaluate(ctx.gguf_on_gpus(ladder[0])) if speed_costs and gpu_ok and ladder else None
     return ctx
 
+
 def engine_chosen(request: Request, plan: Any) -> bool:
     """The request left the engine to fitcheck (no --engine, nor a transformers-only option: --attention,
     --transformers-version) and runs non-GGUF weights on GPUs: its quantized alternatives may serve with
     another engine, and pay for the decode speed they give up."""
     return request.engine is None and request.transformers_version is None and request.attention is None \
         and plan.device == "gpu" and not weight_format(plan.precision).gguf
+
 
 def lower_precision_engines(spec: ModelSpec, request: Request, plan: Plan, kind: str,
                             cc: float | None) -> dict[str, list[str]]:
@@ -162,11 +167,13 @@ def lower_precision_engines(spec: ModelSpec, request: Request, plan: Plan, kind:
             found.setdefault(p, []).append(e)
     return found
 
+
 def with_engine(base: Request, engine: str, plan: Any) -> Request:
     """``base`` served by ``engine`` (the transformers-only options reset to their defaults)."""
     if engine == plan.engine:
         return base
     return base.with_changes(engine=engine, transformers_version=None, attention=None)
+
 
 def consider_fastest(s: Search, spec: ModelSpec, machine: Machine, tries: list[tuple[str, Request, float, Outcome]],
                      speed_costs: bool, references: tuple[Outcome, ...] = ()) -> Rated:
@@ -187,6 +194,7 @@ def consider_fastest(s: Search, spec: ModelSpec, machine: Machine, tries: list[t
     for title, cand, cost, _ in best.values():
         s.consider(title, cand, cost)
     return rated
+
 
 # ---- 1. quantize ---------------------------------------------------------------------------------------------
 def quantize(c: Context) -> None:
@@ -225,6 +233,7 @@ def quantize(c: Context) -> None:
     c.rated = consider_fastest(s, spec, c.machine, tries, c.speed_costs,
                                (c.gguf_ref,) if c.gguf_ref is not None and runs(c.gguf_ref) else ())
 
+
 def attention_and_release(c: Context) -> None:
     """SDPA instead of eager attention (no prompt × prompt score matrix), or instead of a kernel this machine does
     not run (flash-attention needs CUDA >= 8.0 or ROCm); a release that computes the prefill's logits for the last
@@ -237,11 +246,13 @@ def attention_and_release(c: Context) -> None:
         c.s.consider(f"Upgrade {title} to 4.45 or later (prompt logits for the last position only)",
                      c.base.with_changes(transformers_version=None), 1)
 
+
 # ---- 2. serve with a pooled engine ------------------------------------------------------------------------
 def _serving_engine(c: Context, precision: str) -> Any:
     """The first pooled serving engine of the table that runs ``precision`` here, or None."""
     return next((e for e in engines.ENGINES.values()
                  if e.pooled and e.name != c.plan.engine and e.runs_here(precision, c.kind, c.cc) is None), None)
+
 
 def serve(c: Context) -> None:
     """The same weights served by a pooled engine (paged KV cache, activations bounded by chunked prefill); and the
@@ -266,12 +277,14 @@ def serve(c: Context) -> None:
                                          attention=None),
                      3 + max(R.quality(stored) - R.quality(plan.precision), 0) * R.COST_PER_QUALITY_STEP)
 
+
 # ---- 3. KV cache, 4. context and sequences --------------------------------------------------------------
 def kv_cache(c: Context) -> None:
     """The engine's quantized KV-cache types (fp8 with the serving engines, q8_0/q4_0 with llama.cpp)."""
     for kv in engines.get(c.plan.engine).kv_dtypes:
         if KV_DTYPE_BYTES[kv] < 2 and kv != c.plan.kv_dtype:
             c.s.consider(f"Quantize the KV cache to {kv}", c.base.with_changes(kv_dtype=kv), R.COST_KV[kv])
+
 
 def shorter(c: Context) -> None:
     """A shorter context; fewer concurrent sequences."""
@@ -285,6 +298,7 @@ def shorter(c: Context) -> None:
             c.s.consider(f"Serve {b} concurrent sequence{'s' if b > 1 else ''} instead of {batch}",
                          c.base.with_changes(batch=b), 4 + 20 * (1 - b / batch))
 
+
 # ---- 5. more GPUs, more nodes, expert parallel -------------------------------------------------------------
 def more_gpus(c: Context) -> None:
     """More of the machine's GPUs (tensor parallel with a serving engine, layer split otherwise)."""
@@ -294,6 +308,7 @@ def more_gpus(c: Context) -> None:
     if plan.device == "gpu" and all_gpus > plan.gpus:
         c.s.consider(f"Spread over {all_gpus} GPUs" + (" (tensor parallel)" if engine.splits == "tensor" else ""),
                      c.base.with_changes(gpus=all_gpus), R.COST_PER_GPU * (all_gpus - plan.gpus))
+
 
 def nodes(c: Context) -> None:
     """More nodes like this one with the first engine that spans nodes with tensor parallelism (vLLM: tensor
@@ -316,6 +331,7 @@ def nodes(c: Context) -> None:
     if own in spanning and own is not first and own.runs_here(plan.precision, c.kind, c.cc) is None:
         more_nodes(c.s, cand.with_changes(engine=own.name), plan, f"{own.title}, {own.nodes_words}", 0.0)
 
+
 def expert_parallel(c: Context) -> None:
     """MoE: the experts split over every GPU, attention data parallel (more room for the KV cache: the latent or KV
     heads are no longer replicated over tensor-parallel ranks); over one GPU of one machine nothing splits."""
@@ -335,6 +351,7 @@ def expert_parallel(c: Context) -> None:
     if not runs(out) and multi_node(c.machine):
         more_nodes(c.s, ep, plan, title, R.COST_EXPERT_PARALLEL)
 
+
 # ---- 6. GGUF builds -------------------------------------------------------------------------------------
 def gguf_builds(c: Context) -> None:
     """GGUF builds: fully on the GPU(s), else over more nodes (RPC), else the routed experts or the layers that do
@@ -349,6 +366,7 @@ def gguf_builds(c: Context) -> None:
                                        step + (45 if c.visible else 5)))
         if placed:
             break
+
 
 def _gguf_on_gpus(c: Context, gguf: Any, precision: str, step: float) -> bool:
     spec, plan, machine = c.spec, c.plan, c.machine
@@ -378,6 +396,7 @@ def _gguf_on_gpus(c: Context, gguf: Any, precision: str, step: float) -> bool:
             full.with_changes(gpu_layers=n), step + R.COST_OFFLOAD + R.COST_PER_RAM_SHARE * share)) or placed
     return placed
 
+
 def ram_read_share(spec: ModelSpec, plan: Any) -> float:
     """Share of a decode step's weight bytes read from RAM (llama.cpp --n-cpu-moe): what the ranking
     charges, as the layer share it charges -ngl (whose RAM reads are that share of the layers)."""
@@ -385,6 +404,7 @@ def ram_read_share(spec: ModelSpec, plan: Any) -> float:
         return 1.0
     return min(ram_weight_bytes_per_step(spec, plan, plan.batch)
                / max(active_weight_bytes(spec, plan.precision, plan.batch, plan.engine), 1), 1.0)
+
 
 def _expert_offload(c: Context, full: Request, gguf: Any, precision: str, step: float) -> bool:
     """Every layer on the GPU but the routed experts of the first N layers (the fewest that let the GPUs hold the
@@ -403,6 +423,7 @@ def _expert_offload(c: Context, full: Request, gguf: Any, precision: str, step: 
              f"{'--cpu-moe' if n >= layers else f'--n-cpu-moe {moe}'})")
     cost = step + R.COST_OFFLOAD + R.COST_PER_RAM_SHARE * ram_read_share(c.spec, out.plan)
     return runs(c.s.consider(title, cand, cost))
+
 
 # ---- 7. weights streamed from RAM ------------------------------------------------------------------------
 def streamed(c: Context) -> None:
@@ -430,6 +451,7 @@ def streamed(c: Context) -> None:
                  f"({engines.get(plan.engine).title} --cpu-offload-gb {gib})",
                  cand, R.COST_STREAMED + R.COST_PER_SLOWDOWN * slowdown)
 
+
 def plan_weight_bytes(evaluate: Evaluate, request: Request) -> int:
     """Weight bytes on one GPU of the request as asked (what --cpu-offload-gb can take away)."""
     out = evaluate(request)
@@ -437,6 +459,7 @@ def plan_weight_bytes(evaluate: Evaluate, request: Request) -> int:
         return 0
     return max((sum(c.bytes for c in d.components if c.name == "weights") for d in out.estimate.devices
                 if d.kind == "gpu"), default=0)
+
 
 ROUTES = (
     Route("quantize", "quality, and the decode speed another engine gives up", quantize),

@@ -95,6 +95,7 @@ class Context:
                 s.consider(f"{title}, micro-batch {b} × accumulation {accum}",
                            cand.with_changes(batch=b, grad_accum=accum), cost + R.COST_ACCUMULATION)
 
+
 def training_alternatives(spec: ModelSpec, request: Request, plan: TrainingPlan, machine: Machine,
                           evaluate: Evaluate) -> tuple[Alternative, ...]:
     s = Search(request, evaluate, relax=bool(plan.problems))
@@ -112,6 +113,7 @@ def training_alternatives(spec: ModelSpec, request: Request, plan: TrainingPlan,
                 s.found[before:] = [replace(a, title=f"With {what}: {lower_first(a.title)}") for a in s.found[before:]]
     return s.ranked_for_training(R.MAX_TRAINING_ALTERNATIVES)
 
+
 def candidates(s: Search, spec: ModelSpec, base: Request, plan: TrainingPlan, machine: Machine,
                extra: float) -> None:
     kind, cc = engines.machine_kind(machine, plan.device)
@@ -119,16 +121,19 @@ def candidates(s: Search, spec: ModelSpec, base: Request, plan: TrainingPlan, ma
     for route in ROUTES:
         route.propose(c)
 
+
 def lower_first(title: str) -> str:
     """``title`` to follow a colon: its first word lowercased unless it is an acronym or a name (FSDP, LoRA)."""
     word = title.split(" ", 1)[0]
     return title[:1].lower() + title[1:] if word[1:].islower() else title
+
 
 # ---- 1.–3. the cheap steps -----------------------------------------------------------------------------
 def checkpointing(c: Context) -> None:
     if not c.plan.grad_checkpointing:
         c.consider("Turn on gradient checkpointing", c.base.with_changes(grad_checkpointing=True),
                    R.COST_CHECKPOINTING, False)
+
 
 def micro_batch(c: Context) -> None:
     plan = c.plan
@@ -138,6 +143,7 @@ def micro_batch(c: Context) -> None:
             b, accum = same_effective_batch(fitting, plan.batch * plan.grad_accum)
             c.consider(f"Micro-batch {b} with gradient accumulation {accum} (same effective batch)",
                        c.base.with_changes(batch=b, grad_accum=accum), R.COST_ACCUMULATION, False)
+
 
 def optimizer(c: Context) -> None:
     """An 8-bit optimizer (bitsandbytes) where its kernels run; pure bf16 weights for full fine-tuning."""
@@ -149,6 +155,7 @@ def optimizer(c: Context) -> None:
     if c.pure_bf16:
         c.consider("Pure bf16 weights, no fp32 master copy (--master-weights none)",
                    c.base.with_changes(master_weights="none"), R.COST_PURE_BF16)
+
 
 def stacked(c: Context) -> None:
     """The cheap steps stacked, in the order a practitioner gives them up (speed first, then a little quality),
@@ -174,6 +181,7 @@ def stacked(c: Context) -> None:
         if runs(c.s.evaluate(c.base.with_changes(**changes))):
             break
 
+
 # ---- 4. fewer trainable parameters ---------------------------------------------------------------------
 def lora(c: Context) -> None:
     """full → LoRA; where QLoRA does not run (the CPU, Apple), LoRA with checkpointing at the longest sequence that
@@ -194,6 +202,7 @@ def lora(c: Context) -> None:
             c.consider(f"LoRA (r={plan.lora_rank}) with gradient checkpointing at a {seq:,}-token sequence",
                        cand.with_changes(seq_len=seq),
                        R.COST_LORA + R.COST_CHECKPOINTING + R.shorter_cost(seq, plan.seq_len), False)
+
 
 def qlora(c: Context) -> None:
     """full or LoRA → QLoRA (a 4-bit NF4 base), with the recipe's gradient checkpointing and, where that alone does
@@ -225,6 +234,7 @@ def qlora(c: Context) -> None:
             c.consider(f"{title} at a {seq:,}-token sequence", best.with_changes(seq_len=seq),
                        cost + R.shorter_cost(seq, plan.seq_len), False)
 
+
 def adapters(c: Context) -> None:
     """LoRA on fewer modules, a lower rank, frozen embeddings."""
     plan = c.plan
@@ -240,9 +250,11 @@ def adapters(c: Context) -> None:
         c.consider("Freeze the embeddings and lm_head (adapters only)",
                    c.base.with_changes(lora_train_embeddings=False), 4)
 
+
 # ---- 5. sharding, 6. offload --------------------------------------------------------------------------
 def _shards(c: Context) -> bool:
     return c.plan.device == "gpu" and engines.SHARDING_RUNS.problem(c.kind, c.cc) is None
+
 
 def sharding(c: Context) -> None:
     """Shard across the machine's GPUs (DeepSpeed ZeRO-2/3, FSDP full-shard); hybrid sharding replicates the model
@@ -260,6 +272,7 @@ def sharding(c: Context) -> None:
     if _shards(c) and plan.nodes > 1 and plan.fsdp and FSDP_STRATEGIES[plan.fsdp].within_node:
         c.consider(f"FSDP full-shard over all {plan.world} GPUs of the {plan.nodes} nodes (not replicated per node)",
                    c.base.with_changes(fsdp="full-shard"), R.COST_SHARDING)
+
 
 def nodes(c: Context) -> None:
     """More nodes like this one, the model states sharded over all their GPUs; with gradient checkpointing too where
@@ -288,6 +301,7 @@ def nodes(c: Context) -> None:
     if best is not None:
         c.s.consider(best[1], best[2], best[0])
 
+
 def offload(c: Context) -> None:
     """Offload to RAM (DeepSpeed ZeRO-Offload): the optimizer, then the parameters too; each node's RAM holds its
     own ranks' share of the offloaded states, so more nodes need less RAM each."""
@@ -305,6 +319,7 @@ def offload(c: Context) -> None:
         if cand.offload == "optimizer+params" and multi_node(c.machine) and not runs(c.s.evaluate(cand)):
             more_nodes(c.s, cand.with_changes(gpus=None), plan, "ZeRO-3 Offload", c.extra + cost + pcie)
 
+
 def pcie_cost(s: Search, spec: ModelSpec, request: Request, machine: Machine) -> float:
     """What offload's PCIe time costs in the ranking: COST_PER_SLOWDOWN for each doubling of the
     step's compute time it could add (fitcheck.speed.training.offload_bytes_per_step over PCIe)."""
@@ -318,6 +333,7 @@ def pcie_cost(s: Search, spec: ModelSpec, request: Request, machine: Machine) ->
     link = speed.link_wait[1] if speed.link_wait else 0.0
     fastest_compute = compute[1] - speed.offload_seconds - link  # the slow end is compute + transfer
     return R.COST_PER_SLOWDOWN * min(speed.offload_seconds / max(fastest_compute, 1e-9), R.SLOWDOWN_CAP)
+
 
 # ---- 7. a shorter sequence ----------------------------------------------------------------------------
 def shorter(c: Context) -> None:
@@ -335,6 +351,7 @@ def shorter(c: Context) -> None:
             c.consider(f"Gradient checkpointing at a {longer:,}-token sequence",
                        checkpointed.with_changes(seq_len=longer),
                        R.COST_CHECKPOINTING + R.shorter_cost(longer, plan.seq_len), False)
+
 
 def runnable(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
     """For a plan this machine cannot run: the same training with what does run here swapped in."""
@@ -357,6 +374,7 @@ def runnable(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
         fixed = fixed.with_changes(mode="lora", precision="bf16", master_weights=None)
     return fixed
 
+
 ROUTES = (
     Route("checkpointing", "about 30 % more compute (one more forward per step)", checkpointing),
     Route("micro-batch", "a smaller micro-batch, the same effective batch by accumulation", micro_batch),
@@ -370,6 +388,8 @@ ROUTES = (
     Route("offload", "PCIe time every step", offload),
     Route("shorter", "sequence length (what is learned)", shorter),
 )
+
+
 def hybrid_advice(spec: ModelSpec, request: Request, plan: Any, machine: Machine,
                   evaluate: Evaluate) -> str | None:
     """A note for FSDP full-shard / shard-grad-op over several nodes when the hybrid twin (sharded within a

@@ -157,6 +157,7 @@ class WhereRow:
         """The fullest device verdict (need ÷ free), the one the verdict line names."""
         return tightest_device(self.verdict) if self.verdict is not None else None
 
+
 @dataclass(frozen=True)
 class WhereResult:
     query: str
@@ -249,8 +250,10 @@ class WhereResult:
         return break_even_hours(row.machine.purchase.usd, row.tokens_per_s, owned.electricity_usd_per_hour,
                                 cloud.usd_per_hour, cloud.tokens_per_s)
 
+
 def _geomean(r: Any) -> float:
     return float((r[0] * r[1]) ** 0.5)
+
 
 def evaluate_on(spec: Any, request: Request, machine: Machine, headroom: float, tokens: int | None = None,
                 cost: CostSettings | None = None) -> WhereRow:
@@ -272,6 +275,7 @@ def evaluate_on(spec: Any, request: Request, machine: Machine, headroom: float, 
         run = run_cost(tokens, (speed.rate.low, speed.rate.high), rented, cost or CostSettings())
     return WhereRow(machine, asked, plan, result.estimate, verdict, result.speed, speed, run,
                     "" if verdict.status == FITS else verdict.summary())
+
 
 def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: float) -> WhereRow:
     """``row`` (the machine at its default precision) when it runs or the precision was given; else the
@@ -300,6 +304,7 @@ def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: flo
     chosen = evaluate_on(spec, chosen_request, row.machine, headroom)
     return replace(chosen, default_precision=row.plan.precision) if chosen.fits else row
 
+
 def _fewest_nodes(rows: dict[int, WhereRow], evaluate: Any, most: int) -> WhereRow | None:
     """The row of the fewest nodes, 2..most, on which ``evaluate(n)`` fits (None: none)."""
     def fits(n: int) -> bool:
@@ -308,6 +313,7 @@ def _fewest_nodes(rows: dict[int, WhereRow], evaluate: Any, most: int) -> WhereR
 
     n = fewest_nodes(fits, 2, most) if most >= 2 else None
     return rows[n] if n is not None else None
+
 
 def multi_node_row(spec: Any, request: Request, machine: Machine, headroom: float) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` (2..MAX_WHERE_NODES) that serve ``request`` with the first serving
@@ -320,9 +326,11 @@ def multi_node_row(spec: Any, request: Request, machine: Machine, headroom: floa
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom),
                          MAX_WHERE_NODES)
 
+
 def _concurrency(row: WhereRow) -> float | None:
     pool = row.estimate.pool if row.estimate is not None else None
     return pool.max_concurrency if pool is not None else None
+
 
 def expert_parallel_row(spec: Any, request: Request, row: WhereRow, headroom: float) -> WhereRow | None:
     """For an MoE model on a cloud machine of several GPUs (or nodes): the same GPUs with the experts split over
@@ -348,6 +356,7 @@ def expert_parallel_row(spec: Any, request: Request, row: WhereRow, headroom: fl
             return None
     return ep
 
+
 def multi_node_ep_row(spec: Any, request: Request, machine: Machine, headroom: float,
                       than: WhereRow | None) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` that serve an MoE ``request`` expert parallel, when that is fewer
@@ -358,6 +367,7 @@ def multi_node_ep_row(spec: Any, request: Request, machine: Machine, headroom: f
     asked = request.with_changes(engine=request.engine or engines.EXPERT_PARALLEL_ENGINES[0], expert_parallel=True)
     most = (than.nodes - 1) if than is not None else MAX_WHERE_NODES
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom), most)
+
 
 def multi_node_training_row(spec: Any, request: Request, machine: Machine, headroom: float, tokens: int | None,
                             cost: CostSettings) -> WhereRow | None:
@@ -375,6 +385,7 @@ def multi_node_training_row(spec: Any, request: Request, machine: Machine, headr
         return None
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom, tokens, cost),
                          MAX_WHERE_TRAINING_NODES)
+
 
 def where_result(resolved: Any, request: Request, machines: Any, *, headroom: float, kind: str | None = None,
                  max_price: float | None = None, query: str | None = None, tokens: int | None = None,
@@ -395,6 +406,7 @@ def where_result(resolved: Any, request: Request, machines: Any, *, headroom: fl
                                for m in machines_of_kind(list(machines), "cloud"))
     return WhereResult(query or resolved.hf_id or resolved.spec.name, resolved, request, headroom, kind, max_price,
                        rows, cost, rented, tokens, model_args)
+
 
 def _serving_rows(spec: Any, request: Request, machines: list[Machine], headroom: float) -> tuple[WhereRow, ...]:
     defaults = tuple(evaluate_on(spec, request, m, headroom) for m in machines)
@@ -417,6 +429,7 @@ def _serving_rows(spec: Any, request: Request, machines: list[Machine], headroom
             rows += (ep,) if ep is not None else ()
     return rows + ep_rows
 
+
 def _training_rows(spec: Any, request: Request, machines: list[Machine], headroom: float, tokens: int | None,
                    cost: CostSettings) -> tuple[WhereRow, ...]:
     rows = tuple(evaluate_on(spec, request, m, headroom, tokens, cost) for m in machines)
@@ -425,6 +438,7 @@ def _training_rows(spec: Any, request: Request, machines: list[Machine], headroo
         more = (multi_node_training_row(spec, request, r.machine, headroom, tokens, cost) for r in rows)
         rows += tuple(r for r in more if r is not None)
     return rows
+
 
 __all__ = ["EP_CONCURRENCY_GAIN", "MAX_WHERE_NODES", "MAX_WHERE_TRAINING_NODES", "WEIGHTS_ONLY", "WhereResult",
            "WhereRow", "best_precision_row", "evaluate_on", "where_result"]

@@ -54,6 +54,7 @@ class CostSettings:
         """Hours the purchase is spread over."""
         return self.amortize_years * 365 * self.hours_per_day
 
+
 def kwh_price_from(option: float | None, env) -> tuple[float, str]:
     """(USD per kWh, where it came from): --kwh-price, else $FITCHECK_KWH_PRICE, else the default.
 
@@ -71,12 +72,15 @@ def kwh_price_from(option: float | None, env) -> tuple[float, str]:
         return value, KWH_PRICE_ENV
     return DEFAULT_KWH_PRICE_USD, KWH_PRICE_SOURCE
 
+
 def is_owned(machine: Machine) -> bool:
     """A machine you buy rather than rent: not priced per hour, and a laptop, desktop or this one."""
     return machine.price is None and machine.kind in OWNED_KINDS
 
+
 def hours_per_million(tokens_per_s: float) -> float:
     return 1e6 / (tokens_per_s * 3600)
+
 
 @dataclass(frozen=True)
 class OwnedCost:
@@ -88,6 +92,7 @@ class OwnedCost:
     electricity_usd_per_hour: float
     amortized_usd_per_hour: float | None       # purchase share + electricity; None without a purchase price
     amortized_usd_per_million: Range | None
+
 
 def owned_cost(power_watts: int, purchase_usd: float | None, rate: Range, settings: CostSettings) -> OwnedCost:
     """What a million tokens costs on an owned machine drawing `power_watts` at `rate` (low, high) tokens/s."""
@@ -104,6 +109,7 @@ def owned_cost(power_watts: int, purchase_usd: float | None, rate: Range, settin
     return OwnedCost(power_watts, energy, (energy[0] * settings.kwh_price_usd, energy[1] * settings.kwh_price_usd),
                      electricity_hour, amortized_hour, amortized)
 
+
 def machine_owned_cost(machine: Machine, rate: Range | None, settings: CostSettings) -> OwnedCost | None:
     """owned_cost for an owned machine whose power draw is known, else None."""
     watts = machine.power_watts
@@ -111,6 +117,7 @@ def machine_owned_cost(machine: Machine, rate: Range | None, settings: CostSetti
         return None
     purchase = machine.purchase.usd if machine.purchase is not None else None
     return owned_cost(watts, purchase, rate, settings)
+
 
 def break_even_hours(purchase_usd: float, owned_tokens_per_s: float, electricity_usd_per_hour: float,
                      cloud_usd_per_hour: float, cloud_tokens_per_s: float) -> float | None:
@@ -121,6 +128,7 @@ def break_even_hours(purchase_usd: float, owned_tokens_per_s: float, electricity
     if saving_per_hour <= 0:
         return None
     return purchase_usd / saving_per_hour
+
 
 # ---- a fine-tuning run -------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -138,6 +146,7 @@ class RunCost:
     def usd(self) -> Range | None:
         """The cost to compare machines by: rented price, else the amortised cost, else electricity."""
         return self.rented_usd or self.amortized_usd or self.electricity_usd
+
 
 def run_cost(tokens: int, rate: Range, machine: Machine, settings: CostSettings) -> RunCost:
     """How long `tokens` training tokens take at `rate` (low, high) tokens/s on `machine`, and what they cost."""
@@ -158,6 +167,7 @@ def run_cost(tokens: int, rate: Range, machine: Machine, settings: CostSettings)
         amortized = (electricity[0] + share * hours[0], electricity[1] + share * hours[1])
     return RunCost(tokens, hours, energy_kwh=energy, electricity_usd=electricity, amortized_usd=amortized)
 
+
 @dataclass(frozen=True)
 class CheckCost:
     """What one answer costs on its machine: serving per million tokens (owned: energy, electricity and the
@@ -169,6 +179,7 @@ class CheckCost:
     rented_per_million: Range | None  # serving on a rented machine: USD per million tokens
     run: RunCost | None             # fine-tuning with --tokens
 
+
 def check_cost(machine: Machine, rate: Range | None, training: bool, tokens: int | None,
                settings: CostSettings) -> CheckCost:
     owned = None if training or rate is None else machine_owned_cost(machine, rate, settings)
@@ -177,18 +188,22 @@ def check_cost(machine: Machine, rate: Range | None, training: bool, tokens: int
     run = run_cost(tokens, rate, machine, settings) if training and tokens is not None and rate is not None else None
     return CheckCost(settings, rate, owned, rented, run)
 
+
 def range_dict(r: Range | None, digits: int = 4) -> dict | None:
     """{low, high} rounded, or None (the JSON form of a range)."""
     return None if r is None else {"low": round(r[0], digits), "high": round(r[1], digits)}
+
 
 def settings_dict(settings: CostSettings) -> dict:
     return {"kwh_price_usd": settings.kwh_price_usd, "kwh_price_source": settings.kwh_price_source,
             "amortize_years": settings.amortize_years, "hours_per_day": settings.hours_per_day}
 
+
 __all__ = ["DEFAULT_AMORTIZE_YEARS", "DEFAULT_HOURS_PER_DAY", "DEFAULT_KWH_PRICE_USD", "KWH_PRICE_ENV",
            "KWH_PRICE_SOURCE", "CostSettings", "OwnedCost", "RunCost", "break_even_hours", "hours_per_million",
            "is_owned", "kwh_price_from", "machine_owned_cost", "owned_cost", "range_dict", "run_cost",
            "settings_dict"]
+
 
 def usd_per_million_tokens(usd_per_hour: float, rate: Rate) -> tuple[float, float]:
     """(cheapest, dearest) price of a million generated tokens at an aggregate rate."""

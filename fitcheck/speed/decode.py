@@ -71,6 +71,7 @@ class SpeedEstimate:
     kv_copy_bytes_per_step: int = 0  # of kv_bytes_per_step, what transformers' cache copies move (kv_traffic)
     kv_copy_share: float = 0.0     # share of the slow end's step those copies cost, against reading the cache in place
 
+
 def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1, engine: str | None = None) -> int:
     """Weight bytes one decode step reads, in the plan's storage format.
 
@@ -87,6 +88,7 @@ def active_weight_bytes(spec: ModelSpec, precision: str, batch: int = 1, engine:
         total += b * share if kind == S.EXPERTS else b
     return int(total)
 
+
 def ep_weight_bytes(spec: ModelSpec, plan: Plan) -> int:
     """Weight bytes the busiest GPU reads per decode step with expert parallel: its rank's whole attention,
     shared experts, dense MLPs and head, and its share of the routed experts the step touches."""
@@ -102,10 +104,12 @@ def ep_weight_bytes(spec: ModelSpec, plan: Plan) -> int:
             total += b
     return int(total)
 
+
 def kv_bytes_per_sequence(spec: ModelSpec, plan: Plan, context: int) -> int:
     # the cache a decode step reads (sliding-window layers: what the engine keeps once generation starts)
     return kv_cache_bytes(spec, tokens=context, sequences=1, kv_dtype=plan.kv_dtype, engine=engines.get(plan.engine),
                           transformers_version=plan.transformers_version)
+
 
 def attention_flops_per_token(spec: ModelSpec, positions: float) -> float:
     """QKᵀ and AV for one token attending to `positions` earlier tokens: 2 × 2 × layers × n × d_attn."""
@@ -113,9 +117,11 @@ def attention_flops_per_token(spec: ModelSpec, positions: float) -> float:
                                          else spec.attn_head_dim)
     return 4.0 * spec.num_attention_layers * positions * d_attn
 
+
 def prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> float:
     """2 × active parameters + causal attention averaged over the prompt (half the prompt)."""
     return 2.0 * matmul_params(spec) + attention_flops_per_token(spec, prompt_tokens / 2)
+
 
 # ---- devices -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ class _Device:
     peak_flops: float | None     # FLOP/s
     kind: str                    # 'gpu' or 'cpu'
     why_unknown: str = ""
+
 
 def _gpu_device(machine: Machine, plan: Plan) -> _Device:
     if not machine.gpus:
@@ -142,9 +149,11 @@ def _gpu_device(machine: Machine, plan: Plan) -> _Device:
                          else "GPU memory bandwidth is 0 (not a usable figure)")
     return _Device(bw, peak, "gpu", why)
 
+
 def _positive(value: object) -> TypeGuard[float]:
     """A known, positive, finite rate (a profile's 0 bandwidth or TFLOPS makes speed unknown, not a division by 0)."""
     return known(value) and isinstance(value, (int, float)) and 0 < value < float("inf")
+
 
 def _cpu_device(machine: Machine) -> _Device:
     bw = machine.memory.bandwidth_bytes_per_s
@@ -152,6 +161,7 @@ def _cpu_device(machine: Machine) -> _Device:
     why = "" if _positive(bw) else ("RAM bandwidth is 0 (not a usable figure)" if known(bw)
                                     else "RAM bandwidth not known; measure it with `fitcheck probe --bench`")
     return _Device(bw if _positive(bw) else None, peak * 1e12 if _positive(peak) else None, "cpu", why)
+
 
 def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _Device, host: Efficiency,
                end: str, serial: bool = False, kv_concat_b: float = 0.0,
@@ -180,6 +190,7 @@ def _step_time(weight_b: float, kv_b: float, flops: float, layers: float, dev: _
     if serial and dev.kind == "gpu":
         return max(mem, comp) + over, bound
     return max(mem, comp, over), bound
+
 
 def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: int | None = None) -> SpeedEstimate:
     """Decode and prefill tokens/s of `plan` on `machine`; decode at `context` tokens (default: the
@@ -269,6 +280,7 @@ def estimate_speed(spec: ModelSpec, plan: Plan, machine: Machine, *, context: in
                          bound, assumptions, comm=comm, ram_bandwidth_source=ram_source,
                          kv_copy_bytes_per_step=kv_copied, kv_copy_share=copy_cost)
 
+
 # FP8 tensor cores run twice the dense BF16 rate on NVIDIA GPUs of compute capability 8.9 and later (datasheets:
 # H100 SXM 1,979 vs 989 TFLOP/s, L40S 733 vs 362, H20 296 vs 148; RTX 4090 330 vs 165 with FP32 accumulation).
 # vLLM and SGLang run an FP8 checkpoint's linears as W8A8 FP8 GEMMs there (the input quantized per token group,
@@ -288,6 +300,7 @@ def fp8_gemms(plan: Plan, machine: Machine) -> bool:
         return known(cc) and float(str(cc)) >= 8.9
     except ValueError:
         return False
+
 
 def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate | None:
     flops = prefill_flops_per_token(spec, plan.prompt_tokens)
@@ -309,6 +322,7 @@ def _prefill_rate(spec: ModelSpec, plan: Plan, parts, machine: Machine) -> Rate 
         ends.append(1.0 / seconds)
     return Rate(*ends)
 
+
 def ram_weight_bytes_per_step(spec: ModelSpec, plan: Plan, batch: int = 1) -> int:
     """Weight bytes a decode step reads from RAM with --n-cpu-moe: the experts the batch's tokens
     pick (experts_touched_fraction) in the layers whose experts stay in RAM."""
@@ -316,6 +330,7 @@ def ram_weight_bytes_per_step(spec: ModelSpec, plan: Plan, batch: int = 1) -> in
         return 0
 
     return int(offloaded_expert_bytes(spec, plan.precision, plan.cpu_moe) * experts_touched_fraction(spec, batch))
+
 
 def _streamed_seconds(plan: Plan, machine: Machine) -> float:
     """Weights streamed from RAM over PCIe in every forward pass (vLLM --cpu-offload-gb; each GPU its own)."""

@@ -33,6 +33,7 @@ def training_flops_per_token(spec: ModelSpec, method: str = "full", gradient_che
     per = TRAINING_FLOPS_PER_PARAM[method] + (RECOMPUTE_FLOPS_PER_PARAM if gradient_checkpointing else 0.0)
     return per * matmul_params(spec)
 
+
 def _training_hardware(machine: Machine, gpus: int, device: str) -> tuple[bool, int, float | None, Efficiency]:
     """(on a GPU, data-parallel devices, 16-bit peak TFLOPS of one or None, the MFU range)."""
     if device == "gpu" and machine.gpus:
@@ -40,6 +41,7 @@ def _training_hardware(machine: Machine, gpus: int, device: str) -> tuple[bool, 
         return True, max(min(gpus, len(machine.gpus)), 1), (float(peak) if known(peak) else None), TRAINING_MFU["gpu"]
     peak = machine.cpu.bf16_tflops
     return False, 1, (float(peak) if known(peak) else None), TRAINING_MFU["cpu"]
+
 
 def training_rate(spec: ModelSpec, machine: Machine, *, method: str = "full", gradient_checkpointing: bool = False,
                   gpus: int = 1, device: str = "gpu") -> Rate | None:
@@ -49,6 +51,7 @@ def training_rate(spec: ModelSpec, machine: Machine, *, method: str = "full", gr
         return None
     flops = training_flops_per_token(spec, method, gradient_checkpointing)
     return Rate(peak * 1e12 * n * mfu.low / flops, peak * 1e12 * n * mfu.high / flops)
+
 
 @dataclass(frozen=True)
 class TrainingSpeed:
@@ -72,6 +75,7 @@ class TrainingSpeed:
         """(fastest, slowest) seconds per optimizer step."""
         return training_seconds(self.tokens_per_step, self.rate) if self.rate else None
 
+
 def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
     """Bytes one GPU moves over PCIe per optimizer step with DeepSpeed ZeRO-Offload.
 
@@ -92,6 +96,7 @@ def offload_bytes_per_step(spec: ModelSpec, plan) -> int:
         passes = 3 if plan.grad_checkpointing else 2
         moved += plan.grad_accum * passes * weight_bytes(spec, base_format(plan)).total // n
     return moved
+
 
 def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> TrainingSpeed:
     """How fast `plan` (a TrainingPlan) trains on `machine`: compute-bound, 16-bit peak × MFU, plus
@@ -124,6 +129,7 @@ def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> Training
         tokens_per_step=tokens, mfu=mfu, rate=rate,
         unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known",
         offload_bytes=moved, offload_seconds=seconds, traffic=traffic, link_wait=wait)
+
 
 def training_seconds(tokens: int, rate: Rate) -> tuple[float, float]:
     """(fastest, slowest) seconds to train on `tokens` tokens."""

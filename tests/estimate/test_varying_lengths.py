@@ -56,7 +56,6 @@ def test_a_histogram_draws_its_shares_uniformly_within_each_bin_and_states_its_m
     assert h.draw(50, 800, delete_longer=True, seed=7) == h.draw(50, 800, delete_longer=True, seed=7)
 
 
-
 def test_a_gpu_without_room_gives_cached_segments_back():
     lengths = LengthMix(3234.4, 2547.5, 91, 19548).draw(4959, 1024, delete_longer=True, seed=0)
     tensors = step_tensors(QWEN1, PLAN.with_changes(seq_len=max(lengths)))

@@ -138,8 +138,10 @@ class LlamaCpp(Engine):
         return (f"{_nodes_text(plan.nodes)}: {RPC_SERVER}  # exposes the node's GPUs to llama-server",
                 f"then on node 0: {self.command(model_id, plan, repos).split('  # first')[0]}")
 
+
 def _nodes_text(nodes: int) -> str:
     return "node 1" if nodes == 2 else f"each of nodes 1..{nodes - 1}"
+
 
 ENGINE = LlamaCpp()
 

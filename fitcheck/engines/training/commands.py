@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 # torchrun's c10d rendezvous and accelerate's main process port (PyTorch elastic docs; accelerate launch --help).
 RDZV_PORT = 29500
 
+
 def launch_lines(model_id: str, plan: TrainingPlan) -> tuple[str, ...]:
     """What to run for a multi-node training plan: DeepSpeed's launcher from the head node (hostfile,
     ds_config.json) for ZeRO, torchrun on each node otherwise; and `accelerate launch` on each node R,

@@ -531,7 +531,6 @@ def model_state_bytes(estimate: Estimate, device: str = "gpu0") -> int:
     return grads + sum(d.component(n) for n in (WEIGHTS, ADAPTERS, OPTIMIZER, MASTER_WEIGHTS))
 
 
-
 def step_activations(spec: ModelSpec, plan: TrainingPlan) -> ActivationBytes:
     """The activations and loss-path bytes of one micro-batch of `plan`, as estimate_training counts them."""
     act_b = BYTES[plan.compute_dtype]

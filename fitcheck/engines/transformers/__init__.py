@@ -33,6 +33,7 @@ HF_ATTENTION = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 _DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "awq": "torch.float16", "gptq-int4": "torch.float16",
            "gptq-int8": "torch.float16", "int4": "torch.float16"}
 
+
 class Transformers(Engine):
     name = "transformers"
     title = "transformers"
@@ -128,6 +129,7 @@ class Transformers(Engine):
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         return command(model_id, plan, repos)
 
+
 def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
     """How transformers' generate() picks each token, and why: --sampling when given; else what the
     checkpoint's generation_config.json makes generate() run (fitcheck.model.generation_config); else
@@ -147,10 +149,12 @@ def sampling_mode(requested: str | None, spec: ModelSpec) -> tuple[str, str]:
         why += f"; its {', '.join(g.unmodelled)} warper{'s' if len(g.unmodelled) > 1 else ''} not counted"
     return sampling_for(g.sampled, g.warpers(), g.processors()), why
 
+
 def dequantize(spec: ModelSpec, precision: str) -> str:
     """'mxfp4' when transformers loads an MXFP4 checkpoint as 16/32-bit weights: Mxfp4Config(dequantize=True)
     makes it so on every GPU (where its kernels run it would otherwise keep the experts packed)."""
     return "mxfp4" if spec.stored_format == "mxfp4" and weight_format(precision).family == "float" else ""
+
 
 def separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
     """transformers holds a tied-embedding model's pre-quantized FP8 checkpoint with lm_head on its own.
@@ -172,9 +176,11 @@ def separate_fp8_head(spec: ModelSpec, precision: str) -> bool:
     return (precision == "fp8" and spec.tie_word_embeddings
             and (spec.stored_format == "fp8" or "fp8" in spec.prequantized))
 
+
 def attention_typed(plan: Plan) -> bool:
     """Whether the plan's attention came from --attention (a release's default reproduces itself)."""
     return any(a.name == "attention" and a.why == "from --attention" for a in plan.assumptions)
+
 
 def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
     """`python -c "... AutoModelForCausalLM.from_pretrained(...)"` for the plan."""
@@ -205,5 +211,6 @@ def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
     return (f"python -c \"from transformers import AutoModelForCausalLM{bnb}; "
             f"import torch; AutoModelForCausalLM.from_pretrained('{repo}', torch_dtype={dtype}, "
             f"device_map={device_map}{extra})\"" + comment)
+
 
 ENGINE = Transformers()

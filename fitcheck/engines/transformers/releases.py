@@ -72,6 +72,7 @@ def logits_mode(architecture: str, transformers_version: str | None) -> tuple[st
         return "all-fp32", f"transformers {transformers_version}: fp32 logits for every prompt position"
     return "last", f"transformers {transformers_version}: logits for the last prompt position"
 
+
 def attention_mode(architecture: str, transformers_version: str | None, typed: str | None) -> tuple[str, str]:
     """(Plan.attention, why) for transformers inference."""
     if typed:
@@ -81,10 +82,12 @@ def attention_mode(architecture: str, transformers_version: str | None, typed: s
         return "eager", f"transformers {transformers_version}: eager attention is the default before 4.36"
     return "sdpa", "transformers' default attn_implementation (sdpa)"
 
+
 def static_mask_mode(architecture: str, transformers_version: str | None) -> bool:
     """Whether the release expands a full max_positions² causal mask in every forward (4.38, Llama/Gemma)."""
     return (transformers_version is not None and architecture in STATIC_MASK_ARCHITECTURES
             and parse_transformers_version(transformers_version) in STATIC_MASK_RELEASES)
+
 
 def loss_shift_copy_mode(architecture: str, transformers_version: str | None) -> bool:
     """Whether transformers' ForCausalLMLoss makes a shifted fp32 copy of the logits (4.46–4.48)."""
@@ -93,6 +96,7 @@ def loss_shift_copy_mode(architecture: str, transformers_version: str | None) ->
     first, end = LOSS_SHIFT_COPY_RELEASES
     return first <= parse_transformers_version(transformers_version) < end
 
+
 def rotary_table_mode(architecture: str, transformers_version: str | None) -> bool:
     """Whether the release keeps per-layer cos/sin tables for every position (ROTARY_TABLE_RELEASES)."""
     if transformers_version is None or architecture not in ROTARY_TABLE_RELEASES:
@@ -100,11 +104,13 @@ def rotary_table_mode(architecture: str, transformers_version: str | None) -> bo
     first, end = ROTARY_TABLE_RELEASES[architecture]
     return first <= parse_transformers_version(transformers_version) < end
 
+
 def legacy_cache_mode(architecture: str, transformers_version: str | None) -> bool:
     """Whether generate() keeps two KV caches alive at a decode step (the legacy tuple cache)."""
     if architecture in _LEGACY_CACHE_ARCHITECTURES:
         return True
     return transformers_version is not None and parse_transformers_version(transformers_version) < DYNAMIC_CACHE_SINCE
+
 
 # ---- sliding-window layers ------------------------------------------------------------------
 # transformers >= 4.56: DynamicCache(config=...) gives those layers a DynamicSlidingWindowLayer
@@ -144,6 +150,7 @@ def sliding_cache(spec, *, tokens: int, prompt_tokens: int | None, transformers_
                             f"keeps the window as a view of the whole {prompt_tokens:,}-token prefill's K/V, freed "
                             f"at the first decode step ({window:,} tokens after it)")
     return decode
+
 
 # ---- MXFP4 checkpoints (gpt-oss) ------------------------------------------------------------
 # transformers' Mxfp4HfQuantizer.validate_environment keeps the experts packed on CUDA compute capability >= 7.5

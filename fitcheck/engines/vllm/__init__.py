@@ -181,6 +181,7 @@ class Vllm(ServingEngine):
                 (f"node 1: {RAY_WORKER}" if plan.nodes == 2 else f"each of nodes 1..{plan.nodes - 1}: {RAY_WORKER}"),
                 f"then on the head node: {serve}{comment}")
 
+
 # vLLM's multi-node serving: a Ray cluster, then `vllm serve` on the head node
 # (docs.vllm.ai/en/stable/serving/distributed_serving.html, "Running vLLM on multiple nodes").
 RAY_PORT = 6379
@@ -226,5 +227,6 @@ def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int
     if plan.cpu_offload_gb:
         args += ["--cpu-offload-gb", f"{plan.cpu_offload_gb:g}"]
     return shlex.join(args), comment
+
 
 ENGINE = Vllm()
