@@ -59,6 +59,8 @@ class Engine:
     cuda_graphs: ClassVar[bool] = False        # replays a decode step as CUDA graphs
     batch: ClassVar[str] = RESIDENT
     distribution: ClassVar[str | None] = None  # the PyPI package whose installed release the answer names
+    uses_torch: ClassVar[bool] = True           # runs on this Python environment's torch (its driver and build matter)
+    runs_installed_package: ClassVar[bool] = False  # run from this environment's package (vLLM), checked as such
     # The lower-precision weights a practitioner reaches for with this engine (the quantize route).
     lower_precisions: ClassVar[tuple[str, ...]] = ()
     loads_gguf_files: ClassVar[bool] = False   # a .gguf file (or Ollama blob) is this engine's to load

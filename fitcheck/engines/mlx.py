@@ -68,6 +68,7 @@ class Mlx(Engine):
     splits = "layers"
     batch = RESIDENT
     distribution = "mlx-lm"
+    uses_torch = False
     lower_precisions = MLX_PRECISIONS
     keeps_packed_experts = True
     preferred_on = frozenset({METAL})

@@ -271,7 +271,7 @@ def _engine_package(stack: SoftwareStack, machine: Machine, engine: str, vendor:
                     cc: tuple[int, int] | None, cc_value: float | None, kind: str) -> list[Issue]:
     """An engine run from this Python environment (vLLM): installed, on a GPU its table admits, with its torch."""
     eng = ENGINES[engine]
-    if engine != "vllm":  # llama.cpp, SGLang and MLX run their own servers, not this environment's torch
+    if not eng.runs_installed_package:  # llama.cpp, SGLang and MLX run their own servers, not this environment's
         return []
     installed = stack.get(eng.distribution or engine)
     if vendor == "apple":
@@ -321,7 +321,8 @@ def check_stack(stack: SoftwareStack, machine: Machine, plan=None) -> StackCheck
     uses_gpu = plan is None or getattr(plan, "device", "gpu") != "cpu"
     engine = getattr(plan, "engine", "transformers") if plan is not None else "transformers"
     issues: list[Issue] = []
-    if engine != "llama.cpp":  # llama.cpp runs its own binary, not torch
+    runner = ENGINES.get(engine)  # a training plan's launcher runs the environment's torch
+    if runner is None or runner.uses_torch:  # llama.cpp and MLX run their own binaries, not torch
         issues += check_driver(stack, machine)
         issues += check_backend(stack, machine, uses_gpu)
     issues += check_kernels(stack, machine, plan)

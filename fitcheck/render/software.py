@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fitcheck.engines import ENGINES
+
 if TYPE_CHECKING:
     from fitcheck.engines.stack import StackCheck
 
@@ -39,8 +41,9 @@ def stack_summary(checked: StackCheck, engine: str | None = None) -> str:
     """'torch 2.5.1 (CUDA 12.4, local version +cu124); vllm 0.6.4, bitsandbytes 0.45.0'."""
     s = checked.stack
     if s.torch is None:
-        if engine == "llama.cpp":  # a native binary: a missing torch is no news for it
-            return "llama.cpp needs no Python stack (torch not found here)"
+        runner = ENGINES.get(engine or "")
+        if runner is not None and not runner.uses_torch:  # a native binary: a missing torch is no news for it
+            return f"{runner.title} needs no Python stack (torch not found here)"
         where = ", ".join(s.environments) or "no environment"
         return f"torch not found in {where} (--python-env PATH names another environment)"
     others = [f"{p.name} {p.version}" for p in s.packages if p.name in _SHOWN]

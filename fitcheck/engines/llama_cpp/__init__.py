@@ -32,6 +32,7 @@ RPC_SERVER = f"rpc-server -H 0.0.0.0 -p {RPC_PORT}"
 class LlamaCpp(Engine):
     name = "llama.cpp"
     title = "llama.cpp"
+    uses_torch = False
     runs = RUNS
     precisions = {p: _TYPES for p in GGUF_TYPES + FLOATS}
     kv_dtypes = ("fp16", "q8_0", "q4_0")

@@ -47,6 +47,7 @@ _SERVING_QUANTIZED = ("fp8", "gptq-int8", "awq", "gptq-int4")
 class Vllm(ServingEngine):
     name = "vllm"
     title = "vLLM"
+    runs_installed_package = True
     runs = GPU_SERVING
     precisions = {"fp32": GPU_SERVING, "bf16": BF16, "fp16": GPU_SERVING, "fp8": FP8, "int8": BNB_INT8, "nf4": BNB,
                   "gptq-int4": GPTQ, "gptq-int8": GPTQ, "int4": GPTQ, "awq": AWQ, "mxfp4": MXFP4}
