@@ -63,8 +63,10 @@ def _size(ctx, param, value):
               metavar="SECONDS", help="Stop the run after this long (exit 3).")
 @click.option("--memory-limit", "memory_limit", callback=_size, default=None, metavar="SIZE",
               help="Treat more than SIZE (e.g. 2GiB) above the baseline as out of memory: the CPU run is "
-                   "stopped there, a CUDA run gets set_per_process_memory_fraction.")
-@click.option("--force", is_flag=True, help="Run even when the estimate exceeds the free memory by far.")
+                   "stopped there, a CUDA run gets set_per_process_memory_fraction.  Default: the memory "
+                   "available less the headroom; every run has a limit.")
+@click.option("--force", is_flag=True,
+              help="Run even what the estimate says does not fit (or fits only tightly); still under the limit.")
 @params_option
 @json_option
 @click.option("--output", "-o", "output", metavar="FILE", default=None, help="Also write the JSON document to FILE.")
@@ -94,7 +96,7 @@ def measure(ctx: click.Context, model: str | None, prompt: int | None, new_token
       fitcheck measure llama3-8b --layers 2 --prompt 4096 --new-tokens 32
       fitcheck measure --receipts
 
-    Exit codes: 0 measured, 1 out of memory (or refused: the estimate exceeds the machine by far),
+    Exit codes: 0 measured, 1 out of memory (or refused: the estimate does not call it FITS),
     2 bad input or the extra missing, 3 time limit or the run failed.
     """
     from fitcheck.measure import receipts as R

@@ -94,16 +94,20 @@ def run(job) -> None:
     if job.mode in ("lora", "qlora"):
         import peft  # noqa: F401  (imported before the baseline)
     meter = _meter(job.device)
+    if job.device == "cpu":
+        _start_threads(torch)
     meter.start()
     if job.device == "cuda" and job.memory_limit_bytes:
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, job.memory_limit_bytes / total))
     meter.take_baseline()
+    address_space = _limit_address_space(job) if job.device == "cpu" else None
     emit(MARK_INFO, {
         "device": job.device, "device_name": _device_name(job.device, torch),
         "baseline_bytes": meter.baseline_bytes, "context_bytes": getattr(meter, "context_bytes", None),
         "baseline_reserved_bytes": getattr(meter, "baseline_reserved_bytes", None),
         "torch_threads": torch.get_num_threads(), "python": platform.python_version(), **W.versions(),
+        "address_space_limit_bytes": address_space,
     })
 
     phase = phase_runner(meter)
@@ -137,11 +141,50 @@ def run(job) -> None:
     emit(MARK_DONE, {"wall_s": round(time.perf_counter() - t0, 3)})
 
 
+# Address space a CPU run may map beyond its baseline's and its RAM limit: thread stacks and malloc arenas are
+# reserved, not resident (glibc reserves 64 MiB an arena), so RLIMIT_AS at exactly the RAM limit would fail
+# runs that fit.  The parent's resident-memory guard holds the RAM limit itself; this bounds what it cannot
+# catch between two polls (a single allocation far past the limit).
+ADDRESS_SPACE_SLACK_BYTES = 1024 * 2**20
+
+
+def _start_threads(torch) -> None:
+    """Run one parallel op so torch's intra-op threads (their stacks and arenas) exist before the baseline."""
+    x = torch.ones(1 << 16)
+    (x @ x).item()
+
+
+def _limit_address_space(job) -> int | None:
+    """RLIMIT_AS at the address space mapped now + the RAM limit + the slack (Linux; None where not set).
+
+    An allocation past it fails in this process (MemoryError, or torch's "can't allocate memory"), which is
+    reported as out of memory; the kernel's out-of-memory killer, which may pick any process, is never reached.
+    """
+    if not job.host_limit_bytes:
+        return None
+    try:
+        import resource
+
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            mapped = int(statm.read().split()[0]) * resource.getpagesize()
+        limit = mapped + job.host_limit_bytes + ADDRESS_SPACE_SLACK_BYTES
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, ValueError):
+        return None
+    return limit
+
+
+_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
 def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
     name = type(exc).__name__
-    return name == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+    return name == "OutOfMemoryError" or any(w in str(exc).lower() for w in _OOM_WORDS)
 
 
 def main(argv: list[str] | None = None) -> int:

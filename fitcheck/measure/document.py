@@ -7,7 +7,8 @@ The document is the full check document (``model``, ``request``, ``machine``, ``
   "schema": "fitcheck.measure/1", "status": measured | out_of_memory | refused | timeout | error,
   "exit_code": int, "reason": str,
   "run": {device, device_name, prompt_tokens, new_tokens, seq_len, steps, layers, time_limit_s,
-          memory_limit_bytes, forced, wall_s, date},
+          memory_limit_bytes, memory_limit: {device_bytes, host_bytes, source, address_space_bytes} | null,
+          forced, wall_s, date},
   "versions": {torch, transformers, peft, bitsandbytes, cuda, python},
   "measured": {device, peak_bytes, peak_rss_bytes (cpu) | peak_allocated_bytes, peak_reserved_bytes,
                device_used_bytes, context_bytes (cuda) | peak_driver_bytes (mps), baseline_bytes,
@@ -43,7 +44,9 @@ def _run_section(result) -> dict:
         "steps": job.steps if training and job else None,
         "layers": opts.layers,
         "time_limit_s": opts.time_limit_s,
-        "memory_limit_bytes": opts.memory_limit_bytes,
+        "memory_limit_bytes": result.limit.device_bytes if result.limit else None,
+        "memory_limit": None if result.limit is None else result.limit.as_dict() | {
+            "address_space_bytes": (run.info.get("address_space_limit_bytes") if run else None)},
         "forced": opts.force,
         "wall_s": run.wall_s if run else None,
         "date": result.date,
@@ -97,6 +100,10 @@ def render_measure(result, doc: dict) -> str:
                 f"a prefill of {run['prompt_tokens']:,} tokens, then {run['new_tokens']} generated")
         lines.append(f"Measured: {what} on {result.device} ({run['device_name']}; {versions}) in "
                      f"{run['wall_s']:.1f} s, random weights, memory before the model excluded")
+        if result.limit:
+            lines.append(f"Limit:    {_gib(result.limit.host_bytes)} GiB of RAM above the baseline"
+                         + (f", {_gib(result.limit.device_bytes)} GiB on the GPU" if result.device == "cuda" else "")
+                         + f" ({result.limit.source})")
     if result.pairs:
         rows = [(p.name, _gib(p.estimated_bytes), _gib(p.measured_bytes),
                  f"{p.error_pct:+.1f} %" if p.error_pct is not None else "—", p.what) for p in result.pairs]

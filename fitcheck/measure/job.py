@@ -53,7 +53,8 @@ class Job:
     lora_targets: object = None     # peft target_modules ("all-linear" or a list)
     lora_train_embeddings: bool = False
     fp32_adapters: bool = True      # peft autocast_adapter_dtype (>= 0.12 default)
-    memory_limit_bytes: int | None = None  # CUDA: set_per_process_memory_fraction; CPU: the parent's guard
+    memory_limit_bytes: int | None = None  # above the baseline: CUDA's set_per_process_memory_fraction; CPU: RAM
+    host_limit_bytes: int | None = None    # RAM above the baseline: the parent's guard; CPU (Linux): RLIMIT_AS too
     seed: int = 0
     notes: tuple[str, ...] = field(default=())
 
@@ -112,7 +113,8 @@ def device_for(machine, requested: str) -> str:
     raise FitcheckError(f"fitcheck measure has no meter for a {vendor} GPU", "use --device cpu")
 
 
-def inference_job(spec: ModelSpec, plan, device: str, new_tokens: int, memory_limit: int | None) -> Job:
+def inference_job(spec: ModelSpec, plan, device: str, new_tokens: int, memory_limit: int | None,
+                  host_limit: int | None = None) -> Job:
     """The job for an inference plan (transformers: a prefill of the prompt, then `new_tokens` generated)."""
     if plan.engine != "transformers":
         raise _refuse(f"--engine {plan.engine}", "it runs transformers; add --engine transformers")
@@ -128,10 +130,11 @@ def inference_job(spec: ModelSpec, plan, device: str, new_tokens: int, memory_li
                       "it runs the installed transformers; drop --transformers-version")
     return Job(hf_config=hf_config_for(spec), device=device, precision=plan.precision, mode="inference",
                batch=plan.batch, prompt_tokens=plan.prompt_tokens, new_tokens=new_tokens, sampling=plan.sampling,
-               memory_limit_bytes=memory_limit)
+               memory_limit_bytes=memory_limit, host_limit_bytes=host_limit)
 
 
-def training_job(spec: ModelSpec, plan, device: str, steps: int, memory_limit: int | None) -> Job:
+def training_job(spec: ModelSpec, plan, device: str, steps: int, memory_limit: int | None,
+                 host_limit: int | None = None) -> Job:
     """The job for a TrainingPlan: `steps` optimizer steps of `grad_accum` micro-batches each."""
     if plan.gpus > 1 or plan.zero is not None or plan.fsdp is not None:
         raise _refuse("several GPUs, DeepSpeed ZeRO or FSDP", "it measures one process on one device")
@@ -157,7 +160,8 @@ def training_job(spec: ModelSpec, plan, device: str, steps: int, memory_limit: i
                optimizer=plan.optimizer, grad_checkpointing=plan.grad_checkpointing,
                attention=ATTENTION[plan.attention], lora_rank=plan.lora_rank if lora else 0,
                lora_targets=targets, lora_train_embeddings=lora and plan.lora_train_embeddings,
-               fp32_adapters=plan.master_weights == "fp32", memory_limit_bytes=memory_limit)
+               fp32_adapters=plan.master_weights == "fp32", memory_limit_bytes=memory_limit,
+               host_limit_bytes=host_limit)
 
 
 def _compute_precision(precision: str) -> str:

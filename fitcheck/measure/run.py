@@ -21,7 +21,8 @@ from fitcheck import __version__
 from fitcheck.engines import get
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.kv_cache import kv_cache_bytes
-from fitcheck.machine import Machine
+from fitcheck.estimate.verdict import DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, WORDS
+from fitcheck.machine import Machine, known
 from fitcheck.measure import figures, receipts
 from fitcheck.measure.job import DEFAULT_NEW_TOKENS, DEFAULT_STEPS, Job, device_for, inference_job, training_job
 from fitcheck.measure.runner import ERROR, MEASURED, OUT_OF_MEMORY, RunResult, run_job
@@ -32,18 +33,34 @@ from fitcheck.render.check import check_document
 from fitcheck.request import Request
 
 REFUSED = "refused"
-# A run whose estimate needs more than this × the free memory is refused without --force: the
-# estimate's worst under-prediction in the accuracy tables is about 30 %, so 1.5 × is far outside
-# what a measurement could show to fit, and it would only push the machine into swap or the OOM killer.
-FORCE_MARGIN = 1.5
 DEFAULT_TIME_LIMIT_S = 600.0
+MEASURE_ENGINE_WHY = "fitcheck measure runs transformers"
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """What the measuring process may hold above its baseline (its imports), and where that number came from.
+
+    Every run has one: ``--memory-limit``, else what the check counted as usable (free minus the headroom) less
+    the estimate's runtime part, which the baseline already holds.  ``device_bytes`` bounds the device the model
+    runs on (the CPU run's RAM; CUDA's set_per_process_memory_fraction); ``host_bytes`` bounds the process's RAM
+    on every device (the parent's resident-memory guard, and on a Linux CPU run RLIMIT_AS as well, so an
+    allocation past it fails in the run instead of waking the kernel's out-of-memory killer).
+    """
+
+    device_bytes: int
+    host_bytes: int
+    source: str
+
+    def as_dict(self) -> dict:
+        return {"device_bytes": self.device_bytes, "host_bytes": self.host_bytes, "source": self.source}
 
 
 @dataclass(frozen=True)
 class MeasureOptions:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
-    memory_limit_bytes: int | None = None  # CPU: RSS guard; CUDA: set_per_process_memory_fraction
-    force: bool = False
+    memory_limit_bytes: int | None = None  # --memory-limit; None: the default limit (MemoryLimit)
+    force: bool = False                    # run a request the estimate says does not fit (still under the limit)
     layers: int | None = None              # build only the first N layers (the estimate uses the same depth)
     context: Any = None                    # fitcheck.context.Context read of this machine (the installed stack)
 
@@ -64,6 +81,7 @@ class MeasureResult:
     date: str = ""
     alternatives: tuple = ()                    # out of memory under --memory-limit: what fits that limit
     alternatives_doc: list = field(default_factory=list)
+    limit: MemoryLimit | None = None            # what the run ran under (None: refused before a limit was set)
 
     @property
     def exit_code(self) -> int:
@@ -93,16 +111,54 @@ def _shallower(resolved, layers: int | None):
                    note=f"built with {layers} of {resolved.spec.num_layers} layers (--layers)")
 
 
-def _refusal(check, device: str, options: MeasureOptions) -> str:
-    """Why the run is refused without --force ('' when it may run)."""
-    if options.force or options.memory_limit_bytes:
+def _refusal(check, options: MeasureOptions, limit: MemoryLimit | None) -> str:
+    """Why the run is refused ('' when it may run): without --force, anything the estimate does not call FITS
+    (a run it expects to fail, or to fit only tightly, would press the machine into swap or the kernel's
+    out-of-memory killer, where other processes are candidates too); with it, a run no limit can be set for."""
+    if limit is None:
+        return ("how much memory is free here is not known, so no memory limit can be set: not measured "
+                "(give --memory-limit SIZE)")
+    status = check.verdict.status
+    if status == FITS or options.force:
         return ""
-    for d in check.verdict.devices:
-        if d.free_bytes and d.need_bytes > FORCE_MARGIN * d.free_bytes:
-            where = "RAM" if d.kind == "cpu" else d.device.upper()
-            return (f"the estimate needs {d.need_bytes / 2**30:.2f} GiB of {where}, more than {FORCE_MARGIN:g} × the "
-                    f"{d.free_bytes / 2**30:.2f} GiB free: not measured (--force runs it anyway)")
-    return ""
+    _, _, why = check.verdict.summary().partition(": ")
+    said = f"the estimate says {WORDS[status]}" + (f" ({why})" if why else "")
+    if status in (TIGHT, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, UNKNOWN):
+        return (f"{said}; --force runs it anyway, under a {_gib(limit.host_bytes)} memory limit, where running "
+                "out ends in this run's own out-of-memory verdict")
+    return said
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def memory_limit(check, device: str, options: MeasureOptions) -> MemoryLimit | None:
+    """The limit the run goes under (see MemoryLimit); None when this machine's free memory is not known."""
+    headroom = check.verdict.headroom
+    runtime = _runtime_bytes(check.estimate, device)
+    avail = check.machine.memory.available_bytes
+    host = int(avail * (1 - headroom)) - _runtime_bytes(check.estimate, "cpu") if known(avail) else None
+    if options.memory_limit_bytes:
+        given = options.memory_limit_bytes
+        if host is not None and given > host and device == "cpu":
+            return MemoryLimit(max(host, 0), max(host, 0),
+                               f"--memory-limit, capped at the RAM available less the {headroom:.0%} headroom")
+        return MemoryLimit(given, given if device == "cpu" or host is None else max(host, 0), "--memory-limit")
+    if device == "cpu":
+        return None if host is None else MemoryLimit(max(host, 0), max(host, 0),
+                                                     f"RAM available less the {headroom:.0%} headroom")
+    gpu = next((d for d in check.verdict.devices if d.kind == "gpu"), None)
+    if host is None or gpu is None or gpu.usable_bytes is None:
+        return None
+    return MemoryLimit(max(gpu.usable_bytes - runtime, 0), max(host, 0),
+                       f"GPU memory free and RAM available, each less the {headroom:.0%} headroom")
+
+
+def _runtime_bytes(estimate, device: str) -> int:
+    """The estimate's runtime part on the device (libraries, CUDA context): held before the baseline."""
+    need = estimate.cpu_device if device == "cpu" else (estimate.gpu_devices or estimate.devices)[0]
+    return sum(c.bytes for c in need.components if c.counted_in == "runtime") if need else 0
 
 
 def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
@@ -111,8 +167,7 @@ def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
     The limit is above the baseline (imports, CUDA context excluded), so the estimate's runtime
     component (libraries, context), which its verdict counts, is added back.
     """
-    need = estimate.cpu_device if device == "cpu" else (estimate.gpu_devices or estimate.devices)[0]
-    limit += sum(c.bytes for c in need.components if c.counted_in == "runtime") if need else 0
+    limit += _runtime_bytes(estimate, device)
     if device == "cpu":
         return replace(machine, memory=replace(machine.memory, available_bytes=limit))
     gpus = (replace(machine.gpus[0], memory_free_bytes=limit), *machine.gpus[1:])
@@ -122,18 +177,23 @@ def _limited(machine: Machine, device: str, limit: int, estimate) -> Machine:
 def _measure(check, device: str, job_for, options: MeasureOptions, recheck=None) -> MeasureResult:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017 (Python 3.10)
     result = MeasureResult(check=check, device=device, status=REFUSED, options=options, date=date)
-    job = job_for()
+    limit = memory_limit(check, device, options)
+    job = job_for(limit)
     result.job = job
     from fitcheck.measure import require_job_libraries
 
     require_job_libraries(job)
-    refusal = _refusal(check, device, options)
-    if refusal:
+    refusal = _refusal(check, options, limit)
+    if refusal or limit is None:
         result.reason = refusal
         return result
+    result.limit = limit
 
     run = run_job(job, options.time_limit_s)
     result.run, result.status, result.reason = run, run.status, run.error
+    if run.status == OUT_OF_MEMORY:
+        said = "" if "limit" in run.error else f", under its {_gib(limit.host_bytes)} limit"
+        result.reason = f"{run.error}{said} ({limit.source})"
     doc = check_document(check)
     result.measured = figures.measured_figures(device, run.info, run.phases)
     if run.status == OUT_OF_MEMORY and run.guard_peak_bytes:
@@ -185,9 +245,10 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
     request = Request(precision=precision, context=context, batch=batch, kv_dtype=kv_dtype,
                       engine="transformers", device=device, prompt_tokens=prompt, headroom=headroom * 100)
     where = device_for(machine, device)
-    check = check_api(resolved, request, machine, as_typed=_typed(model, params), ctx=options.context)
-    return _measure(check, where, lambda: inference_job(check.spec, check.plan, where, new_tokens,
-                                                         options.memory_limit_bytes), options,
+    check = _measured_engine(check_api(resolved, request, machine, as_typed=_typed(model, params),
+                                       ctx=options.context))
+    return _measure(check, where, lambda limit: inference_job(check.spec, check.plan, where, new_tokens,
+                                                               *_bytes(limit)), options,
                     lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
 
 
@@ -204,9 +265,23 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
     check = check_api(resolved, request, machine, as_typed=_typed(model, params), ctx=options.context)
     if plain_loop:
         check = _reason(check, "master_weights", "measure runs a plain PyTorch loop (parameters in their dtype)")
-    return _measure(check, where, lambda: training_job(check.spec, check.plan, where, steps,
-                                                        options.memory_limit_bytes), options,
+    return _measure(check, where, lambda limit: training_job(check.spec, check.plan, where, steps,
+                                                              *_bytes(limit)), options,
                     lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
+
+
+def _measured_engine(check):
+    """The check with the engine explained as measure's (it runs transformers; the user set no --engine), and
+    the alternatives on another engine said to be what `fitcheck MODEL` estimates, not what measure runs."""
+    check = _reason(check, "engine", MEASURE_ENGINE_WHY)
+    set_by_us = "(changes --engine, which you set)"
+    alternatives = tuple(replace(a, title=a.title.replace(set_by_us, f"(not measurable: {MEASURE_ENGINE_WHY})"))
+                         for a in check.alternatives)
+    return replace(check, alternatives=alternatives)
+
+
+def _bytes(limit: MemoryLimit | None) -> tuple[int | None, int | None]:
+    return (limit.device_bytes, limit.host_bytes) if limit else (None, None)
 
 
 def _reason(check, name: str, why: str):

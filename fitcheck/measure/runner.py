@@ -4,9 +4,9 @@ The parent never imports torch.  It starts ``python -m fitcheck.measure.child JO
 child's marked lines as they come, and ends the run:
 
 * ``measured``       the child reported ``@@done``;
-* ``out_of_memory``  the child's allocator failed (``@@oom``: torch.OutOfMemoryError, MemoryError),
-                     the kernel killed it (SIGKILL without us: the OOM killer), or, on the CPU, its
-                     resident memory above the baseline passed ``memory_limit_bytes`` (the guard
+* ``out_of_memory``  the child's allocator failed (``@@oom``: torch.OutOfMemoryError, MemoryError, an
+                     allocation past its RLIMIT_AS), the kernel killed it (SIGKILL without us), or
+                     its resident memory above the baseline passed ``host_limit_bytes`` (the guard
                      polls ``/proc/PID/statm`` and kills it);
 * ``timeout``        it ran past ``time_limit_s``;
 * ``error``          anything else (the child's last error line).
@@ -98,7 +98,7 @@ def run_job(job: Job, time_limit_s: float, env: dict[str, str] | None = None) ->
     readers = [threading.Thread(target=read_stdout, daemon=True), threading.Thread(target=read_stderr, daemon=True)]
     for reader in readers:
         reader.start()
-    guard = job.memory_limit_bytes if job.device == "cpu" else None
+    guard = job.host_limit_bytes or (job.memory_limit_bytes if job.device == "cpu" else None)
     killed_for = _watch(proc, result, guard, t0, time_limit_s)
     proc.wait()
     for reader in readers:
@@ -138,7 +138,7 @@ def _ending(result: RunResult, proc: subprocess.Popen, killed_for: str, marks: l
         result.status, result.error = TIMEOUT, f"stopped after the {time_limit_s:g} s time limit (--time-limit)"
     elif killed_for == OUT_OF_MEMORY:
         result.status = OUT_OF_MEMORY
-        result.error = f"resident memory passed the {(guard or 0) / 2**30:.2f} GiB limit (--memory-limit)"
+        result.error = f"resident memory passed the {(guard or 0) / 2**30:.2f} GiB limit"
     elif MARK_DONE in marks:
         result.status = MEASURED
     elif MARK_OOM in marks:

@@ -140,3 +140,26 @@ def test_bitsandbytes_build_path_with_a_fake_bitsandbytes(monkeypatch):
     assert not any(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
     assert max(made) == spec.intermediate_size * spec.hidden_size      # one layer's matrix at a time
     assert model.lm_head.weight.dtype == torch.bfloat16 and float(model.model.norm.weight.detach()[0]) == 1.0
+
+
+def test_forced_past_its_estimate_it_ends_in_its_own_out_of_memory_under_the_limit():
+    """On a machine with 1.2 GiB available, a request the estimate says needs ~4.8 GiB is refused at once; with
+    --force it runs under the default limit (available less the headroom) and ends in its own OUT OF MEMORY."""
+    from dataclasses import replace
+
+    from fitcheck.measure.document import measure_document
+    from fitcheck.measure.run import MeasureOptions, measure_inference
+    from fitcheck.probe import probe
+
+    here = probe()
+    small = replace(here, memory=replace(here.memory, available_bytes=int(1.2 * 2**30)))
+    kwargs = {"machine": small, "precision": "fp32", "context": 256, "batch": 256, "device": "cpu"}
+    refused = measure_inference(TINY, **kwargs)
+    assert refused.status == "refused" and refused.run is None and "--force" in refused.reason
+    forced = measure_inference(TINY, options=MeasureOptions(force=True), **kwargs)
+    doc = measure_document(forced)
+    assert forced.status == "out_of_memory" and forced.exit_code == 1, forced.reason
+    limit = doc["run"]["memory_limit"]
+    assert limit["host_bytes"] < 1.2 * 0.9 * 2**30 and "headroom" in limit["source"]
+    assert limit["address_space_bytes"] and doc["run"]["forced"]
+    assert doc["measured_verdict"]["status"] == "does_not_fit"

@@ -404,7 +404,7 @@ def test_document_contract_and_table():
                                      "comparison", "measured_verdict"}
     assert doc["schema"] == "fitcheck.measure/1" and doc["exit_code"] == 0
     assert set(doc["run"]) == {"device", "device_name", "prompt_tokens", "new_tokens", "seq_len", "steps", "layers",
-                               "time_limit_s", "memory_limit_bytes", "forced", "wall_s", "date"}
+                               "time_limit_s", "memory_limit_bytes", "memory_limit", "forced", "wall_s", "date"}
     assert {"peak_bytes", "peak_rss_bytes", "baseline_bytes", "components", "phases"} <= set(doc["measured"])
     assert set(doc["comparison"][0]) == {"name", "measured_bytes", "estimated_bytes", "error_pct", "what"}
     json.dumps(doc)
@@ -449,7 +449,7 @@ def test_full_fine_tuning_is_measured_as_a_plain_loop(monkeypatch):
     seen = {}
 
     def fake_measure(check, device, job_for, options, recheck=None):
-        seen["job"], seen["check"] = job_for(), check
+        seen["job"], seen["check"] = job_for(None), check
         return None
 
     monkeypatch.setattr(R, "_measure", fake_measure)
@@ -467,3 +467,65 @@ def test_the_cli_defaults_are_the_apis():
     assert defaults["new_tokens"] == job.DEFAULT_NEW_TOKENS
     assert defaults["steps"] == job.DEFAULT_STEPS
     assert defaults["time_limit"] == DEFAULT_TIME_LIMIT_S
+
+
+# ---- safety: refusal and the memory limit every run goes under ------------------------------------
+def _check_on(available_gib: float, **kwargs):
+    machine = _cpu()
+    machine = replace(machine, memory=replace(machine.memory, available_bytes=int(available_gib * 2**30)))
+    return check_api(TINY, Request(precision="fp32", context=256, prompt_tokens=240, engine="transformers",
+                                   **kwargs), machine)
+
+
+def test_measure_refuses_what_the_estimate_does_not_call_fits_unless_forced():
+    from fitcheck.measure.run import MeasureOptions, _refusal, memory_limit
+
+    fits, too_big = _check_on(8.0), _check_on(8.0, batch=100_000)
+    assert fits.verdict.status == "fits" and too_big.verdict.status == "does_not_fit"
+    limit = memory_limit(too_big, "cpu", MeasureOptions())
+    assert _refusal(fits, MeasureOptions(), memory_limit(fits, "cpu", MeasureOptions())) == ""
+    reason = _refusal(too_big, MeasureOptions(), limit)
+    assert "DOES NOT FIT" in reason and "--force" in reason
+    # a --memory-limit does not lift the refusal (it used to): only --force does, and it still runs under the limit
+    assert _refusal(too_big, MeasureOptions(memory_limit_bytes=2**20), limit)
+    assert _refusal(too_big, MeasureOptions(force=True), limit) == ""
+    # a tight fit is refused too: the estimate's error could take it over
+    tight = next(c for c in (_check_on(g / 100) for g in range(20, 400)) if c.verdict.status == "tight")
+    assert "TIGHT" in _refusal(tight, MeasureOptions(), memory_limit(tight, "cpu", MeasureOptions()))
+
+
+def test_every_run_has_a_memory_limit_below_what_is_available():
+    from fitcheck.measure.run import MeasureOptions, memory_limit
+
+    check = _check_on(8.0)
+    runtime = sum(c.bytes for c in check.estimate.cpu_device.components if c.counted_in == "runtime")
+    limit = memory_limit(check, "cpu", MeasureOptions())
+    assert limit.device_bytes == limit.host_bytes == int(8 * 2**30 * 0.9) - runtime
+    assert "headroom" in limit.source
+    given = memory_limit(check, "cpu", MeasureOptions(memory_limit_bytes=2**30))
+    assert (given.host_bytes, given.source) == (2**30, "--memory-limit")
+    capped = memory_limit(check, "cpu", MeasureOptions(memory_limit_bytes=64 * 2**30))
+    assert capped.host_bytes == limit.host_bytes and "capped" in capped.source
+    # RAM not known: no limit can be set, so the run is refused with a way out
+    from fitcheck.machine import Unknown
+
+    unknown = replace(check, machine=replace(check.machine, memory=replace(
+        check.machine.memory, available_bytes=Unknown("no /proc/meminfo"))))
+    assert memory_limit(unknown, "cpu", MeasureOptions()) is None
+
+
+def test_the_address_space_limit_stops_one_allocation_past_it(tmp_path):
+    """A single allocation far past the limit (which the resident-memory guard cannot see coming) fails in the
+    measuring process as a MemoryError: reported as out of memory, the kernel's OOM killer never involved."""
+    import subprocess
+
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("Linux only")
+    code = ("from fitcheck.measure.child import _limit_address_space, _is_oom\n"
+            "from fitcheck.measure.job import Job\n"
+            "j = Job(hf_config={}, device='cpu', precision='fp32', mode='inference', host_limit_bytes=64 * 2**20)\n"
+            "assert _limit_address_space(j)\n"
+            "try:\n    bytearray(8 * 2**30)\nexcept MemoryError as e:\n    print('oom', _is_oom(e))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "oom True", out.stderr
+    assert _is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 bytes"))
