@@ -31,6 +31,24 @@ MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
 MAX_NESTING = 64
 
 
+# Longest path fitcheck takes from a variable or an option (Linux's PATH_MAX), and longest component (NAME_MAX).
+MAX_PATH_CHARS = 4096
+MAX_NAME_CHARS = 255
+
+
+def checked_path(value: str, name: str) -> str:
+    """``value`` if it can name a file here; FitcheckError (one line naming ``name``) for a path over
+    PATH_MAX, a component over NAME_MAX, or a NUL: what the system call would end in "File name too long"."""
+    if len(value) > MAX_PATH_CHARS:
+        raise FitcheckError(f"{name} is {len(value):,} characters long: not a path (at most {MAX_PATH_CHARS:,})")
+    if "\x00" in value:
+        raise FitcheckError(f"{name} holds a NUL character: not a path")
+    longest = max((len(part) for part in re.split(r"[/\\]", value)), default=0)
+    if longest > MAX_NAME_CHARS:
+        raise FitcheckError(f"{name} has a name of {longest:,} characters: not a path (at most {MAX_NAME_CHARS})")
+    return value
+
+
 def short_number(value: object, limit: int = 24) -> str:
     """A number as text, shortened for a message: '1234…(400 digits)' instead of 400 digits."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -148,6 +166,41 @@ def write_regular_file(path: str | os.PathLike[str], text: str, what: str) -> No
         raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+
+
+def append_regular_file(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Append ``text`` to a regular file (created if missing); a FIFO, socket or device is refused, never waited on."""
+    where = os.fspath(path)
+    check_output_target(where, what)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(where, flags, 0o666)
+    except OSError as exc:
+        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FitcheckError(f"{what} {where}: cannot write: not a regular file (a pipe, socket or device)")
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError as exc:
+        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def read_tail(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
+    """The last ``max_bytes`` of a regular file (all of a smaller one): for append-only logs whose newest
+    lines matter.  Opened as :func:`open_regular_file` opens it; FitcheckError where it is not a regular file."""
+    with open_regular_file(path, what) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                f.seek(size - max_bytes)
+                f.readline(max_bytes)  # the cut line's end
+            return f.read(max_bytes)
+        except OSError as exc:
+            raise FitcheckError(f"{os.fspath(path)}: cannot read {what}: {exc.strerror or exc}") from None
 
 
 def read_text_file(path: str | os.PathLike[str], what: str, expected: str,

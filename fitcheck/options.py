@@ -377,8 +377,24 @@ def _click_type(opt: Option):
     if opt.kind == "int":  # the callback parses it as plan files and the interactive prompt do: 32k, 4,096, all
         return click.STRING
     if opt.kind == "float":
-        return click.FloatRange(min=opt.low, max=opt.high)
+        return finite_float_range(opt.low, opt.high)
     return click.STRING
+
+
+def finite_float_range(low: float | None = None, high: float | None = None):
+    """click's FloatRange that also refuses nan and inf (a NaN passes every range comparison)."""
+    import math
+
+    import click
+
+    class FiniteFloatRange(click.FloatRange):
+        def convert(self, value, param, ctx):
+            number = super().convert(value, param, ctx)
+            if not math.isfinite(number):
+                self.fail(f"{value!r} is not a finite number", param, ctx)
+            return number
+
+    return FiniteFloatRange(min=low, max=high)
 
 
 def _callback(opt: Option):

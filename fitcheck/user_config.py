@@ -55,6 +55,24 @@ def config_dir(env: Mapping[str, str] | None = None, platform: str | None = None
     return home / ".config" / APP
 
 
+# The variables that name a folder fitcheck reads or writes: its own caches, the user's config, the stores and
+# caches of the engines, the active Python environment.
+PATH_VARIABLES = ("HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+                  "FITCHECK_CACHE_DIR", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "LLAMA_CACHE",
+                  "OLLAMA_MODELS", "VIRTUAL_ENV", "CONDA_PREFIX")
+
+
+def check_path_variables(env: Mapping[str, str] | None = None) -> None:
+    """FitcheckError (bad input, one line) for a PATH_VARIABLES value no system call could take (over
+    PATH_MAX, a name over NAME_MAX, a NUL): checked once at the edge, before any reader meets it."""
+    from fitcheck.bounded import checked_path
+
+    env = os.environ if env is None else env
+    for var in PATH_VARIABLES:
+        if env.get(var):
+            checked_path(env[var], f"${var}")
+
+
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """The user's fitcheck cache folder (it may not exist): what fitcheck measured on this machine."""
     env = os.environ if env is None else env

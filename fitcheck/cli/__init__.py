@@ -14,7 +14,9 @@ import sys
 import click
 
 from fitcheck import __version__
+from fitcheck.cli.terminal import safe_streams
 from fitcheck.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, FitcheckError, redact_credentials
+from fitcheck.user_config import check_path_variables
 
 # name -> (module, attribute, one-line help shown by `fitcheck --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -80,7 +82,12 @@ class LazyDefaultGroup(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         args = list(sys.argv[1:] if args is None else args)
         debug = _take_debug_flag(args) or os.environ.get("FITCHECK_DEBUG", "") not in ("", "0")
+        with safe_streams():
+            self._main(args, prog_name, complete_var, debug, **extra)
+
+    def _main(self, args: list[str], prog_name, complete_var, debug: bool, **extra) -> None:
         try:
+            check_path_variables()
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except FitcheckError as exc:
             click.echo(f"fitcheck: {redact_credentials(exc.one_line())}", err=True)
@@ -90,8 +97,9 @@ class LazyDefaultGroup(click.Group):
             click.echo("fitcheck: aborted", err=True)
             sys.exit(130)
         except click.ClickException as exc:
-            where = f"{exc.ctx.command_path}: " if getattr(exc, "ctx", None) and exc.ctx.command_path != "fitcheck" else ""
-            line = f"{where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}"
+            failed = getattr(exc, "ctx", None)   # a UsageError's context
+            where = f"{failed.command_path}: " if failed and failed.command_path != "fitcheck" else ""
+            line = redact_credentials(f"{where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}")
             click.echo(f"fitcheck: {line}", err=True)
             _bad_input_annotation(args, line)
             sys.exit(EXIT_BAD_INPUT)

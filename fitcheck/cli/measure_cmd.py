@@ -12,7 +12,7 @@ import click
 
 from fitcheck.cli.options import json_option, params_option, request_from
 from fitcheck.errors import FitcheckError
-from fitcheck.options import click_options
+from fitcheck.options import click_options, finite_float_range
 
 # The request options measure takes (the vocabulary's; the others it has no use for: one device, transformers).
 _REQUEST_OPTIONS = ("mode", "precision", "context", "seq_len", "batch", "kv_dtype", "engine", "gpus", "device",
@@ -59,7 +59,7 @@ def _size(ctx, param, value):
               help="Training: optimizer steps run (the first creates the optimizer states).")
 @click.option("--layers", type=click.IntRange(min=1), default=None,
               help="Build only the first N layers (real shapes); the estimate is for the same depth.")
-@click.option("--time-limit", "time_limit", type=click.FloatRange(min=1), default=600, show_default=True,
+@click.option("--time-limit", "time_limit", type=finite_float_range(1), default=600, show_default=True,
               metavar="SECONDS", help="Stop the run after this long (exit 3).")
 @click.option("--memory-limit", "memory_limit", callback=_size, default=None, metavar="SIZE",
               help="Treat more than SIZE (e.g. 2GiB) above the baseline as out of memory: the CPU run is "
@@ -178,12 +178,9 @@ def _receipts(export: str | None, as_json: bool) -> int:
     path = R.receipts_path()
     items = list(R.read(path))
     if export:
-        try:
-            with open(export, "w", encoding="utf-8") as fh:
-                for r in items:
-                    fh.write(json.dumps(r, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise FitcheckError(f"--export {export}: cannot write: {exc.strerror or exc}") from None
+        from fitcheck.bounded import write_regular_file
+
+        write_regular_file(export, "".join(json.dumps(r, sort_keys=True) + "\n" for r in items), "--export")
     if as_json:
         click.echo(json.dumps({"schema": "fitcheck.receipts/1", "fitcheck_version": __version__, "path": str(path),
                                 "receipts": items},

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import click
 
+from fitcheck.options import finite_float_range
+
 
 def profile_option(func):
     """``--profile NAME|PATH``: answer for a described machine instead of probing this one."""
@@ -98,14 +100,14 @@ def _count(ctx, param, value):
 
 
 kwh_price_option = _shared_option(
-    "--kwh-price", type=click.FloatRange(0, 100), default=None, metavar="USD",
+    "--kwh-price", type=finite_float_range(0, 100), default=None, metavar="USD",
     help="Electricity price per kWh for owned machines. Default: $FITCHECK_KWH_PRICE, else 0.1648, the U.S. "
     "average residential price in 2024 (EIA Electric Power Monthly, table 5.3).")
 amortize_years_option = _shared_option(
-    "--amortize-years", type=click.FloatRange(min=0.1, max=50), default=3.0, show_default=True,
+    "--amortize-years", type=finite_float_range(0.1, 50), default=3.0, show_default=True,
     help="Owned machines: years the purchase price is spread over.")
 hours_per_day_option = _shared_option(
-    "--hours-per-day", type=click.FloatRange(min=0.1, max=24), default=8.0, show_default=True,
+    "--hours-per-day", type=finite_float_range(0.1, 24), default=8.0, show_default=True,
     help="Owned machines: hours of use a day the purchase price is spread over.")
 tokens_option = _shared_option(
     "--tokens", default=None, metavar="N", callback=_count,

@@ -15,7 +15,7 @@ from fitcheck.cli.options import (
     typed_for_other_mode,
 )
 from fitcheck.machine import PROFILE_KINDS as KINDS
-from fitcheck.options import OPTIONS, click_options
+from fitcheck.options import OPTIONS, click_options, finite_float_range
 
 
 @click.command("where")
@@ -27,7 +27,7 @@ from fitcheck.options import OPTIONS, click_options
     "gpus": "GPUs to use on each machine. Default: all of each machine's GPUs for inference (tensor parallel "
             "with vLLM, layer split with transformers and llama.cpp); for training with --zero/--fsdp.",
 })
-@click.option("--max-price", type=click.FloatRange(min=0), default=None, metavar="USD",
+@click.option("--max-price", type=finite_float_range(0), default=None, metavar="USD",
               help="Only machines with a price of at most USD per hour.")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="Only profiles of this kind.")
 @params_option

@@ -15,16 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from fitcheck.bounded import append_regular_file, json_loads_bounded, read_tail
+from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine, known
 
 SCHEMA = "fitcheck.receipt/1"
 FILE_NAME = "receipts.jsonl"
 MAX_LINE = 1 << 20       # characters; a longer line is not a receipt fitcheck wrote: skipped
 MAX_RECEIPTS = 100_000   # lines read at most
+# Bytes read at most, from the end (the newest receipts): a receipt is ~2 KiB, so ~16,000 of them.
+MAX_FILE_BYTES = 32 * 2**20
+# A byte count in a receipt: a whole number from 0 to 2**60 (an exabyte); anything else is not fitcheck's.
+_MAX_BYTES = 2**60
 # Request keys that do not change memory (or that check and measure fill differently): not matched.
 _UNMATCHED_KEYS = frozenset({"headroom_pct", "gpu_memory_utilization", "prompt_tokens"})
 
@@ -64,30 +71,66 @@ def append(receipt: dict, path: Path | None = None) -> Path:
     """Append one receipt; returns the file.  An unwritable cache is reported by the caller."""
     path = path or receipts_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"schema": SCHEMA, **receipt}, sort_keys=True) + "\n")
+    try:
+        append_regular_file(path, json.dumps({"schema": SCHEMA, **receipt}, sort_keys=True) + "\n", "receipts file")
+    except FitcheckError as exc:
+        raise OSError(exc.message) from None
     return path
 
 
 def read(path: Path | None = None) -> Iterator[dict]:
-    """Every well-formed receipt of the file, oldest first; other lines are skipped."""
+    """Every well-formed receipt of the file, oldest first; other lines are skipped.
+
+    Bounded like every reader of a file: a regular file only (a FIFO or ``/dev/zero`` is skipped, never
+    waited on), its last MAX_FILE_BYTES at most, lines over MAX_LINE skipped, JSON nesting, long integers,
+    NaN and Infinity refused, and the figures a receipt is read for checked (:func:`well_formed`).
+    """
     path = path or receipts_path()
     try:
-        fh = path.open(encoding="utf-8", errors="replace")
-    except OSError:
+        data = read_tail(path, "receipts file", MAX_FILE_BYTES)
+    except FitcheckError:
         return
-    with fh:
-        for n, line in enumerate(fh):
-            if n >= MAX_RECEIPTS:
-                break
-            if len(line) > MAX_LINE:
-                continue
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and data.get("schema") == SCHEMA and isinstance(data.get("measured"), dict):
-                yield data
+    for n, line in enumerate(data.decode("utf-8", "replace").splitlines()):
+        if n >= MAX_RECEIPTS:
+            break
+        if len(line) > MAX_LINE:
+            continue
+        try:
+            receipt = json_loads_bounded(line)
+        except ValueError:
+            continue
+        if well_formed(receipt):
+            yield receipt
+
+
+def well_formed(receipt: object) -> bool:
+    """A receipt as fitcheck writes one: its schema, ``measured``, ``estimated`` and ``request`` objects, peaks that
+    are byte counts in range, a finite error, and text where text is shown."""
+    if not isinstance(receipt, dict) or receipt.get("schema") != SCHEMA:
+        return False
+    if not isinstance(receipt.get("measured"), dict):
+        return False
+    estimated = receipt.get("estimated", {})
+    if not isinstance(estimated, dict):
+        return False
+    if not isinstance(receipt.get("request", {}), dict):
+        return False
+    if not all(v is None or _byte_count(v) for v in (receipt["measured"].get("peak_bytes"),
+                                                    estimated.get("peak_bytes"))):
+        return False
+    error = receipt.get("error_pct")
+    if error is not None and not (isinstance(error, (int, float)) and not isinstance(error, bool)
+                                  and math.isfinite(error) and abs(error) < 1e6):
+        return False
+    return all(isinstance(receipt.get(k, ""), str) for k in ("date", "model", "status", "machine_fingerprint"))
+
+
+def _byte_count(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float):
+        return math.isfinite(value) and 0 <= value <= _MAX_BYTES
+    return isinstance(value, int) and 0 <= value <= _MAX_BYTES
 
 
 def matching(model_id: str, request: Mapping, machine: Machine, path: Path | None = None) -> dict | None:

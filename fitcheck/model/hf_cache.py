@@ -24,6 +24,10 @@ from fitcheck.model.spec import ModelSpec
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _REPO_FOLDER = re.compile(r"^models--(?P<id>[^/\\]+)$")
+# A Hub repository id: an optional owner and a name, each of letters, digits, '-', '_' and '.', not '.' or '..'
+_REPO_ID = re.compile(r"^(?:(?!\.\.?/)[A-Za-z0-9_.-]{1,96}/)?(?!\.\.?$)[A-Za-z0-9_.-]{1,96}$")
+# Longest --revision read (a branch or tag name; a commit is 40): a longer one is no ref the Hub serves.
+MAX_REVISION_CHARS = 255
 _MAX_REF_BYTES = 256
 _MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")
 
@@ -47,7 +51,10 @@ def repo_folder_name(repo_id: str) -> str:
 def repo_id_from_folder(folder: str | os.PathLike) -> str | None:
     """'models--Qwen--Qwen2.5-7B' -> 'Qwen/Qwen2.5-7B'; None for another name."""
     m = _REPO_FOLDER.match(Path(folder).name)
-    return m.group("id").replace("--", "/") if m else None
+    if not m:
+        return None
+    repo_id = m.group("id").replace("--", "/")
+    return repo_id if _REPO_ID.match(repo_id) else None  # 'models--..--..' names no repository
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,12 @@ class CachedRepo:
 
 
 def _read_ref(path: Path) -> str | None:
+    from fitcheck.bounded import open_regular_file
+
     try:
-        with open(path, "rb") as fh:
+        with open_regular_file(path, "a cache ref") as fh:  # a FIFO is refused, never waited on
             text = fh.read(_MAX_REF_BYTES).decode("ascii", "replace").strip()
-    except OSError:
+    except (OSError, FitcheckError):
         return None
     return text if _COMMIT.match(text) else None
 
@@ -75,6 +84,9 @@ def find_snapshot(folder: Path, repo_id: str, revision: str | None = None) -> Ca
     if not snapshots.is_dir():
         return None
     ref = revision or "main"
+    if len(ref) > MAX_REVISION_CHARS:
+        raise FitcheckError(f"--revision of {len(ref):,} characters is not a branch, tag or commit",
+                            f"a revision is at most {MAX_REVISION_CHARS} characters")
     if ".." in Path(ref).parts or os.path.isabs(ref):
         raise FitcheckError(f"--revision {ref!r} is not a branch, tag or commit")
     commit = _read_ref(folder / "refs" / ref)
@@ -119,9 +131,10 @@ def cached_models(cache: Path | None = None) -> list[CachedRepo]:
     if not root.is_dir():
         return []
     out = []
+    inside = root.resolve()
     for folder in sorted(root.iterdir()):
         repo_id = repo_id_from_folder(folder)
-        if repo_id and folder.is_dir():
+        if repo_id and folder.is_dir() and folder.resolve().parent == inside:  # a link out of the cache: not its
             repo = find_snapshot(folder, repo_id)
             if repo is not None:
                 out.append(repo)

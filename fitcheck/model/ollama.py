@@ -18,7 +18,6 @@ suffix); its header gives the exact architecture, tensor types and bytes.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -100,7 +99,10 @@ def precision_of(name: OllamaName, base: ModelSpec | None = None) -> str:
 
 def store_dir() -> Path:
     """Ollama's model store: OLLAMA_MODELS, else ~/.ollama/models."""
-    return Path(os.environ.get("OLLAMA_MODELS") or os.path.join("~", ".ollama", "models")).expanduser()
+    from fitcheck.bounded import checked_path
+
+    given = os.environ.get("OLLAMA_MODELS")
+    return Path(checked_path(given, "OLLAMA_MODELS") if given else os.path.join("~", ".ollama", "models")).expanduser()
 
 
 def manifest_path(name: OllamaName, store: Path | None = None) -> Path:
@@ -112,17 +114,15 @@ def manifest_path(name: OllamaName, store: Path | None = None) -> Path:
 
 def model_blob(manifest: Path, store: Path | None = None) -> Path | None:
     """The GGUF blob a manifest's model layer names, when it is on disk."""
-    try:
-        with open(manifest, "rb") as fh:
-            raw = fh.read(_MAX_MANIFEST_BYTES + 1)
-    except OSError:
+    from fitcheck.bounded import loads_json, read_regular_file
+
+    if not os.path.lexists(manifest):
         return None
-    if len(raw) > _MAX_MANIFEST_BYTES:
-        raise FitcheckError(f"{manifest}: not an Ollama manifest (over 1 MiB)")
+    raw = read_regular_file(manifest, "Ollama manifest", _MAX_MANIFEST_BYTES)  # a FIFO or device refused
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        raise FitcheckError(f"{manifest}: not an Ollama manifest (not JSON)", "run `ollama pull` again") from None
+        doc = loads_json(raw, str(manifest), "Ollama manifest")   # nesting, long integers, NaN refused
+    except FitcheckError as exc:
+        raise FitcheckError(exc.message, "run `ollama pull` again") from None
     layers = doc.get("layers") if isinstance(doc, dict) else None
     if not isinstance(layers, list):
         raise FitcheckError(f"{manifest}: not an Ollama manifest (no layers)", "run `ollama pull` again")

@@ -28,6 +28,7 @@ each, naming the file, the case and the field, with a suggestion where one exist
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from fitcheck.errors import FitcheckError
@@ -100,14 +101,18 @@ def _check_field(where: str, key: str, value) -> None:
         return
     opt = BY_NAME[PLAN_ALIASES.get(key, key)]
     if opt.kind in ("int", "float"):
+        if isinstance(value, str) and any(str(c).lower() == value.strip().lower() for c in opt.choices):
+            return  # a word the option takes as the command line does (cpu_moe = "all")
         if opt.kind == "int":
-            want = f"a whole number >= {opt.low:g}" + (f" and <= {opt.high:g}" if opt.high else "")
+            want = (f"a whole number >= {opt.low:g}" + (f" and <= {opt.high:g}" if opt.high else "")
+                    + "".join(f' or "{c}"' for c in opt.choices))
         elif key == "headroom":
             want = "a percentage between 0 and 99"
         else:
             want = f"a number between {opt.low:g} and {opt.high:g}"
         number = isinstance(value, int if opt.kind == "int" else (int, float)) and not isinstance(value, bool)
-        if not number or (opt.low is not None and value < opt.low) or (opt.high is not None and value > opt.high):
+        finite = number and not (isinstance(value, float) and not math.isfinite(value))
+        if not finite or (opt.low is not None and value < opt.low) or (opt.high is not None and value > opt.high):
             raise FitcheckError(f"{where}: field {key!r} must be {want}, got {value!r}")
         return
     if opt.kind == "str" and not isinstance(value, str):

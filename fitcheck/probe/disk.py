@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from fitcheck.errors import FitcheckError
 from fitcheck.machine import Disk, Unknown
 from fitcheck.storage import DOWNLOAD_DIR, HF_CACHE, LLAMA_CPP, OLLAMA, OUTPUT, Place, Storage, lookups, profile_storage
 
@@ -94,6 +95,31 @@ def read_place(kind: str, path: str):
     return Place(kind, path, int(usage.free), disk_id)
 
 
+def check_download_dir(path: str) -> None:
+    """Refuse (FitcheckError, exit 2) a ``--download-dir`` that is not a folder a download could be written to:
+    a file, FIFO or device, a folder this user cannot write, a read-only mount, or a filesystem with no blocks
+    (``/proc``, ``/sys``).  A folder that does not exist yet is judged by its nearest existing folder."""
+    import stat
+
+    full = os.path.abspath(os.path.expanduser(path))
+    near = nearest_existing(full)
+    what = f"--download-dir {path}"
+    try:
+        mode = os.stat(near).st_mode
+        fs = os.statvfs(near)
+    except OSError as exc:
+        raise FitcheckError(f"{what}: cannot read it: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        kind = "a file" if stat.S_ISREG(mode) else "not a folder (a pipe, socket or device)"
+        raise FitcheckError(f"{what}: {kind}" + (f" ({near})" if near != full else ""),
+                            "give a folder on a disk with room")
+    if fs.f_blocks == 0:
+        raise FitcheckError(f"{what}: not on a disk ({near} is on a filesystem with no blocks)",
+                            "give a folder on a disk with room")
+    if fs.f_flag & getattr(os, "ST_RDONLY", 1) or not os.access(near, os.W_OK | os.X_OK):
+        raise FitcheckError(f"{what}: {near} is not writable here", "give a folder you can write to")
+
+
 def _names(folder: str) -> list[str]:
     """Up to MAX_ENTRIES names in ``folder`` ([] when it is not a readable folder)."""
     out: list[str] = []
@@ -141,6 +167,7 @@ def read_storage(model, query: str, download_dir: str | None, machine, env: Mapp
     places = [read_place(HF_CACHE, hub), read_place(LLAMA_CPP, llama), read_place(OLLAMA, ollama_store_dir(env, home)),
               read_place(OUTPUT, os.getcwd())]
     if download_dir:
+        check_download_dir(download_dir)
         places.append(read_place(DOWNLOAD_DIR, download_dir))
     present: list[tuple[str, str]] = []
     if model.source == "local":
@@ -178,8 +205,11 @@ def read_storage(model, query: str, download_dir: str | None, machine, env: Mapp
 
 
 def storage_for(model, query: str, download_dir: str | None, machine, env: Mapping[str, str] | None = None):
-    """:func:`read_storage`, or an unknown storage saying why when reading failed (never raises)."""
+    """:func:`read_storage`, or an unknown storage saying why when reading failed (raises only for a
+    ``--download-dir`` that is not a writable folder: bad input)."""
     try:
         return read_storage(model, query, download_dir, machine, env)
+    except FitcheckError:
+        raise
     except Exception as exc:  # an exotic file system: the disk is unknown, the answer still comes
         return Storage(unknown_reason=f"free disk not read: {type(exc).__name__}: {exc}")

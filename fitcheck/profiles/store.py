@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fitcheck.bounded import loads_toml, read_text_file
+from fitcheck.bounded import loads_toml, read_text_file, write_regular_file
 from fitcheck.errors import FitcheckError
 from fitcheck.machine import Machine
 from fitcheck.profiles.reader import machine_from_dict
@@ -163,9 +163,10 @@ def save_profile(machine: Machine, path: str | os.PathLike[str]) -> Path:
     try:
         if is_bare_name(os.fspath(path)):
             target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(machine_to_toml(machine, header=header), encoding="utf-8")
     except OSError as exc:
         raise FitcheckError(f"cannot write profile {target}: {exc.strerror or exc}") from None
+    # a regular file only: /dev/null or a FIFO would take the text and keep nothing (or block)
+    write_regular_file(target, machine_to_toml(machine, header=header), "profile")
     return target
 
 

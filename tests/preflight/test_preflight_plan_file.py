@@ -88,3 +88,13 @@ def test_parsing_and_validating_label_a_case_alike(tmp_path):
     assert parsed[0].startswith("p.toml: case 1 (qwen-7b): ") and parsed[1].startswith("p.toml: case 3 (chat): ")
     assert validated[0].startswith("p.toml: case 2 (qwen-7bxyz): ") and validated[1].startswith("p.toml: case 4 (ok): ")
     assert plan.cases[0].label("p.toml") == case_label("p.toml", 2, "qwen-7bxyz")
+
+
+def test_a_plan_takes_the_words_the_command_line_takes():
+    """`--cpu-moe all` works on the command line, so `cpu_moe = "all"` does in a plan (one vocabulary)."""
+    from fitcheck.options import BY_NAME
+
+    plan = parse_plan('[[case]]\nmodel = "mixtral-8x7b"\nprofile = "rtx-4090"\nengine = "llama.cpp"\ncpu_moe = "all"\n')
+    assert plan.cases[0].get("cpu_moe") == "all" == BY_NAME["cpu_moe"].parse("all")
+    with pytest.raises(FitcheckError, match='or "all"'):
+        parse_plan('[[case]]\nmodel = "mixtral-8x7b"\ncpu_moe = "most"\n')
