@@ -103,3 +103,21 @@ def test_a_download_dir_that_is_not_a_writable_folder_is_said_to_be_so(tmp_path,
 def test_every_number_option_is_finite(flag, value):
     res = CliRunner().invoke(cli, ["qwen-7b", "--profile", "rtx-4090", flag, value])
     assert res.exit_code == 2, res.output
+
+
+def test_symlink_loops_in_a_model_folder_are_one_line(tmp_path):
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    (loop / "config.json").symlink_to("a")
+    (loop / "a").symlink_to("config.json")
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+                                                     "num_attention_heads": 2, "intermediate_size": 128,
+                                                     "vocab_size": 100}))
+    (shards / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "model-1.safetensors"}}))
+    (shards / "model-1.safetensors").symlink_to("model-2.safetensors")
+    (shards / "model-2.safetensors").symlink_to("model-1.safetensors")
+    for folder in (loop, shards):
+        res = CliRunner().invoke(cli, [str(folder), "--profile", "rtx-4090"])
+        assert res.exit_code == 2 and "symlink loop" in res.output, res.output

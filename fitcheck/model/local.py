@@ -296,10 +296,20 @@ def _check_index_total(total: int, spec: ModelSpec, name: str) -> None:
                             "download the shards, or point at config.json alone")
 
 
+def _real(path: Path) -> Path:
+    """``path`` with its links followed; a symlink loop is one line of bad input (Path.resolve raises
+    RuntimeError for one before Python 3.13, OSError from it)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise FitcheckError(f"{path}: cannot be read: a symlink loop" if "loop" in str(exc).lower()
+                            else f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def _allowed_root(folder: Path) -> Path:
     """Where a model folder's files may live: the folder itself, or for a Hugging Face cache snapshot
     (``models--org--name/snapshots/REV``) the repo folder, whose ``blobs/`` its symlinks point into."""
-    real = folder.resolve()
+    real = _real(folder)
     if real.parent.name == "snapshots" and (real.parent.parent / "blobs").is_dir():
         return real.parent.parent
     return real
@@ -308,7 +318,7 @@ def _allowed_root(folder: Path) -> Path:
 def _inside(path: Path, root: Path, name: str) -> Path:
     """``path`` when it resolves inside ``root``; a symlink out of the model folder is refused (it could
     point at a token or any private file, and fitcheck would read it)."""
-    real = path.resolve()
+    real = _real(path)
     # huggingface_hub's older --local-dir downloads symlink big files into the cache's blobs: allowed
     in_hub_blobs = real.parent.name == "blobs" and real.parent.parent.name.startswith("models--")
     if real != root and root not in real.parents and not in_hub_blobs:
@@ -345,7 +355,7 @@ def _spec_from_gguf(path: Path) -> ModelSpec:
 
 
 def _spec_from_dir(folder: Path) -> ModelSpec:
-    name = folder.resolve().name or str(folder)
+    name = _real(folder).name or str(folder)
     config = folder / "config.json"
     config_path = config if config.is_file() else None
     indexes = sorted(folder.glob("*.safetensors.index.json"))
@@ -371,6 +381,10 @@ def _spec_from_dir(folder: Path) -> ModelSpec:
     if config_path:
         _inside(config_path, _allowed_root(folder), name)
         return _spec_from_config(read_json_file(config_path, "config.json"), name, config_path)
+    if (folder / "config.json").is_symlink():  # there, but a dangling link or a loop: say so, not "no config.json"
+        _real(folder / "config.json")
+        raise FitcheckError(f"{folder / 'config.json'}: cannot be read: a link to nothing",
+                            "point at a model folder or file")
     raise FitcheckError(f"{folder}: no config.json, *.safetensors or *.gguf here",
                         "point at a model folder or file")
 
@@ -421,9 +435,9 @@ def _spec_from_path(p: Path) -> ModelSpec:
         files, total = _index_shards(p)
         config = p.parent / "config.json"
         return _spec_from_safetensors(files, config if config.is_file() else None,
-                                      p.parent.resolve().name, total)
+                                      _real(p.parent).name, total)
     if lower.endswith(".json"):
-        name = p.parent.resolve().name if lower == "config.json" else p.stem
+        name = _real(p.parent).name if lower == "config.json" else p.stem
         return _spec_from_config(read_json_file(p, p.name), name, p)
     if lower.endswith(".safetensors"):
         if _ST_SHARD_RE.search(p.name):
@@ -431,6 +445,6 @@ def _spec_from_path(p: Path) -> ModelSpec:
                                 "point at its folder or at model.safetensors.index.json")
         config = p.parent / "config.json"
         return _spec_from_safetensors([p], config if config.is_file() else None, p.stem
-                                      if not config.is_file() else p.parent.resolve().name, named=p)
+                                      if not config.is_file() else _real(p.parent).name, named=p)
     raise FitcheckError(f"{p.name}: not a model file fitcheck reads",
                         "point at a folder with config.json, a .safetensors or a .gguf file")

@@ -35,6 +35,9 @@ from fitcheck.errors import FitcheckError
 from fitcheck.options import BY_NAME, PLAN_ALIASES, PLAN_FIELDS
 
 FIELDS = PLAN_FIELDS
+# Cases one plan may hold: each is a check (~5 ms, ~10 ms with its alternatives on a 2-core runner), so a plan
+# at the limit answers in a few seconds; a larger one is refused at once rather than left to run for minutes.
+MAX_CASES = 1000
 _STR = ("model", "name", "params", "profile")
 
 
@@ -167,6 +170,9 @@ def parse_plan_errors(text: str, path: str = "plan.toml") -> tuple[PlanFile, lis
     cases_doc = doc.get("case")
     if not isinstance(cases_doc, list) or not cases_doc:
         raise FitcheckError(f"{path}: no cases", "add one or more [[case]] tables, each with model = \"...\"")
+    if len(cases_doc) > MAX_CASES:
+        raise FitcheckError(f"{path}: {len(cases_doc):,} cases; a plan holds at most {MAX_CASES:,}",
+                            "split it into several plan files")
     errors: list[str] = []
     for key, value in defaults.items():
         if key in ("model", "name"):

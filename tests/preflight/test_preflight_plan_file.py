@@ -98,3 +98,12 @@ def test_a_plan_takes_the_words_the_command_line_takes():
     assert plan.cases[0].get("cpu_moe") == "all" == BY_NAME["cpu_moe"].parse("all")
     with pytest.raises(FitcheckError, match='or "all"'):
         parse_plan('[[case]]\nmodel = "mixtral-8x7b"\ncpu_moe = "most"\n')
+
+
+def test_a_plan_of_more_cases_than_the_limit_is_refused_at_once():
+    from fitcheck.preflight.plan_file import MAX_CASES
+
+    one = '[[case]]\nmodel = "qwen-7b"\n'
+    assert len(parse_plan(one * MAX_CASES).cases) == MAX_CASES
+    with pytest.raises(FitcheckError, match=f"{MAX_CASES + 1:,} cases"):
+        parse_plan(one * (MAX_CASES + 1))
