@@ -73,3 +73,19 @@ def test_an_empty_folder_named_like_a_catalog_model_keeps_the_catalog_answer(tmp
     assert r.exit_code in (0, 1) and "Qwen/Qwen2.5-7B-Instruct" in r.output and "read as a model name" in r.output
     r = CliRunner().invoke(cli, ["./qwen-7b", "--profile", "rtx-4090"])
     assert r.exit_code == 2  # written as a path, it is the folder
+
+
+def test_the_surfaces_batterys_readers_in_process(tmp_path):
+    """benchmarks/hostile/surface_parsers.py: every new reader (receipts, the HF cache, Ollama manifests, package
+    metadata, /proc/meminfo) with hostile files; a FIFO case runs in a child process that must not block."""
+    from benchmarks.hostile import surface_parsers
+
+    failures = []
+    for case in surface_parsers.parser_cases(tmp_path):
+        try:
+            case.run()
+        except (FitcheckError, ValueError):
+            pass
+        except Exception as exc:  # noqa: BLE001 - what the battery reports
+            failures.append(f"{case.name}: {type(exc).__name__}: {exc}")
+    assert not failures, failures

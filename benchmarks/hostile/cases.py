@@ -35,6 +35,7 @@ class CliCase:
     env: dict[str, str] = field(default_factory=dict)
     must_not_print: tuple[str, ...] = ()
     must_print: tuple[str, ...] = ()
+    secret: str = ""                    # a credential in the input: printing it is a finding
 
 
 @dataclass

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+from collections import deque
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from fitcheck.machine import Machine, known
 SCHEMA = "fitcheck.receipt/1"
 FILE_NAME = "receipts.jsonl"
 MAX_LINE = 1 << 20       # characters; a longer line is not a receipt fitcheck wrote: skipped
-MAX_RECEIPTS = 100_000   # lines read at most
+MAX_RECEIPTS = 10_000    # receipts kept at most: the newest (one a measurement, so years of runs)
 # Bytes read at most, from the end (the newest receipts): a receipt is ~2 KiB, so ~16,000 of them.
 MAX_FILE_BYTES = 32 * 2**20
 # A byte count in a receipt: a whole number from 0 to 2**60 (an exabyte); anything else is not fitcheck's.
@@ -82,7 +83,7 @@ def read(path: Path | None = None) -> Iterator[dict]:
     """Every well-formed receipt of the file, oldest first; other lines are skipped.
 
     Bounded like every reader of a file: a regular file only (a FIFO or ``/dev/zero`` is skipped, never
-    waited on), its last MAX_FILE_BYTES at most, lines over MAX_LINE skipped, JSON nesting, long integers,
+    waited on), its last MAX_FILE_BYTES and newest MAX_RECEIPTS at most, lines over MAX_LINE skipped, JSON nesting, long integers,
     NaN and Infinity refused, and the figures a receipt is read for checked (:func:`well_formed`).
     """
     path = path or receipts_path()
@@ -90,9 +91,8 @@ def read(path: Path | None = None) -> Iterator[dict]:
         data = read_tail(path, "receipts file", MAX_FILE_BYTES)
     except FitcheckError:
         return
-    for n, line in enumerate(data.decode("utf-8", "replace").splitlines()):
-        if n >= MAX_RECEIPTS:
-            break
+    found: deque[dict] = deque(maxlen=MAX_RECEIPTS)   # the newest
+    for line in data.decode("utf-8", "replace").splitlines():
         if len(line) > MAX_LINE:
             continue
         try:
@@ -100,7 +100,8 @@ def read(path: Path | None = None) -> Iterator[dict]:
         except ValueError:
             continue
         if well_formed(receipt):
-            yield receipt
+            found.append(receipt)
+    yield from found
 
 
 def well_formed(receipt: object) -> bool:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fitcheck.errors import FitcheckError, redact_credentials
+
 # The packages fitcheck reports and checks (PEP 503 normalised names).
 WATCHED = ("torch", "vllm", "bitsandbytes", "flash-attn", "llama-cpp-python", "transformers", "peft",
            "accelerate", "deepspeed", "autoawq", "auto-gptq", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
@@ -30,11 +32,12 @@ MAX_ENTRIES = 5000
 
 _DIST_RE = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[0-9][^-]*?)(?:-py[0-9.]+)?\.(?:dist|egg)-info$")
-_CUDA_LOCAL = re.compile(r"^cu(\d+)(\d)$")          # cu124 -> 12.4, cu118 -> 11.8
-_ROCM_LOCAL = re.compile(r"^rocm(\d+(?:\.\d+)*)$")
-_CUDA_REQ = re.compile(r"^nvidia-cuda-runtime-cu(\d+)\s*==\s*(\d+)\.(\d+)", re.I)
+# Build tags as the PyTorch indexes name them; a version past two digits (cu999999999) is no real build.
+_CUDA_LOCAL = re.compile(r"^cu(\d{1,2})(\d)$")          # cu124 -> 12.4, cu118 -> 11.8
+_ROCM_LOCAL = re.compile(r"^rocm(\d{1,2}(?:\.\d{1,3}){0,3})$")
+_CUDA_REQ = re.compile(r"^nvidia-cuda-runtime-cu(\d{1,2})\s*==\s*(\d{1,2})\.(\d{1,3})(?!\d)", re.I)
 _CONDA_TORCH = re.compile(r"^pytorch-(?P<version>[0-9][^-]*)-(?P<build>[^-]+)\.json$")
-_CONDA_CUDA = re.compile(r"cuda(\d+)\.?(\d)")
+_CONDA_CUDA = re.compile(r"cuda(\d{1,2})\.?(\d)(?!\d)")
 
 
 def normalise(name: str) -> str:
@@ -155,13 +158,15 @@ def read_packages(folder: str) -> list[Package]:
 
 def _metadata(path: Path) -> dict | None:
     """Version and Requires-Dist from METADATA / PKG-INFO (the headers only, bounded)."""
+    from fitcheck.bounded import open_regular_file
+
     file = path / "METADATA" if path.is_dir() else path
-    if path.is_dir() and not file.is_file():
+    if path.is_dir() and not os.path.lexists(file):
         file = path / "PKG-INFO"
     try:
-        with open(file, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(MAX_METADATA_BYTES)
-    except OSError:
+        with open_regular_file(file, "package metadata") as fh:  # a FIFO or device refused, never waited on
+            text = fh.read(MAX_METADATA_BYTES).decode("utf-8", "replace")
+    except (OSError, FitcheckError):
         return None
     out: dict = {"requires": []}
     for line in text.split("\n\n", 1)[0].splitlines():
@@ -231,7 +236,7 @@ def read_stack(env: Mapping[str, str] | None = None, extra: tuple[str, ...] = ()
         try:
             found = read_packages(folder)
         except OSError as exc:
-            problems.append(f"{label} {folder}: {exc.strerror or exc}")
+            problems.append(redact_credentials(f"{label} {folder}: {exc.strerror or exc}"))  # a URL typed as a path
             continue
         read.append(folder)
         for pkg in found:
