@@ -65,3 +65,8 @@ def all_schemas() -> dict[str, dict]:
     folder = _folder()
     return {entry.name[: -len(".schema.json")]: json.loads(entry.read_text(encoding="utf-8"))
             for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".schema.json")}
+
+
+def document_json(doc: object, **options) -> str:
+    """A document as strict JSON: NaN or Infinity in it is a bug (ValueError, exit 70), never an invalid document."""
+    return json.dumps(doc, allow_nan=False, **options)

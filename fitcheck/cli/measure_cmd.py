@@ -6,11 +6,10 @@ fitcheck.measure.document.  torch is imported only by the measuring child proces
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from fitcheck.cli.options import json_option, params_option, request_from
+from fitcheck.contracts import document_json
 from fitcheck.errors import FitcheckError
 from fitcheck.options import click_options, finite_float_range
 
@@ -146,7 +145,7 @@ def measure(ctx: click.Context, model: str | None, prompt: int | None, new_token
         except OSError as exc:
             click.echo(f"fitcheck: receipt not written ({R.receipts_path()}: {exc.strerror or exc})", err=True)
     if as_json:
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        click.echo(document_json(doc, indent=2, sort_keys=True))
     else:
         click.echo(render_measure(result, doc))
     if output:
@@ -180,9 +179,9 @@ def _receipts(export: str | None, as_json: bool) -> int:
     if export:
         from fitcheck.bounded import write_regular_file
 
-        write_regular_file(export, "".join(json.dumps(r, sort_keys=True) + "\n" for r in items), "--export")
+        write_regular_file(export, "".join(document_json(r, sort_keys=True) + "\n" for r in items), "--export")
     if as_json:
-        click.echo(json.dumps({"schema": "fitcheck.receipts/1", "fitcheck_version": __version__, "path": str(path),
+        click.echo(document_json({"schema": "fitcheck.receipts/1", "fitcheck_version": __version__, "path": str(path),
                                 "receipts": items},
                               indent=2, sort_keys=True))
         return 0

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import click
 
 from fitcheck.cli.options import complete_model, json_option, profile_option
+from fitcheck.contracts import document_json
 from fitcheck.options import click_options
 
 _FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headroom", "show_all")
@@ -67,7 +67,7 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
 
         resolved = resolve_model(show)
         doc = show_document(resolved)
-        click.echo(json.dumps(doc, indent=2) if as_json else render_show(doc))
+        click.echo(document_json(doc, indent=2) if as_json else render_show(doc))
         return
 
     from fitcheck.errors import FitcheckError
@@ -88,7 +88,7 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
                             "did you mean: " + ", ".join(suggestions(query or "")))
     rows = [list_row(e) for e in found]
     if as_json:
-        click.echo(json.dumps(models_document(rows), indent=2))
+        click.echo(document_json(models_document(rows), indent=2))
     else:
         click.echo(render_list(rows))
 
@@ -155,7 +155,7 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile,
                                  context=read_context(profile is None))
     if as_json:
-        click.echo(json.dumps(fits_document(result), indent=2))
+        click.echo(document_json(fits_document(result), indent=2))
     elif local and not result.rows and not result.unreadable:
         from fitcheck.model import hf_cache
         from fitcheck.model.local_stores import llama_cpp_dir, lm_studio_dirs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import json_option, machine_override_options, profile_option, python_env_option
+from fitcheck.contracts import document_json
 from fitcheck.profiles.overrides import load_machine
 
 
@@ -68,11 +69,10 @@ def probe(profile: str | None, as_json: bool, save_path: str | None, bench: bool
 
         written = save_profile(machine, save_path)
     if as_json:
-        import json
 
         from fitcheck.render.machine import probe_document
 
-        click.echo(json.dumps(probe_document(machine, software), indent=2, ensure_ascii=False))
+        click.echo(document_json(probe_document(machine, software), indent=2, ensure_ascii=False))
     else:
         from fitcheck.render.machine import render_machine
 

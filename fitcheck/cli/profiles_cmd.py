@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import json_option
+from fitcheck.contracts import document_json
 from fitcheck.machine import PROFILE_KINDS
 
 KIND_CHOICES = PROFILE_KINDS
@@ -29,11 +30,10 @@ def profiles(kind: str | None, as_json: bool) -> None:
 
     machines = machines_of_kind(list_profiles(), kind)
     if as_json:
-        import json
 
         from fitcheck.render.profiles import profiles_document
 
-        click.echo(json.dumps(profiles_document(machines), indent=2, ensure_ascii=False))
+        click.echo(document_json(profiles_document(machines), indent=2, ensure_ascii=False))
         return
     from fitcheck.render.profiles import render_profiles
 

@@ -14,6 +14,7 @@ from fitcheck.cli.options import (
     tokens_option,
     typed_for_other_mode,
 )
+from fitcheck.contracts import document_json
 from fitcheck.machine import PROFILE_KINDS as KINDS
 from fitcheck.options import OPTIONS, click_options, finite_float_range
 
@@ -57,7 +58,6 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
 
     Exit codes: 0 some profile runs it, 1 none does, 2 bad input.
     """
-    import json
 
     from fitcheck.model.resolve import resolve_model
     from fitcheck.profiles import list_profiles
@@ -85,5 +85,5 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
     else:
         from fitcheck.render.where import render_where_table as table
         from fitcheck.render.where import where_document as document
-    click.echo(json.dumps(document(result), indent=2, sort_keys=True) if as_json else table(result))
+    click.echo(document_json(document(result), indent=2, sort_keys=True) if as_json else table(result))
     ctx.exit(result.exit_code)

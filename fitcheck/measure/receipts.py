@@ -83,8 +83,9 @@ def read(path: Path | None = None) -> Iterator[dict]:
     """Every well-formed receipt of the file, oldest first; other lines are skipped.
 
     Bounded like every reader of a file: a regular file only (a FIFO or ``/dev/zero`` is skipped, never
-    waited on), its last MAX_FILE_BYTES and newest MAX_RECEIPTS at most, lines over MAX_LINE skipped, JSON nesting, long integers,
-    NaN and Infinity refused, and the figures a receipt is read for checked (:func:`well_formed`).
+    waited on), its last MAX_FILE_BYTES and newest MAX_RECEIPTS at most, lines over MAX_LINE skipped, JSON
+    nesting, long integers, NaN and Infinity refused, and the figures a receipt is read for checked
+    (:func:`well_formed`).
     """
     path = path or receipts_path()
     try:

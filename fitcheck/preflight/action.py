@@ -28,7 +28,6 @@ and exits with fitcheck's exit status, so the step fails when the check does.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -36,7 +35,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from fitcheck.errors import EXIT_BAD_INPUT
+from fitcheck.errors import EXIT_BAD_INPUT, FitcheckError
 
 OUTPUTS = ("status", "exit-code", "max-context", "max-batch", "report")
 # worst first: a plan's status is that of its worst case
@@ -103,10 +102,13 @@ def _number(value) -> str:
 def write_github_output(path: str, outputs: Mapping[str, str]) -> None:
     """Append ``outputs`` to the file ``$GITHUB_OUTPUT`` names, in the multi-line form
     (``name<<DELIMITER``) so a value can hold any character."""
-    with open(path, "a", encoding="utf-8") as fh:
-        for name, value in outputs.items():
-            delimiter = f"ghadelimiter_{uuid.uuid4()}"
-            fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    from fitcheck.bounded import append_regular_file
+
+    text = ""
+    for name, value in outputs.items():
+        delimiter = f"ghadelimiter_{uuid.uuid4()}"
+        text += f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+    append_regular_file(path, text, "$GITHUB_OUTPUT")
 
 
 def run(env: Mapping[str, str] | None = None) -> int:
@@ -123,7 +125,10 @@ def run(env: Mapping[str, str] | None = None) -> int:
         code = _run_cli(argv)
         doc = _read_document(report)
     if env.get("GITHUB_OUTPUT"):
-        write_github_output(env["GITHUB_OUTPUT"], step_outputs(doc, code, report))
+        try:
+            write_github_output(env["GITHUB_OUTPUT"], step_outputs(doc, code, report))
+        except FitcheckError as exc:  # the verdict's exit code stands; the outputs are said to be lost
+            print(f"fitcheck: {exc.message}", file=sys.stderr)
     return code
 
 
@@ -138,10 +143,11 @@ def _run_cli(argv: list[str]) -> int:
 
 
 def _read_document(path: str) -> dict | None:
+    from fitcheck.bounded import loads_json, read_regular_file
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+        doc = loads_json(read_regular_file(path, "fitcheck's document"), path)
+    except FitcheckError:
         return None
     return doc if isinstance(doc, dict) else None
 

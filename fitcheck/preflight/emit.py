@@ -10,13 +10,13 @@ the exit code; requirement results are combined with the verdict (1 beats 3 beat
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
 
 from fitcheck import __version__
+from fitcheck.contracts import document_json
 from fitcheck.errors import FitcheckError
 from fitcheck.preflight.requirements import combine, outcome_dict
 from fitcheck.preflight.requirements import exit_code as requirements_exit_code
@@ -30,7 +30,7 @@ PLAN_SCHEMA = "fitcheck.plan/1"
 
 
 def _dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True)
+    return document_json(doc, indent=2, sort_keys=True)
 
 
 def write_output(path: str | None, doc: dict) -> None:
@@ -47,13 +47,12 @@ def append_summary(markdown: str, env=None) -> None:
     path = env.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
+    from fitcheck.bounded import append_regular_file
+
     try:
-        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the run
-            raise OSError(0, "not a regular file")
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(markdown + "\n")
-    except OSError as exc:
-        click.echo(f"fitcheck: cannot write the step summary {path}: {exc.strerror or exc}", err=True)
+        append_regular_file(path, markdown + "\n", "the step summary")  # a FIFO is refused, never waited on
+    except FitcheckError as exc:
+        click.echo(f"fitcheck: {exc.message}", err=True)
 
 
 def _requirement_lines(outcomes, err: bool) -> None:

@@ -15,10 +15,13 @@ MAX_SYSTEM_FILE_BYTES = 4 * 1024**2
 
 def read_text(path: str) -> str | None:
     """The file's text, or None when it is missing or unreadable (never raises)."""
+    from fitcheck.bounded import open_regular_file
+    from fitcheck.errors import FitcheckError
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(MAX_SYSTEM_FILE_BYTES)
-    except (OSError, ValueError):
+        with open_regular_file(path, "system file") as handle:  # a FIFO (a faked /proc) is refused, never waited on
+            return handle.read(MAX_SYSTEM_FILE_BYTES).decode("utf-8", "replace")
+    except (OSError, ValueError, FitcheckError):
         return None
 
 
