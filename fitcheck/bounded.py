@@ -141,44 +141,24 @@ def check_output_target(path: str | os.PathLike[str], what: str) -> None:
 
 def write_regular_file(path: str | os.PathLike[str], text: str, what: str) -> None:
     """Write ``text`` to a regular file (created or truncated); a FIFO, socket or device is refused, never waited on."""
-    where = os.fspath(path)
-    try:
-        existing = os.stat(where)
-    except FileNotFoundError:
-        existing = None
-    except OSError as exc:
-        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        kind = "a folder" if stat.S_ISDIR(existing.st_mode) else "not a regular file (a pipe, socket or device)"
-        raise FitcheckError(f"{what} {where}: cannot write: {kind}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(where, flags, 0o666)
-    except OSError as exc:
-        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise FitcheckError(f"{what} {where}: cannot write: not a regular file (a pipe, socket or device)")
-        data = text.encode("utf-8")
-        while data:
-            data = data[os.write(fd, data):]
-    except OSError as exc:
-        raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+    _write_regular(path, text, what, os.O_TRUNC)
 
 
 def append_regular_file(path: str | os.PathLike[str], text: str, what: str) -> None:
     """Append ``text`` to a regular file (created if missing); a FIFO, socket or device is refused, never waited on."""
+    _write_regular(path, text, what, os.O_APPEND)
+
+
+def _write_regular(path: str | os.PathLike[str], text: str, what: str, how: int) -> None:
     where = os.fspath(path)
     check_output_target(where, what)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_CREAT | how | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(where, flags, 0o666)
     except OSError as exc:
         raise FitcheckError(f"{what} {where}: cannot write: {exc.strerror or exc}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # it became one between the check and the open
             raise FitcheckError(f"{what} {where}: cannot write: not a regular file (a pipe, socket or device)")
         data = text.encode("utf-8")
         while data:
