@@ -199,9 +199,10 @@ def validate(field: str, text: str, session: Session | None = None):
         raise Invalid(exc.one_line()) from None
 
 
-def parse_command(line: str, n_alternatives: int):
+def parse_command(line: str, n_alternatives: int, runs: bool = True):
     """What a line typed at the ``>`` prompt asks for:
-    ('quit',) | ('show',) | ('help',) | ('alternative', index0) | ('set', field, text); Invalid otherwise."""
+    ('quit',) | ('show',) | ('help',) | ('alternative', index0) | ('set', field, text); Invalid otherwise.
+    ``runs``: whether the request shown runs as asked (what a number with no alternatives is told)."""
     text = line.strip()
     if not text:
         return ("help",)
@@ -215,7 +216,9 @@ def parse_command(line: str, n_alternatives: int):
     if text.isascii() and text.isdigit():  # "²" is a digit to str.isdigit, not to int()
         n = int(text)
         if not n_alternatives:
-            raise Invalid("there are no alternatives to pick (it fits as asked)")
+            raise Invalid("there are no alternatives to pick (it fits as asked)" if runs else
+                          "there are no alternatives to pick: nothing found fits; change an answer "
+                          "(e.g. context 2048, or machine NAME)")
         if not 1 <= n <= n_alternatives:
             raise Invalid(f"pick an alternative between 1 and {n_alternatives}")
         return ("alternative", n - 1)
@@ -397,6 +400,11 @@ def _shown(value) -> str:
     return "auto" if value is None else str(value)
 
 
+def _runs(session: Session) -> bool:
+    """Whether the request shown runs as asked (False too when it could not be checked)."""
+    return session.result is not None and session.result.verdict.runs
+
+
 def _loop(session: Session) -> None:
     n = _evaluate(session)
     help_line = HELP.format(fields=", ".join(SHOWN_FIELDS))
@@ -405,7 +413,7 @@ def _loop(session: Session) -> None:
     while True:
         line = _read("> ")
         try:
-            command = parse_command(line, n)
+            command = parse_command(line, n, _runs(session))
         except Invalid as exc:
             click.echo(f"  {exc}")
             continue

@@ -85,8 +85,10 @@ def test_parse_command():
     for bad, needle in (("4", "between 1 and 3"), ("colour red", "not an answer"), ("context", "give a value")):
         with pytest.raises(Invalid, match=needle):
             parse_command(bad, 3)
-    with pytest.raises(Invalid, match="no alternatives"):
+    with pytest.raises(Invalid, match=r"no alternatives to pick \(it fits as asked\)"):
         parse_command("1", 0)
+    with pytest.raises(Invalid, match="nothing found fits; change an answer"):  # after DOES NOT FIT, none found
+        parse_command("2", 0, runs=False)
 
 
 def test_validate_and_apply_alternative():
