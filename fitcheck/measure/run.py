@@ -31,6 +31,7 @@ from fitcheck.pipeline import check as check_api
 from fitcheck.plan import DEFAULT_CONTEXT, Plan
 from fitcheck.render.check import check_document
 from fitcheck.request import Request
+from fitcheck.search.routes import changes_what_you_set
 
 REFUSED = "refused"
 DEFAULT_TIME_LIMIT_S = 600.0
@@ -274,7 +275,7 @@ def _measured_engine(check):
     """The check with the engine explained as measure's (it runs transformers; the user set no --engine), and
     the alternatives on another engine said to be what `fitcheck MODEL` estimates, not what measure runs."""
     check = _reason(check, "engine", MEASURE_ENGINE_WHY)
-    set_by_us = "(changes --engine, which you set)"
+    set_by_us = changes_what_you_set("--engine")
     alternatives = tuple(replace(a, title=a.title.replace(set_by_us, f"(not measurable: {MEASURE_ENGINE_WHY})"))
                          for a in check.alternatives)
     return replace(check, alternatives=alternatives)

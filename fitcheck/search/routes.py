@@ -120,7 +120,7 @@ class Search:
             touched = self.touched(out.request)
             if touched:
                 flags = ", ".join(BY_NAME[n].flag.split("/")[0] for n in touched)
-                self.relaxed.append(replace(alt, title=f"{title} (changes {flags}, which you set)"))
+                self.relaxed.append(replace(alt, title=f"{title} {changes_what_you_set(flags)}"))
             else:
                 self.found.append(alt)
         return out
@@ -204,3 +204,8 @@ def same_effective_batch(fitting: int, effective: int) -> tuple[int, int]:
     largest micro-batch up to ``fitting`` that divides it (8 at most 5 a step: 4 × 2, not 5 × 2 = 10)."""
     micro = max(d for d in range(1, max(fitting, 1) + 1) if effective % d == 0)
     return micro, effective // micro
+
+
+def changes_what_you_set(flags: str) -> str:
+    """The words an alternative's title ends in when it changes options the user set ('--engine, --batch')."""
+    return f"(changes {flags}, which you set)"
