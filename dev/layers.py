@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # one request, one pipeline; the commands that reproduce it
     ("pipeline", ("fitcheck.commands", "fitcheck.pipeline", "fitcheck.api", "fitcheck.context")),
     # searches over the whole check: every machine (`where`), every model (`models --fits`)
-    ("answers", ("fitcheck.search.where", "fitcheck.search.fits")),
+    ("answers", ("fitcheck.search.where", "fitcheck.search.fits", "fitcheck.search.sweep")),
     # what the user sees, CI formats, measurement
     ("front", ("fitcheck.render", "fitcheck.preflight", "fitcheck.measure", "fitcheck.serve")),
     # the command line, and the GitHub Action's step that runs it

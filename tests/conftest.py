@@ -1,5 +1,6 @@
 """Every test runs with an empty user config folder and cache and no FITCHECK_* settings from the caller's
-environment, so a developer's own saved profiles, catalog models or FITCHECK_PROFILE never change a result."""
+environment, so a developer's own saved profiles, catalog models or FITCHECK_PROFILE never change a result; and
+with FITCHECK_NO_BENCH=1, so no check on this machine spends a quarter second measuring its RAM bandwidth."""
 
 import itertools
 import os
@@ -19,6 +20,8 @@ def _isolated_user_config(_user_dirs, monkeypatch):
     for name in list(os.environ):
         if name.startswith("FITCHECK_"):
             monkeypatch.delenv(name)
+    # The answer wraps at $COLUMNS (fitcheck.render.layout); a test that reads bytes sets its own width.
+    monkeypatch.delenv("COLUMNS", raising=False)
     # Each test's own folders, not created: a missing folder reads as empty, and fitcheck creates what it
     # writes (parents included).  tmp_path_factory.mktemp twice per test scanned the ever larger base folder
     # each time and left ~4,500 folders for a later run to delete: 3-4 ms a test here, and as long again
@@ -26,6 +29,9 @@ def _isolated_user_config(_user_dirs, monkeypatch):
     home = _user_dirs / str(next(_TEST_NUMBER))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "xdg-cache"))  # probe --bench's readings
+    # A check on this machine without a RAM-bandwidth reading would measure it (about 0.25 s): the tests that
+    # mean to measure unset this (tests/probe/test_auto_bench.py, with a fake measurement).
+    monkeypatch.setenv("FITCHECK_NO_BENCH", "1")
 
 
 @pytest.fixture(scope="module")

@@ -230,7 +230,7 @@ def test_offload_shows_its_pcie_time_and_slows_the_step():
     plain_fast, plain_slow = estimate_training_speed(s, plain, machine).step_seconds
     assert slow > plain_slow and fast >= plain_fast
     out = run("llama3.1-8b", "--mode", "qlora", "--seq-len", "8192", "--zero", "3", "--offload", "optimizer+params",
-              "--profile", "rtx-4090")
+              "--profile", "rtx-4090", "-v")
     assert "offload moves" in out.output and "over PCIe" in out.output
 
 

@@ -70,7 +70,8 @@ def test_check_plan_where_and_fits_give_one_answer(tmp_path, model, profile, con
     elif row is not None:  # the machine's default did not fit: the row is what check advises there
         assert precision is None and row["precision_choice"] == "best_fitting"
     if precision is None and batch == 1:
-        fits = json.loads(invoke("models", "--fits", "--profile", profile, "--context", str(context), "--json").stdout)
+        fits = json.loads(invoke("models", "--fits", "--profile", profile, "--context", str(context), "--top", "0",
+                                 "--json").stdout)
         ours = [m for m in fits["models"] + fits["not_fitting"] if m["id"] == check["model"]["id"]]
         if ours and ours[0]["change"] is None and check["exit_code"] == 0:
             assert (ours[0]["need_bytes"], ours[0]["status"]) == (need["need_bytes"], check["verdict"]["status"])

@@ -130,7 +130,7 @@ def test_fsdp_full_shard_states_fall_with_all_gpus_of_all_nodes(node):
 
 def test_llama_405b_full_fsdp_on_four_nodes_gives_per_gpu_memory_and_launch_lines():
     r = run("llama-3.1-405b", "--mode", "full", "--profile", H100, "--nodes", "4", "--fsdp", "full-shard",
-            "--grad-checkpointing")
+            "--grad-checkpointing", "-v")
     assert r.exit_code in (0, 1), r.output
     assert "GPU0-31" in r.output
     assert "torchrun --nnodes 4 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HEAD_IP:29500" in r.output

@@ -208,7 +208,7 @@ def test_llama_cpp_rpc_splits_the_layers_over_the_nodes():
 
 
 def test_llama_cpp_rpc_prints_rpc_server_and_rpc_lines():
-    r = run("llama3.3-70b", "-p", "q4_k_m", "--profile", "rtx-4090", "--nodes", "2", "--engine", "llama.cpp")
+    r = run("llama3.3-70b", "-p", "q4_k_m", "--profile", "rtx-4090", "--nodes", "2", "--engine", "llama.cpp", "-v")
     assert r.exit_code == 0, r.output
     assert "node 1: rpc-server -H 0.0.0.0 -p 50052" in r.output
     assert "llama-server -m Llama-3.3-70B-Instruct-Q4_K_M.gguf -c 4096 --rpc NODE1_IP:50052 -ngl 999" in r.output

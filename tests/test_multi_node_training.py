@@ -204,7 +204,7 @@ def test_hybrid_sends_only_the_gradient_all_reduce_between_nodes(node):
 def test_hybrid_launch_and_json():
     args = ("llama-3.1-70b", "--mode", "lora", "--profile", H100, "--nodes", "2", "--fsdp", "hybrid-shard",
             "--grad-checkpointing")
-    r = run(*args)
+    r = run(*args, "-v")
     assert r.exit_code == 0, r.output
     assert "--fsdp_sharding_strategy HYBRID_SHARD " in r.output
     assert "fsdp_sharding_strategy: HYBRID_SHARD}" in r.output

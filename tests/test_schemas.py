@@ -68,6 +68,8 @@ COMMANDS = {
     "models": ["models", "qwen", "--json"],
     "models --show": ["models", "--show", "deepseek-ai/DeepSeek-V2-Lite", "--json"],
     "models --fits, inference": ["models", "--fits", "--profile", "rtx-4090", "--json"],
+    "models --fits, --sort speed --min-speed --top": ["models", "--fits", "--profile", "rtx-4060-laptop", "--sort",
+                                                      "speed", "--min-speed", "12.5", "--top", "5", "--json"],
     "models --fits, training": ["models", "--fits", "--mode", "qlora", "--profile", "rtx-4090", "--family", "llama",
                                 "--json"],
     "where, training with --tokens": ["where", "qwen-7b", "--mode", "qlora", "--tokens", "100M", "--json"],
@@ -128,8 +130,12 @@ def test_fits_and_where_training_schemas_reject_what_the_commands_never_print():
     row = fits["models"][0]
     training = document("where", "qwen-7b", "--mode", "qlora", "--tokens", "1M", "--json")
     machine = training["machines"][0]
-    for broken in ({**fits, "models": [{**row, "score": 1}]},                      # row keys are locked
+    for broken in ({**fits, "models": [{**row, "rank": 1}]},                       # row keys are locked
                    {**fits, "models": [{**row, "fitcheck_command": None}]},         # a fitting row has its command
+                   {**fits, "models": [{**row, "score": None}]},                    # ... and its score
+                   {**fits, "models": [{**row, "score": {**row["score"], "total": 101}}]},   # 0-100
+                   {**fits, "ranking": {**fits["ranking"], "sort": "name"}},        # the sorts --sort takes
+                   {k: v for k, v in fits.items() if k != "ranking"},
                    {**fits, "request": {**fits["request"], "seq_len": 2048}},       # inference has no seq_len
                    {k: v for k, v in fits.items() if k != "fitcheck_version"}):
         with pytest.raises(jsonschema.ValidationError):

@@ -166,7 +166,7 @@ def test_cli_qlora_on_the_cpu_suggests_lora():
 
 
 def test_cli_lora_without_a_gpu_answers_for_the_cpu():
-    r = run("qwen2.5-0.5b", "--mode", "lora", "--profile", NO_GPU)
+    r = run("qwen2.5-0.5b", "--mode", "lora", "--profile", NO_GPU, "-v")
     assert r.exit_code in (0, 1), r.output
     request = next(line for line in r.output.splitlines() if line.startswith("Request:"))
     assert "on the CPU" in request and "GPU" not in request
@@ -175,14 +175,14 @@ def test_cli_lora_without_a_gpu_answers_for_the_cpu():
 
 
 def test_cli_lora_without_a_gpu_is_judged_against_ram():
-    r = run("qwen2.5-0.5b", "--mode", "lora", "--profile", NO_GPU)
+    r = run("qwen2.5-0.5b", "--mode", "lora", "--profile", NO_GPU, "-v")
     assert r.exit_code in (0, 1), r.output
     assert "needs 1 GPUs" not in r.output
     assert "CPU (RAM)" in r.output and "GPU0" not in r.output
 
 
 def test_cli_device_is_a_training_option_now():
-    r = run("qwen2.5-0.5b", "--mode", "lora", "--device", "cpu", "--profile", GPU)
+    r = run("qwen2.5-0.5b", "--mode", "lora", "--device", "cpu", "--profile", GPU, "-v")
     assert r.exit_code in (0, 1), r.output
     assert "applies to inference" not in r.output
     assert "on the CPU" in r.output and "device cpu (from --device, --device)" in r.output
@@ -191,7 +191,7 @@ def test_cli_device_is_a_training_option_now():
 
 
 def test_cli_gpu_training_is_unchanged_apart_from_the_device_assumption():
-    r = run("qwen2.5-0.5b", "--mode", "lora", "--profile", GPU)
+    r = run("qwen2.5-0.5b", "--mode", "lora", "--profile", GPU, "-v")
     assert r.exit_code == 0, r.output
     request = next(line for line in r.output.splitlines() if line.startswith("Request:"))
     assert "bf16 base, 1 GPU," in request

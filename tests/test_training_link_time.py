@@ -70,5 +70,5 @@ def test_tokens_wall_time_uses_the_link(node, tmp_path):
     assert wait is not None and wait["high"] > 0
     rate = speed["training_tokens_per_s"]
     assert speed["tokens_per_step"] / rate["low"] == pytest.approx(speed["step_seconds"]["high"], rel=1e-2)
-    out = CliRunner().invoke(cli, args[:-1])
+    out = CliRunner().invoke(cli, [*args[:-1], "-v"])
     assert "the step waits" in out.output and "in the step time above" in out.output

@@ -19,7 +19,7 @@ SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "where.schema.json"
 
 def _where(*args: str) -> tuple[dict, str]:
     doc = CliRunner().invoke(cli, ["where", *args, "--json"])
-    text = CliRunner().invoke(cli, ["where", *args])
+    text = CliRunner().invoke(cli, ["where", *args, "-v"])
     return json.loads(doc.output), text.output
 
 

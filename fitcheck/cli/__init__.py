@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                     "Ask model, precision, context, batch and machine; explore the alternatives."),
     "measure": ("fitcheck.cli.measure_cmd", "measure",
                 "Run MODEL here with random weights and set the measured peak beside the estimate."),
+    "plot": ("fitcheck.cli.plot_cmd", "plot", "Draw MODEL's memory against context (or batch) for a few precisions."),
 }
 DEFAULT_COMMAND = "check"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fitcheck.cli.options import (
+    bench_requested,
     complete_model,
     cost_options,
     cost_settings,
@@ -26,6 +27,10 @@ from fitcheck.profiles.overrides import load_machine
 @click.argument("model", required=False, shell_complete=complete_model)
 @click_options()
 @click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
+@click.option("--verbose", "-v", "verbose", is_flag=True,
+              help="The whole answer: the table in GiB, every assumption and why, the notes, cost and every "
+                   "alternative (the default fits one screen).")
+@click.option("--brief", is_flag=True, help="One line: the verdict and the largest context (scripts, prompts).")
 @params_option
 @revision_option
 @profile_option
@@ -48,11 +53,11 @@ from fitcheck.profiles.overrides import load_machine
 @cost_options
 @python_env_option
 @click.pass_context
-def check(ctx: click.Context, model: str | None, strict: bool, params: str | None, revision: str | None,
-          profile: str | None, as_json: bool, fmt: str | None, output: str | None, require: tuple[str, ...],
-          plan_file: str | None, tokens: int | None, kwh_price: float | None, amortize_years: float,
-          hours_per_day: float, python_envs: tuple[str, ...] = (), gpu: str | None = None, vram: str | None = None,
-          ram: str | None = None, **options) -> None:
+def check(ctx: click.Context, model: str | None, strict: bool, verbose: bool, brief: bool, params: str | None,
+          revision: str | None, profile: str | None, as_json: bool, fmt: str | None, output: str | None,
+          require: tuple[str, ...], plan_file: str | None, tokens: int | None, kwh_price: float | None,
+          amortize_years: float, hours_per_day: float, python_envs: tuple[str, ...] = (), gpu: str | None = None,
+          vram: str | None = None, ram: str | None = None, **options) -> None:
     """Will MODEL run here? Estimate the memory, give a verdict, and list what fits instead.
 
     MODEL is a catalog name (qwen-7b, llama3-8b), a Hugging Face id, or a local folder,
@@ -67,12 +72,18 @@ def check(ctx: click.Context, model: str | None, strict: bool, params: str | Non
       fitcheck check qwen-7b --strict --require "vram>=24GiB" --format github   # CI preflight
       fitcheck check --plan plan.toml --output fitcheck.json
 
-    Exit codes: 0 fits, 1 does not fit or cannot run here (or tight with --strict), 2 bad input, 3 unknown.
+    The default answer fits one screen; -v/--verbose gives everything, --brief one line.
+
+    Exit codes: 0 fits, 1 does not fit or cannot run here (or tight with --strict), 2 bad input, 3 unknown,
+    70 an internal error (a bug in fitcheck).
     """
     from fitcheck.context import Context, read_context
     from fitcheck.preflight import emit
     from fitcheck.preflight.requirements import evaluate, parse_requirements
 
+    if verbose and brief:
+        raise click.UsageError("--verbose and --brief ask for two lengths of answer: pass one of them")
+    view = "verbose" if verbose else "brief" if brief else "default"
     if as_json and fmt not in (None, "json"):
         raise click.UsageError(f"--json and --format {fmt} ask for two outputs: pass one of them")
     fmt = "json" if as_json else (fmt or "table")
@@ -105,17 +116,17 @@ def check(ctx: click.Context, model: str | None, strict: bool, params: str | Non
     if not model:
         if not requirements:
             raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
-        machine = load_machine(profile, **overrides)
+        machine = load_machine(profile, gpu=gpu, vram=vram, ram=ram, bench=bench_requested())
         outcomes = evaluate(requirements, machine, context_for(profile).stack)
         ctx.exit(emit.emit_requirements(machine, outcomes, fmt=fmt, output=output))
 
     typed_for_other_mode(ctx, options["mode"])
     request = request_from(options)
-    machine = load_machine(profile, **overrides)
+    machine = load_machine(profile, gpu=gpu, vram=vram, ram=ram, bench=bench_requested())
     edge = context_for(profile)
     ctx.exit(emit.run_check(model, request, machine, params=params, revision=revision, fmt=fmt, output=output,
                             strict=strict, outcomes=evaluate(requirements, machine, edge.stack), context=edge,
-                            after=lambda result: _mention_receipt(result, fmt)))
+                            view=view, after=lambda result: _mention_receipt(result, fmt)))
 
 
 def _mention_receipt(result, fmt: str) -> None:

@@ -1,6 +1,6 @@
 """Shell completion values for MODEL and --profile (click calls these while the user presses Tab).
 
-Enable it once per shell (``eval "$(_FITCHECK_COMPLETE=bash_source fitcheck)"``, README); then
+Enable it once per shell (``eval "$(_FITCHECK_COMPLETE=bash_source fitcheck)"``, docs/configuration.md); then
 ``fitcheck qwen<Tab>`` offers the catalog's ids and aliases and ``--profile rtx<Tab>`` the
 shipped and saved profiles.  Reading the catalog and the profile folders takes a few
 milliseconds; nothing is probed and no network is used.

@@ -367,7 +367,8 @@ def _evaluate(session: Session) -> int:
     """Show the verdict for the current answers; returns how many alternatives can be picked."""
     click.echo("")
     from fitcheck.pipeline import check
-    from fitcheck.render.check import render_check_table
+    from fitcheck.render.answer import render_check_table
+    from fitcheck.render.layout import terminal_width
 
     try:
         from fitcheck.probe.disk import storage_for
@@ -379,7 +380,8 @@ def _evaluate(session: Session) -> int:
         session.result = None
         click.echo(f"  cannot check: {exc.one_line()} — change an answer" + _recovery_text(session))
         return 0
-    click.echo(render_check_table(session.result))
+    # every alternative: a number typed next picks one (fitcheck.render.layout wraps at the terminal's width)
+    click.echo(render_check_table(session.result, alternatives=None, width=terminal_width()))
     hint = _recovery_text(session).lstrip(" ;") if session.result.plan.problems else ""
     if hint:
         click.echo(hint[0].upper() + hint[1:])

@@ -6,11 +6,14 @@ from dataclasses import replace
 
 import click
 
-from fitcheck.cli.options import complete_model, json_option, profile_option
+from fitcheck.cli.options import bench_requested, complete_model, json_option, profile_option
 from fitcheck.contracts import document_json
 from fitcheck.options import click_options
+from fitcheck.search.fit_score import DEFAULT_SORT, SORTS
 
-_FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headroom", "show_all")
+_FITS_ONLY = ("profile", "mode", "context", "batch", "engine", "seq_len", "headroom", "show_all", "sort", "top",
+              "min_speed")
+DEFAULT_TOP = 20        # --fits: rows listed unless --top says otherwise (--local lists every local model)
 
 MODELS_SCHEMA = "fitcheck.models/1"   # `fitcheck models --json`: the catalog search
 MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one model
@@ -23,7 +26,7 @@ MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one 
               help="Print one model's full spec, parameter breakdown and sources.")
 @click.option("--fits", "fits", is_flag=True,
               help="Which models run (or train, with --mode) on this machine or --profile: each at the best "
-                   "precision that fits, most capable first.")
+                   "precision that fits, best score first.")
 @profile_option
 @click_options(["mode", "context", "batch", "engine", "seq_len", "headroom"], help_overrides={
     "mode": "--fits: inference, or fine-tuning (full, lora, qlora).",
@@ -35,6 +38,15 @@ MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one 
 @click.option("--kind", type=click.Choice(["instruct", "base", "dense", "moe"]), default=None,
               help="--fits (and the list): only instruct/chat or base models, dense or mixture-of-experts.")
 @click.option("--all", "show_all", is_flag=True, help="--fits: list the models that do not fit too.")
+@click.option("--sort", type=click.Choice(SORTS), default=DEFAULT_SORT, show_default=True,
+              help="--fits: order by score (0–100: capability from parameters × quality its precision keeps × "
+                   "decode speed, strongly penalised below reading speed × memory left; documented in "
+                   "fitcheck/search/fit_score.py), speed, params or size (memory needed), the higher first.")
+@click.option("-n", "--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True, metavar="N",
+              help="--fits: list the first N models that fit (0: all of them; --local: all unless given).")
+@click.option("--min-speed", type=click.FloatRange(min=0), default=None, metavar="TOK_S",
+              help="--fits: leave out models slower than TOK_S tokens/s (decode per sequence, or training), "
+                   "the low end of the estimate; those of unknown speed stay.")
 @click.option("--local", "local", is_flag=True,
               help="The models already on this machine (Hugging Face cache, Ollama store, LM Studio and "
                    "llama.cpp folders), each judged as --fits judges the catalog.")
@@ -42,7 +54,8 @@ MODEL_SCHEMA = "fitcheck.model/1"     # `fitcheck models --show ID --json`: one 
 @click.pass_context
 def models(ctx: click.Context, query: str | None, family: str | None, show: str | None, fits: bool,
            profile: str | None, mode: str, context: int, batch: int, engine: str | None, seq_len: int,
-           headroom: float, kind: str | None, show_all: bool, local: bool, as_json: bool) -> None:
+           headroom: float, kind: str | None, show_all: bool, sort: str, top: int, min_speed: float | None,
+           local: bool, as_json: bool) -> None:
     """Search the model catalog, show one model's spec, or list what runs here (--fits).
 
     \b
@@ -52,6 +65,8 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
       fitcheck models --family llama
       fitcheck models --show qwen-7b  # every number, and where it came from
       fitcheck models --fits --profile rtx-4090 --context 8192
+      fitcheck models --fits --min-speed 10 --top 5   # the five best here that decode 10 tok/s or faster
+      fitcheck models --fits --sort params --top 0    # every model that fits, the largest first
       fitcheck models --fits --mode qlora --seq-len 4096 --profile rtx-4090 --json
       fitcheck models --local         # what is downloaded here, and what of it fits
     """
@@ -59,7 +74,7 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
         if show:
             raise click.UsageError(f"give {'--local' if local else '--fits'} or --show, not both")
         _fits(ctx, query, family, profile, mode, context, batch, engine, seq_len, headroom, kind, show_all, as_json,
-              local)
+              local, ranking=(sort, top, min_speed))
         return
     _refuse_fits_options(ctx)
     if show:
@@ -111,7 +126,8 @@ def _refuse_fits_options(ctx: click.Context) -> None:
 
 def _fits(ctx: click.Context, query: str | None, family: str | None, profile: str | None, mode: str, context: int,
           batch: int, engine: str | None, seq_len: int, headroom: float, kind: str | None, show_all: bool,
-          as_json: bool, local: bool = False) -> None:
+          as_json: bool, local: bool = False, ranking: tuple[str, int, float | None] = ("score", DEFAULT_TOP, None)
+          ) -> None:
     from click.core import ParameterSource
 
     from fitcheck.errors import FitcheckError
@@ -137,13 +153,15 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         request = Request(mode=mode, seq_len=seq_len, batch=batch)
     from fitcheck.context import read_context
 
+    sort, top, min_speed = ranking
     if local:
         if query or family or kind:
             raise click.UsageError("--local lists every local model: QUERY, --family and --kind filter the catalog")
         refs, unreadable = local_models()
-        machine = load_machine(profile)
+        machine = load_machine(profile, bench=bench_requested())
         result = models_that_fit(machine, request, models=refs, headroom=headroom / 100, profile=profile,
-                                 unreadable=unreadable, context=read_context(profile is None))
+                                 unreadable=unreadable, context=read_context(profile is None), sort=sort,
+                                 top=top if typed("top") else 0, min_speed=min_speed)
         result = replace(result, local=True)
         show_all = True     # every local model is listed, fitting or not
     else:
@@ -151,9 +169,9 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         if not entries:
             within = f" (family {family}, kind {kind})" if family or kind else ""
             raise FitcheckError(f"no catalog model matches {query!r}{within}")
-        machine = load_machine(profile)
+        machine = load_machine(profile, bench=bench_requested())
         result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile,
-                                 context=read_context(profile is None))
+                                 context=read_context(profile is None), sort=sort, top=top, min_speed=min_speed)
     if as_json:
         click.echo(document_json(fits_document(result), indent=2))
     elif local and not result.rows and not result.unreadable:
@@ -164,7 +182,9 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         places = [hf_cache.hub_cache_dir(), store_dir(), *lm_studio_dirs(), llama_cpp_dir()]
         click.echo("No local models found in: " + ", ".join(str(p) for p in places))
     else:
-        click.echo(render_fits_table(result, show_all=show_all))
+        from fitcheck.render.layout import terminal_width
+
+        click.echo(render_fits_table(result, show_all=show_all, width=min(terminal_width() or 120, 120)))
 
 
 def list_row(entry) -> dict:

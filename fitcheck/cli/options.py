@@ -1,7 +1,7 @@
 """Options shared by several commands, defined once (machine selection, output format).
 
 Settings a user keeps for every run can come from the environment instead of the command line
-(the command line wins): FITCHECK_PROFILE, FITCHECK_GPU, FITCHECK_VRAM, FITCHECK_RAM here, and
+(the command line wins): FITCHECK_PROFILE, FITCHECK_NO_BENCH, FITCHECK_GPU, FITCHECK_VRAM, FITCHECK_RAM here, and
 FITCHECK_PRECISION, FITCHECK_ENGINE, FITCHECK_KV_DTYPE, FITCHECK_HEADROOM and
 FITCHECK_TRANSFORMERS_VERSION declared with their options in fitcheck.options (click's ``envvar``;
 ``--help`` names each one).
@@ -14,19 +14,52 @@ import click
 from fitcheck.options import finite_float_range
 
 
-def profile_option(func):
-    """``--profile NAME|PATH``: answer for a described machine instead of probing this one."""
+def profile_option(func=None, *, bench: bool = True):
+    """``--profile NAME|PATH``: answer for a described machine instead of probing this one; with ``bench`` (the
+    commands that answer with a speed: check, models --fits) also ``--no-bench`` (:func:`no_bench_option`).
+    Usable bare (``@profile_option``) or called (``@profile_option(bench=False)``, `fitcheck probe`)."""
+    def apply(f):
+        f = no_bench_option(f) if bench else f  # applied first: listed after --profile
+        return click.option(
+            "--profile",
+            "profile",
+            metavar="NAME|PATH",
+            default=None,
+            envvar="FITCHECK_PROFILE",
+            show_envvar=True,
+            shell_complete=complete_profile,
+            help="Answer for a hardware profile (a name from `fitcheck profiles`, yours from `probe --save NAME`, "
+            "or a TOML file) instead of this machine.",
+        )(f)
+
+    return apply if func is None else apply(func)
+
+
+# ---- measuring this machine's RAM bandwidth once, for its CPU speed (fitcheck.probe.bench) -----------
+BENCH_META = "fitcheck.bench"  # click's ctx.meta key: whether the running command may measure RAM bandwidth
+
+
+def _record_bench(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta[BENCH_META] = not value
+    return value
+
+
+def no_bench_option(func):
+    """``--no-bench`` (FITCHECK_NO_BENCH): the machine loading (fitcheck.profiles.overrides.load_machine) reads
+    it through :func:`bench_requested`, so a command need not pass it on."""
     return click.option(
-        "--profile",
-        "profile",
-        metavar="NAME|PATH",
-        default=None,
-        envvar="FITCHECK_PROFILE",
-        show_envvar=True,
-        shell_complete=complete_profile,
-        help="Answer for a hardware profile (a name from `fitcheck profiles`, yours from `probe --save NAME`, "
-        "or a TOML file) instead of this machine.",
-    )(func)
+        "--no-bench", "no_bench", is_flag=True, envvar="FITCHECK_NO_BENCH", show_envvar=True, expose_value=False,
+        callback=_record_bench,
+        help="On this machine without a RAM-bandwidth reading, do not measure it now (a memory copy of about "
+             "0.25 s, at most about 0.5 s, done once and kept for later answers; `fitcheck probe --bench` "
+             "measures it anew): its CPU speed stays unknown.")(func)
+
+
+def bench_requested() -> bool:
+    """Whether the running command measures this machine's RAM bandwidth when no reading is known: it has
+    ``--no-bench`` and neither it nor FITCHECK_NO_BENCH is set.  False outside a command (library callers)."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(BENCH_META, False))
 
 
 def complete_profile(ctx, param, incomplete: str):

@@ -10,7 +10,7 @@ from fitcheck.profiles.overrides import load_machine
 
 
 @click.command("probe")
-@profile_option
+@profile_option(bench=False)  # probe measures only when asked (--bench), and then anew
 @machine_override_options
 @json_option
 @click.option("--save", "save_path", metavar="NAME|FILE", default=None,

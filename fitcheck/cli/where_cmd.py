@@ -18,6 +18,9 @@ from fitcheck.contracts import document_json
 from fitcheck.machine import PROFILE_KINDS as KINDS
 from fitcheck.options import OPTIONS, click_options, finite_float_range
 
+# The widest a `where` answer is (columns): its table is built to fit, the prose under it is wrapped to it.
+WIDTH = 120
+
 
 @click.command("where")
 @click.argument("model", shell_complete=complete_model)
@@ -35,10 +38,13 @@ from fitcheck.options import OPTIONS, click_options, finite_float_range
 @tokens_option
 @cost_options
 @json_option
+@click.option("--verbose", "-v", "verbose", is_flag=True,
+              help="Every column (kind, what each machine runs on, energy), when buying pays off, the speed "
+                   "assumptions (the default fits 120 columns).")
 @click.pass_context
 def where(ctx: click.Context, model: str, max_price: float | None, kind: str | None, params: str | None,
           tokens: int | None, kwh_price: float | None, amortize_years: float, hours_per_day: float,
-          as_json: bool, **options) -> None:
+          as_json: bool, verbose: bool = False, **options) -> None:
     """Which hardware profiles run MODEL (or fine-tune it), how fast, and at what cost (cheapest first).
 
     Every shipped profile is judged exactly as `fitcheck MODEL --profile NAME` judges it, with its
@@ -85,5 +91,10 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
     else:
         from fitcheck.render.where import render_where_table as table
         from fitcheck.render.where import where_document as document
-    click.echo(document_json(document(result), indent=2, sort_keys=True) if as_json else table(result))
+    if as_json:
+        click.echo(document_json(document(result), indent=2, sort_keys=True))
+    else:
+        from fitcheck.render.layout import terminal_width
+
+        click.echo(table(result, verbose=verbose, width=min(terminal_width() or WIDTH, WIDTH)))
     ctx.exit(result.exit_code)

@@ -12,6 +12,7 @@ defaults, alternatives and the installed-stack check (fitcheck.engines.stack) as
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from fitcheck.engines.base import POOLED, RESIDENT, Engine
@@ -39,7 +40,7 @@ from fitcheck.engines.mlx import ENGINE as _MLX
 from fitcheck.engines.sglang import ENGINE as _SGLANG
 from fitcheck.engines.transformers import ENGINE as _TRANSFORMERS
 from fitcheck.engines.vllm import ENGINE as _VLLM
-from fitcheck.estimate.formats import weight_format
+from fitcheck.estimate.formats import stored_only_problem, weight_format
 from fitcheck.estimate.result import Estimate
 
 if TYPE_CHECKING:
@@ -60,8 +61,8 @@ __all__ = ["ATTENTION_RUNS", "CPU", "CPU_BF16_FEATURES", "CUDA", "ENGINES", "ENG
            "FLOATS", "GGUF_TYPES", "KIND_NAMES", "METAL", "MULTI_NODE_ENGINES", "OPTIMIZER_RUNS", "POOLED", "RESIDENT",
            "ROCM", "SERVING_ENGINES", "SHARDING_RUNS", "TRAINING_BASE_RUNS", "XPU", "Engine", "Runs", "default_engine",
            "default_kv", "default_precision", "engine_precision_problem", "engines_for", "estimate_inference", "get",
-           "here_text", "kv_problem", "machine_kind", "offload_engine", "runnable_precisions", "runs_here",
-           "usable_gpus"]
+           "here_text", "kv_problem", "machine_kind", "offload_engine", "precisions_taking", "runnable_precisions",
+           "runs_here", "usable_gpus"]
 
 
 def get(name: str) -> Engine:
@@ -89,21 +90,53 @@ def engines_for(precision: str) -> list[str]:
     return [e.name for e in order if precision in e.precisions]
 
 
-def engine_precision_problem(engine: str, precision: str) -> tuple[str, str] | None:
-    """(message, hint) when ``engine`` never loads ``precision`` (on any machine), else None."""
+def engine_precision_problem(engine: str, precision: str,
+                             stored_formats: Collection[str] | None = None) -> tuple[str, str] | None:
+    """(message, hint) when ``engine`` never loads ``precision`` (on any machine), else None.
+
+    The hint names what does load: the precisions ``engine`` takes for the model (:func:`precisions_taking`; the
+    model stored in ``stored_formats``, None when it is not known yet) and the engines that load ``precision``."""
     name = weight_format(precision).name
     if name in ENGINES[engine].precisions:
         return None
+    takes = precisions_taking(engine, name, stored_formats)
+    with_it = f"use -p {_or(takes)} with {engine}" if takes else ""
+    # a format only a checkpoint stored in it has (mxfp4, mxfp4_moe), and this model has not: no engine for it
+    has_it = stored_formats is None or stored_only_problem(weight_format(name), stored_formats, "") is None
     gguf = [e for e in engines_for(name) if ENGINES[e].loads_gguf_files]
     if name in GGUF_TYPES and gguf:
-        return (f"precision {name} is a GGUF type: only --engine {gguf[0]} runs it",
-                f"drop --engine, or add --engine {gguf[0]}")
-    if ENGINES[engine].loads_gguf_files:
-        return f"{engine} does not load {name} checkpoints", "use a GGUF type such as q4_k_m, or another --engine"
-    others = [e for e in engines_for(name) if e != engine]
-    return (f"{engine} does not load {name} weights",
-            "use " + " or ".join(f"--engine {e}" for e in others) + f" for {name}, or another --precision" if others
-            else "choose another --precision")
+        hint = ", or ".join(t for t in (f"drop --engine or add --engine {gguf[0]}" if has_it else "", with_it) if t)
+        return f"precision {name} is a GGUF type: only --engine {gguf[0]} runs it", hint or "choose another --precision"
+    what = "checkpoints" if ENGINES[engine].loads_gguf_files else "weights"
+    others = [e for e in engines_for(name) if e != engine] if has_it else []
+    elsewhere = " or ".join(f"--engine {e}" for e in others) + f" for {name}" if others else ""
+    hint = ", or ".join(t for t in (with_it, elsewhere) if t) or "choose another --precision"
+    return f"{engine} does not load {name} {what}", hint
+
+
+def precisions_taking(engine: str, asked: str, stored_formats: Collection[str] | None = None,
+                      n: int = 3) -> list[str]:
+    """The ``n`` precisions ``engine`` loads that a model stored in ``stored_formats`` has or can get, closest to
+    ``asked`` first: the checkpoint's own formats, then those converted from them (an MXFP4 checkpoint's GGUF
+    build, mxfp4_moe), then by bits per weight from ``asked``'s, then by quality.  Formats only a checkpoint stored
+    in them has (MXFP4) are left out unless the model has them; a model not known yet (``stored_formats`` None) is
+    taken as stored in ``asked``."""
+    have = {asked} if stored_formats is None else set(stored_formats)
+    want = weight_format(asked)
+    table = ENGINES[engine].precisions
+    order = {p: i for i, p in enumerate(table)}
+
+    def rank(p: str) -> tuple:
+        fmt = weight_format(p)
+        return (p not in have, not set(fmt.converted_from) & have, round(abs(fmt.linear_bits - want.linear_bits), 6),
+                fmt.quality_loss, order[p])
+
+    usable = [p for p in table if stored_only_problem(weight_format(p), have, "") is None]
+    return sorted(usable, key=rank)[:n]
+
+
+def _or(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def offload_engine(what: str) -> str:

@@ -25,7 +25,9 @@ import importlib.util
 
 from fitcheck.errors import FitcheckError
 
-INSTALL_LINE = "pip install 'fitcheck[measure]'"
+# On a Linux machine without a GPU, PyPI's default torch is the multi-GB CUDA build: the CPU build first.
+INSTALL_LINE = ("pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install 'fitcheck[measure]' "
+                "(on a GPU machine: pip install 'fitcheck[measure]')")
 CUDA_INSTALL_LINE = "pip install 'fitcheck[measure-cuda]'"
 REQUIRED = ("torch", "transformers")
 

@@ -26,7 +26,8 @@ Bytes are integers; ``error_pct`` is (estimated - measured) / measured × 100.
 from __future__ import annotations
 
 from fitcheck.measure.runner import MEASURED, OUT_OF_MEMORY
-from fitcheck.render.check import check_document, render_check_table
+from fitcheck.render.answer import render_check_table
+from fitcheck.render.check import check_document
 
 SCHEMA = "fitcheck.measure/1"
 _GiB = 2**30

@@ -62,7 +62,7 @@ class InferenceStep:
 
 def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     """Fill every default of an inference ``req`` for ``machine`` and record how each was chosen."""
-    validate_request(req)
+    validate_request(req, spec)
     s = InferenceStep(req, spec, machine)
     _device(s)
     _precision(s)
@@ -90,9 +90,10 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
     return plan.with_changes(layout=s.engine.layout(plan))
 
 
-def validate_request(req: Request) -> None:
+def validate_request(req: Request, spec: ModelSpec | None = None) -> None:
     """Malformed-request checks (FitcheckError, exit 2): the request's own, then the pairs no engine runs on any
-    machine (a GGUF type in vLLM, a q8_0 KV cache in transformers, --gpu-layers with vLLM)."""
+    machine (a GGUF type in vLLM, a q8_0 KV cache in transformers, --gpu-layers with vLLM).  With the model's
+    ``spec``, a precision the engine refuses is answered with the precisions it takes for that model."""
     req.validate()
     if req.training:
         return
@@ -108,7 +109,8 @@ def validate_request(req: Request) -> None:
         raise FitcheckError(f"--expert-parallel is a {_titles(engines.EXPERT_PARALLEL_ENGINES)} layout, not "
                             f"{req.engine}'s", _add_engine(engines.EXPERT_PARALLEL_ENGINES))
     if req.engine is not None and req.precision is not None:
-        problem = engines.engine_precision_problem(req.engine, req.precision)
+        problem = engines.engine_precision_problem(req.engine, req.precision,
+                                                   spec.stored_formats() if spec is not None else None)
         if problem:
             raise FitcheckError(*problem)
     if req.engine is not None and req.kv_dtype != "auto":
@@ -266,7 +268,7 @@ def _engine(s: InferenceStep) -> None:
         name = engines.default_engine(s.precision, s.kind, s.cc, s.device)
         why = engines.get(name).default_why(s.precision)
     s.note("engine", name, why, "--engine")
-    problem = engines.engine_precision_problem(name, s.precision)
+    problem = engines.engine_precision_problem(name, s.precision, s.spec.stored_formats())
     if problem:
         raise FitcheckError(*problem)
     s.engine = engine = engines.get(name)

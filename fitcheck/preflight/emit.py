@@ -66,7 +66,7 @@ def _requirement_lines(outcomes, err: bool) -> None:
 
 
 def run_check(model: str, request, machine, *, params: str | None, fmt: str, output: str | None, strict: bool,
-              outcomes=(), revision: str | None = None, context=None, after=None) -> int:
+              outcomes=(), revision: str | None = None, context=None, after=None, view: str = "default") -> int:
     """Check ``model`` as ``request`` asks on ``machine`` and show it.  A malformed request is bad input
     (exit 2), except that a failed --require stays exit 1 whatever else happens."""
     from fitcheck.pipeline import check
@@ -88,14 +88,15 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
             click.echo(f"fitcheck: {exc.one_line()}", err=True)
             return 1
         raise
-    code = emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
+    code = emit_check(result, fmt=fmt, output=output, strict=strict, outcomes=outcomes, view=view)
     if after is not None:
         after(result)
     return code
 
 
-def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=()) -> int:
-    """Show one CheckResult; returns the exit code (verdict, --strict, requirements)."""
+def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(), view: str = "default") -> int:
+    """Show one CheckResult; returns the exit code (verdict, --strict, requirements). ``view`` is the table's:
+    "default" (one screen), "verbose" (-v: everything) or "brief" (--brief: the verdict line)."""
     from fitcheck.render.check import check_document, check_exit_code
 
     code = check_exit_code(result, strict, outcomes)
@@ -104,9 +105,7 @@ def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(
         click.echo(_dumps(doc))
         _requirement_lines(outcomes, err=True)
     else:
-        from fitcheck.render.check import render_check_table
-
-        click.echo(render_check_table(result))
+        click.echo(table_text(result, view))
         if outcomes:
             click.echo("")
             _requirement_lines(outcomes, err=False)
@@ -118,6 +117,21 @@ def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(
             append_summary(github.check_summary(result, outcomes, strict, exit_code=code))
     write_output(output, doc)
     return code
+
+
+def table_text(result, view: str = "default") -> str:
+    """The answer as this terminal shows it: its width, colour only on a terminal without NO_COLOR, ASCII
+    pictures on TERM=dumb or a console that cannot encode blocks (fitcheck.render.layout)."""
+    import sys
+
+    from fitcheck.preflight.lines import use_color
+    from fitcheck.render.answer import brief_line, render_check_table
+    from fitcheck.render.layout import terminal_width, wants_ascii
+
+    if view == "brief":
+        return brief_line(result)
+    return render_check_table(result, verbose=view == "verbose", width=terminal_width(),
+                              color=use_color(sys.stdout), ascii=wants_ascii())
 
 
 def requirements_document(machine, outcomes) -> dict:

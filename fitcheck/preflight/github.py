@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN
 from fitcheck.preflight.requirements import FAILED, OK
-from fitcheck.render.check import nothing_fits
+from fitcheck.render.answer import nothing_fits
 from fitcheck.units import format_gib
 
 _WORD = {FITS: "fits", TIGHT: "fits only tightly", DOES_NOT_FIT: "does not fit", CANNOT_RUN: "cannot run",
@@ -145,6 +145,17 @@ def _disk_rows(download) -> list[str]:
     return [f"| Download to {where} | {_gib(download.download_bytes)} | {_gib(free)} | {_DISK_WORD[download.status]} |"]
 
 
+SUMMARY_WIDTH = 80  # columns of the memory bars in the summary's code block
+
+
+def _memory_bars(result) -> list[str]:
+    """Each device's memory as a stacked bar against its free memory (fitcheck.render.charts.bar), in a text fence."""
+    from fitcheck.render.charts.bar import device_bars
+
+    bars = device_bars(result, SUMMARY_WIDTH)
+    return ["", "```text", *bars, "```"] if bars else []
+
+
 def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | None = None) -> str:
     """Markdown for one check: the step's outcome, memory per device, requirements, what fits instead.
 
@@ -160,6 +171,7 @@ def check_summary(result, outcomes=(), strict: bool = False, exit_code: int | No
         label = d.device.upper() if d.kind == "gpu" else "RAM"
         lines.append(f"| {label} | {_gib(d.need_bytes)} | {_gib(d.free_bytes)} | {_WORD[d.status]} |")
     lines += _disk_rows(getattr(result, "download", None))
+    lines += _memory_bars(result)
     lines += _requirements_md(outcomes)
     if result.alternatives:
         lines += ["", "**What fits instead (best first)**", ""]

@@ -5,7 +5,10 @@ by later answers for this machine (its CPU speed), with the date it was measured
 
     {"schema": "fitcheck.bandwidth/1", "fitcheck_version": str,
      "machines": {KEY: {"bytes_per_s": int, "measured_on": "YYYY-MM-DD", "how": str,
-                        "cpu": str, "ram_bytes": int}}}
+                        "cpu": str, "ram_bytes": int, "by": str}}}
+
+"by" says what measured it: "probe --bench" (the default of a file without it), or "fitcheck" when an answer
+on this machine measured it by itself (fitcheck.probe.bench.with_bandwidth_measured_now).
 
 KEY is :func:`machine_key`: 12 hex digits of what decides RAM bandwidth and its measurement (CPU
 model, architecture, logical CPUs, installed RAM in GiB, OS), so a reading follows the machine,
@@ -34,6 +37,8 @@ FILE_NAME = "bandwidth.json"
 MAX_FILE_BYTES = 1 << 20
 MAX_MACHINES = 64          # readings kept (the newest)
 SOURCE_PREFIX = "measured"
+BY_PROBE_BENCH = "probe --bench"
+MAX_BY_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -41,11 +46,12 @@ class StoredBandwidth:
     bytes_per_s: int
     measured_on: dt.date
     how: str                   # the measurement (bench.BandwidthReading.source)
+    by: str = BY_PROBE_BENCH   # what measured it: probe --bench, or fitcheck by itself
 
     @property
     def source(self) -> str:
         """What the answers say: 'measured 2026-12-01 by probe --bench: memmove of ...'."""
-        return f"{SOURCE_PREFIX} {self.measured_on.isoformat()} by probe --bench" + (f": {self.how}" if self.how else "")
+        return f"{SOURCE_PREFIX} {self.measured_on.isoformat()} by {self.by}" + (f": {self.how}" if self.how else "")
 
 
 def cache_path(env: Mapping[str, str] | None = None) -> Path:
@@ -84,19 +90,21 @@ def load(machine: Machine, env: Mapping[str, str] | None = None) -> StoredBandwi
     if not isinstance(entry, dict):
         return None
     bw, on, how = entry.get("bytes_per_s"), entry.get("measured_on"), entry.get("how", "")
+    by = entry.get("by", BY_PROBE_BENCH)
     if not isinstance(bw, int) or isinstance(bw, bool) or not 0 < bw < 10**15 or not isinstance(on, str) \
-            or not isinstance(how, str):
+            or not isinstance(how, str) or not isinstance(by, str):
         return None
     try:
         day = dt.date.fromisoformat(on)
     except ValueError:
         return None
-    return StoredBandwidth(bw, day, how[:200])
+    return StoredBandwidth(bw, day, how[:200], by[:MAX_BY_CHARS] if by.isprintable() and by else BY_PROBE_BENCH)
 
 
 def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None = None,
-          env: Mapping[str, str] | None = None) -> Path:
-    """Keep ``bytes_per_s`` for this machine (dated ``today``); the other machines' readings are kept."""
+          env: Mapping[str, str] | None = None, by: str = BY_PROBE_BENCH) -> Path:
+    """Keep ``bytes_per_s`` for this machine (dated ``today``, measured ``by``); the other machines' readings are
+    kept."""
     path = cache_path(env)
     machines = _read(path) if path.exists() else {}
     machines.pop(machine_key(machine), None)
@@ -104,6 +112,7 @@ def store(machine: Machine, bytes_per_s: int, how: str, *, today: dt.date | None
         "bytes_per_s": int(bytes_per_s), "measured_on": (today or dt.date.today()).isoformat(), "how": how,
         "cpu": machine.cpu.model if known(machine.cpu.model) else None,
         "ram_bytes": machine.memory.total_bytes if known(machine.memory.total_bytes) else None,
+        "by": by,
     }
     kept = dict(list(machines.items())[-MAX_MACHINES:])
     try:

@@ -115,10 +115,9 @@ def catalogue_gpu(name: str, catalogue: Iterable[Machine]) -> GPU:
     if partial:
         raise FitcheckError(f"--gpu {name!r} matches several GPUs: {', '.join(sorted(partial))}",
                             "name one of them, or a profile such as rtx-4090")
-    import difflib
+    from fitcheck.profiles.suggest import closest_gpu_profiles
 
-    names = [m.name for m in machines]
-    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.3)
+    close = closest_gpu_profiles(name, machines)
     hint = (f"did you mean {', '.join(close)}? " if close else "") + "`fitcheck profiles` lists the GPUs"
     raise FitcheckError(f"--gpu {name!r}: no such GPU in the profile catalogue", hint)
 
@@ -163,15 +162,26 @@ def apply_overrides(machine: Machine, overrides: MachineOverrides, catalogue: It
     return replace(machine, gpus=gpus, overrides=(*machine.overrides, *overrides.args()), **changes)
 
 
-def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None):
+def load_machine(profile: str | None, gpu: str | None = None, vram: str | None = None, ram: str | None = None, *,
+                 bench: bool = False):
     """The machine to answer for: the named/pathed profile, else this machine probed; then the
-    --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied."""
+    --gpu/--vram/--ram overrides (fitcheck.profiles.overrides), the one place they are applied.
+
+    This machine without a RAM-bandwidth reading (none probed, none kept by an earlier measurement) gets one
+    measured now when ``bench`` (fitcheck.probe.bench.with_bandwidth_measured_now: bounded to about half a second,
+    kept for later answers); a command passes what its --no-bench and FITCHECK_NO_BENCH say
+    (fitcheck.cli.options.bench_requested), a library caller asks for it.  A profile is never measured: it is not
+    this machine."""
     if profile:
         machine = load_profile(profile)
     else:
         from fitcheck.probe import probe
 
         machine = probe()
+        if bench:
+            from fitcheck.probe.bench import with_bandwidth_measured_now
+
+            machine = with_bandwidth_measured_now(machine)
     return apply_machine_overrides(machine, gpu, vram, ram)
 
 

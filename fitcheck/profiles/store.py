@@ -12,7 +12,6 @@ the same name as a shipped one answers for it.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable
 from datetime import date
@@ -87,7 +86,8 @@ def list_profiles() -> list[Machine]:
 def load_profile(name_or_path: str) -> Machine:
     """A profile by path (has a '/' or ends in .toml, and exists) or by shipped name.
 
-    An unknown name raises FitcheckError listing the three closest names.  A shipped profile can
+    An unknown name raises FitcheckError naming the three closest profiles of the kind it asks for
+    (fitcheck.profiles.suggest: ``cpu-only`` the profiles without a GPU, ``rtx-4080`` the closest GPUs).  A shipped profile can
     also be named by its cloud instance type (``g5.xlarge``).
     """
     text = name_or_path.strip()
@@ -110,9 +110,21 @@ def load_profile(name_or_path: str) -> Machine:
     for machine in (_load_shipped(stem) for stem in files):
         if machine.price and machine.price.instance_type.lower() == wanted:
             return machine
-    close = difflib.get_close_matches(wanted, sorted({*files, *user}), n=3, cutoff=0.0)
-    suggestion = f"did you mean {', '.join(close)}? " if close else ""
-    raise FitcheckError(f"unknown hardware profile {text!r}", f"{suggestion}`fitcheck profiles` lists them all")
+    from fitcheck.profiles.suggest import unknown_profile_hint
+
+    raise FitcheckError(f"unknown hardware profile {text!r}", unknown_profile_hint(text, _suggestable(files, user)))
+
+
+def _suggestable(files: dict[str, object], user: dict[str, Path]) -> list[Machine]:
+    """Every profile an unknown name may be suggested from: the user's saved ones (one that does not load is
+    left out: the error is about the name typed), then the shipped ones not shadowed."""
+    machines = []
+    for path in user.values():
+        try:
+            machines.append(_load_user(path))
+        except FitcheckError:
+            continue
+    return machines + [_load_shipped(stem) for stem in files if stem not in user]
 
 
 def load_profile_file(path: str | os.PathLike[str]) -> Machine:

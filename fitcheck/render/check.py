@@ -45,22 +45,18 @@ import shlex
 from typing import Any
 
 from fitcheck import __version__
-from fitcheck.estimate.verdict import CANNOT_RUN, DOES_NOT_FIT, DOES_NOT_FIT_ON_DISK, FITS, TIGHT, UNKNOWN, WORDS
+from fitcheck.estimate.verdict import TIGHT
 from fitcheck.machine import Machine, known
-from fitcheck.model.catalog import published_active_params
 from fitcheck.pipeline import CheckResult
-from fitcheck.plan import TrainingPlan
-from fitcheck.render.cost import check_cost_document, check_cost_lines
-from fitcheck.render.download import download_document, download_lines
-from fitcheck.render.software import software_document, software_lines
+from fitcheck.render.cost import check_cost_document
+from fitcheck.render.download import download_document
+from fitcheck.render.software import software_document
 from fitcheck.render.speed import (
     advice_document,
     speed_document,
-    speed_line,
     training_speed_document,
-    training_speed_line,
 )
-from fitcheck.units import format_count, format_gib, gib
+from fitcheck.units import format_gib
 
 SCHEMA = "fitcheck.check/1"
 
@@ -249,213 +245,6 @@ def _summed(components) -> dict[str, int]:
     return out
 
 
-def _link_text(machine) -> str:
-    c = machine.cluster
-    if c is None or c.inter_node_gbps is None:
-        return ", inter-node link not in the profile ([cluster] inter_node_gbps)"
-    return f", {c.inter_node} {c.inter_node_gbps:g} GB/s per node between nodes"
-
-
-def _grouped(pairs: list) -> tuple[list, list[str]]:
-    """Consecutive devices with the same need and free memory as one column, labelled GPU0-7."""
-    out: list = []
-    labels: list[str] = []
-    first = ""
-    for i, (d, v) in enumerate(pairs):
-        same = out and d.kind == "gpu" and out[-1][0].components == d.components \
-            and out[-1][1].free_bytes == v.free_bytes and out[-1][0].kind == "gpu"
-        if same:
-            labels[-1] = f"{first}-{d.device.upper().removeprefix('GPU')}"
-            continue
-        first = d.device.upper() if d.kind == "gpu" else "RAM per node"
-        out.append((d, v))
-        labels.append(first)
-        del i
-    return out, labels
-
-
-def render_check_table(result: CheckResult) -> str:
-    """The human answer: model, machine, request, breakdown per device in GiB, verdict, alternatives."""
-    lines = _header_lines(result) + [""] + _breakdown_lines(result) + [""] + _verdict_lines(result)
-    lines.append(_largest_line(result))
-    if result.speed is not None and result.verdict.status != CANNOT_RUN:
-        lines.append(speed_line(result.speed, result.device_advice))
-    if result.training_speed is not None and result.verdict.status != CANNOT_RUN:
-        lines.append(training_speed_line(result.training_speed))
-    lines += download_lines(result.download)
-    lines += check_cost_lines(result)
-    lines += software_lines(result.software, getattr(result.plan, "engine", None))
-    if result.launch and result.verdict.status != CANNOT_RUN:
-        lines.append("Launch:" if result.verdict.runs else "Launch (as asked, once it fits):")
-        lines += [f"  {line}" for line in result.launch]
-    lines += _alternatives_lines(result)
-    lines.append("")
-    lines.append("Assumptions: " + "; ".join(f"{a.name} {a.value} ({a.why}{', ' + a.option if a.option else ''})"
-                                            for a in result.estimate.assumptions))
-    lines += [f"Note: {note}" for note in result.estimate.notes]
-    return "\n".join(lines)
-
-
-def _header_lines(result: CheckResult) -> list[str]:
-    """Model:, Machine: and Request: lines."""
-    est, plan, spec = result.estimate, result.plan, result.spec
-    params = f"{format_count(spec.total_params)} params"
-    if spec.is_moe:
-        params += f", {format_count(published_active_params(spec, getattr(result.model, 'entry', None)))} active"
-    generic = " — GENERIC dense estimate (architecture assumed)" if spec.generic else ""
-    arch = f", {spec.architecture}" if spec.architecture else ""
-    lines = [f"Model:    {result.model_id} ({params}{arch}){generic}"]
-    if result.model.note:
-        lines.append(f"          {result.model.note}")
-    lines.append(f"Machine:  {machine_line(result.machine)}")
-    if plan.nodes > 1:
-        lines.append(f"          × {plan.nodes} nodes{_link_text(result.machine)}")
-    where = {"gpu": f"{plan.gpus} GPU{'s' if plan.gpus > 1 else ''}", "cpu": "CPU",
-             "offload": f"GPU + CPU ({plan.offload_flag})"}[plan.device]
-    if plan.nodes > 1:
-        where = f"{plan.nodes} nodes × {where}"
-    layout = getattr(plan, "layout", "")
-    if layout:
-        where += f" ({layout})"
-    if plan.training:
-        lines.append(f"Request:  {_training_line(plan, where)}")
-    else:
-        lines.append(f"Request:  {est.mode}, {plan.precision}, {plan.engine} on {where}, "
-                     f"context {plan.context:,} tokens"
-                     + (f" (prompt {plan.prompt_tokens:,})" if plan.prompt_tokens != plan.context else "")
-                     + f", batch {plan.batch}, KV cache {plan.kv_dtype}")
-    return lines
-
-
-def _breakdown_lines(result: CheckResult) -> list[str]:
-    """The table of GiB per component and device, with what each device has free."""
-    from tabulate import tabulate
-
-    est = result.estimate
-    names: list[str] = []
-    for d in est.devices:
-        for c in d.components:
-            if c.name not in names:
-                names.append(c.name)
-    shown = list(zip(est.devices, result.verdict.devices, strict=False))
-    labels = [d.device.upper() if d.kind == "gpu" else "CPU (RAM)" for d in est.devices]
-    if result.plan.nodes > 1:  # identical GPUs side by side (a pipeline stage, a node) as one column
-        shown, labels = _grouped(shown)
-    rows = [[n] + [_gib(d.component(n)) for d, _ in shown] for n in names]
-    rows.append(["peak allocated"] + [_gib(d.peak_allocated_bytes) for d, _ in shown])
-    rows.append(["total needed"] + [_gib(d.total_bytes) for d, _ in shown])
-    rows.append(["free"] + [_gib(dv.free_bytes) if dv.free_bytes is not None else "unknown" for _, dv in shown])
-    return [tabulate(rows, headers=["GiB"] + labels, tablefmt="simple", disable_numparse=True,
-                     colalign=("left",) + ("right",) * len(shown))]
-
-
-def _verdict_lines(result: CheckResult) -> list[str]:
-    """Verdict: and its reasons, the serving engine's KV pool, a better layout."""
-    status = result.verdict.status
-    headroom = "" if status in (CANNOT_RUN, DOES_NOT_FIT_ON_DISK, TIGHT) else f" (headroom {result.headroom:.0%})"
-    lines = [f"Verdict:  {WORDS[status]} — {result.verdict.summary().split(': ', 1)[-1]}{headroom}"]
-    for extra in result.verdict.reasons[1:]:
-        if status == DOES_NOT_FIT_ON_DISK and extra.startswith("memory: "):
-            extra += f" (headroom {result.headroom:.0%})"
-        lines.append(f"          {extra}")
-    pool = result.estimate.pool
-    if pool is not None and status != CANNOT_RUN:
-        lines.append(f"          {pool.title} KV pool: {pool.kv_pool_tokens:,} tokens"
-                     + (f" over {pool.ranks} data-parallel ranks" if pool.ranks else "")
-                     + f", maximum concurrency {pool.max_concurrency}× at {result.plan.context:,} tokens")
-    better = result.better_layout
-    if better is not None:
-        lines += [f"          {better.title}:", f"            {better.fitcheck_command}"]
-    return lines
-
-
-def _largest_line(result: CheckResult) -> str:
-    """Largest that fits: the longest context (sequence) and the largest batch."""
-    plan, status = result.plan, result.verdict.status
-    if status == UNKNOWN:
-        return "Largest that fits: unknown until the free memory above can be read"
-    if status == CANNOT_RUN:
-        return "Largest that fits: nothing — this machine cannot run the request as asked"
-    if isinstance(plan, TrainingPlan):
-        seq = f"sequence {result.max_context:,} tokens" if result.max_context else "no sequence length"
-        seq += _past_maximum(result, plan.seq_len)
-        mb = f"micro-batch {result.max_batch:,}" if result.max_batch else "no micro-batch"
-        return f"Largest that fits: {seq} at micro-batch {plan.batch}; {mb} at {plan.seq_len:,} tokens"
-    if result.max_context or result.max_batch:
-        ctx = f"context {result.max_context:,} tokens" if result.max_context else "no context"
-        ctx += _past_maximum(result, plan.context)
-        bat = f"batch {result.max_batch:,}" if result.max_batch else "no batch"
-        return f"Largest that fits: {ctx} at batch {plan.batch}; {bat} at {plan.context:,} tokens"
-    if status == TIGHT:
-        return (f"Largest that fits: nothing outside the {result.headroom:.0%} headroom, not even 1 token or "
-                "1 sequence (the request as asked fits only inside it)")
-    return "Largest that fits: nothing at these settings (not even 1 token or 1 sequence)"
-
-
-def _alternatives_lines(result: CheckResult) -> list[str]:
-    """What fits instead, each with its two commands; or why nothing does."""
-    status = result.verdict.status
-    if result.alternatives:
-        lines = ["", "What runs here instead (best first):" if status == CANNOT_RUN
-                 else "What fits instead (best first):"]
-        for i, a in enumerate(result.alternatives, 1):
-            need = _needs_line(a.estimate.devices, per_node=a.estimate.nodes > 1)
-            if status == DOES_NOT_FIT_ON_DISK and a.download is not None:
-                need += f"; download {format_gib(a.download.download_bytes)}"
-            tight = " (tight)" if a.verdict.status == TIGHT else ""
-            lines += [f"  {i}. {a.title}{tight} — needs {need}", f"     {a.fitcheck_command}",
-                      f"     {a.engine_command}"]
-        return lines
-    if status == DOES_NOT_FIT_ON_DISK:
-        return ["", "Nothing smaller fits on this disk: free space there, or --download-dir PATH on a disk with room."]
-    if status in (DOES_NOT_FIT, CANNOT_RUN):
-        disk = "" if result.download is None or result.download.fits else \
-            " with a download that fits on this disk (or --download-dir PATH on a disk with room)"
-        return ["", f"{nothing_fits(result.plan, result.profile)}{disk}; "
-                "`fitcheck profiles` lists machines to try with --profile NAME."]
-    return []
-
-
-def _past_maximum(result: CheckResult, asked: int) -> str:
-    """The search stops at the model's maximum length (fitcheck.estimate.context_limit.search_limit): when
-    the length asked is past it and fits, say so beside that figure rather than seem to contradict the
-    verdict ("largest 32,768" beside FITS at 200,000)."""
-    limit = result.spec.max_context
-    if limit is None or result.max_context != limit or asked <= limit or result.verdict.status != FITS:
-        return ""
-    return f" (the model's maximum; {asked:,} as asked fits in memory too)"
-
-
-def nothing_fits(plan, profile: str | None = None) -> str:
-    """What was tried before saying nothing fits: the levers of inference, of GPU or of CPU training;
-    on the --profile machine when the answer is for one."""
-    where = f"on {profile}" if profile else "on this machine"
-    if not plan.training:
-        return f"Nothing fits {where}, even quantized or offloaded"
-    if plan.device == "cpu":
-        return f"Nothing fits {where}, even with LoRA, gradient checkpointing or a shorter sequence"
-    return f"Nothing fits {where}, even with LoRA or QLoRA, gradient checkpointing, offload or a shorter sequence"
-
-
-def _needs_line(devices, per_node: bool = False) -> str:
-    """'GPU0 9.22 GiB, RAM 0.40 GiB'; equal GPUs folded: '45.61 GiB on each of 8 GPUs, RAM 0.62 GiB'
-    ('RAM ... per node' over several nodes)."""
-    gpus = [d for d in devices if d.kind == "gpu" and d.total_bytes]
-    parts = []
-    if len(gpus) > 1 and max(d.total_bytes for d in gpus) - min(d.total_bytes for d in gpus) < 2**30 // 10:
-        parts.append(f"{_gib(max(d.total_bytes for d in gpus))} GiB on each of {len(gpus)} GPUs")
-    else:
-        parts += [f"{d.device.upper()} {_gib(d.total_bytes)} GiB" for d in gpus]
-    parts += [f"RAM {_gib(d.total_bytes)} GiB{' per node' if per_node else ''}" for d in devices
-              if d.kind == "cpu" and d.total_bytes]
-    return ", ".join(parts)
-
-
-def _gib(n: int | None) -> str:
-    """A table cell in GiB (the column header says GiB)."""
-    return "-" if n is None else gib(n)
-
-
 # ---- training plans (--mode full|lora|qlora) -------------------------------------------------
 def _training_request(plan) -> dict:
     """Extra request keys of a training plan (additive to the inference keys)."""
@@ -472,18 +261,3 @@ def _training_request(plan) -> dict:
     }
 
 
-def _training_line(plan, where: str) -> str:
-    if plan.device == "cpu":
-        where = "on the CPU"
-    parts = [f"{plan.mode} fine-tuning, {plan.precision} base, {where}", f"sequence {plan.seq_len:,} tokens",
-             f"micro-batch {plan.batch} × accumulation {plan.grad_accum}", plan.optimizer,
-             "checkpointing on" if plan.grad_checkpointing else "checkpointing off", f"{plan.attention} attention"]
-    if plan.mode != "full":
-        parts.append(f"LoRA r={plan.lora_rank} on {plan.lora_targets}")
-    if plan.zero is not None:
-        parts.append(f"ZeRO-{plan.zero}")
-    if plan.fsdp:
-        parts.append(f"FSDP {plan.fsdp}")
-    if plan.offload != "none":
-        parts.append(f"offload {plan.offload}")
-    return ", ".join(parts)

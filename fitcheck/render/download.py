@@ -37,13 +37,17 @@ def _download_alone_fails(d: Download) -> bool:
     return bool(d.download_bytes) and free is not None and d.download_bytes > free
 
 
-def download_lines(d: Download | None) -> list[str]:
+def download_lines(d: Download | None, brief: bool = False) -> list[str]:
+    """The Download: line (and Saves: for training); ``brief`` leaves out how the size was found, what a
+    checkpoint holds and a free space that was not checked, keeping a disk that is too small."""
     if d is None:
         return []
     a = d.artifact
     source = a.repo or "no repository known to fitcheck"
     alone = _download_alone_fails(d)
-    if d.present_at:
+    if brief and not d.present_at and not alone and (d.place is None or d.place.free_bytes is None):
+        lines = [f"Download: {format_gib(a.bytes)} ({a.format}, {source})"]
+    elif d.present_at:
         lines = [f"Download: none — already here: {_home(d.present_at)} ({format_gib(a.bytes)}, {a.format})"]
     else:
         line = f"Download: {format_gib(a.bytes)} ({a.format}, {source}; {a.basis})"
@@ -61,7 +65,8 @@ def download_lines(d: Download | None) -> list[str]:
         lines = [line]
     if d.saves is not None:
         s = d.saves
-        line = f"Saves:    {format_gib(s.total_bytes)} per checkpoint ({s.detail}) to the output folder"
+        line = f"Saves:    {format_gib(s.total_bytes)} per checkpoint" + ("" if brief else f" ({s.detail})") \
+            + " to the output folder"
         if d.output is not None:
             line += f" {_home(d.output.path)}"
         if d.status == DISK_DOES_NOT_FIT and not alone:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fitcheck import __version__
+from fitcheck.render.layout import Command, fit
+from fitcheck.render.layout import table as layout_table
 from fitcheck.render.speed import rate_text
+from fitcheck.search.fit_score import FitScore
 from fitcheck.search.fits import SCHEMA, FitRow, FitsResult
 from fitcheck.speed.efficiency import Rate
 from fitcheck.units import GiB, format_count
@@ -15,6 +18,14 @@ def fits_document(result: FitsResult) -> dict:
     """The JSON document (schema "fitcheck.fits/1"; tests lock the row keys)."""
     def rate(r: tuple[float, float] | None) -> dict | None:
         return None if r is None else {"low": round(r[0], 2), "high": round(r[1], 2)}
+
+    def score(s: FitScore | None) -> dict | None:
+        if s is None:
+            return None
+        return {"total": round(s.total, 1), "capability": round(s.capability, 4), "quality": round(s.quality, 4),
+                "speed": None if s.speed is None else round(s.speed, 4), "margin": round(s.margin, 4),
+                "effective_params": s.effective_params,
+                "tokens_per_s": None if s.tokens_per_s is None else round(s.tokens_per_s, 2)}
 
     def row(r: FitRow) -> dict:
         plan = r.plan if r.fits else None
@@ -28,6 +39,7 @@ def fits_document(result: FitsResult) -> dict:
             "decode_tokens_per_s": rate(r.decode_tokens_per_s),
             "training_tokens_per_s": rate(r.training_tokens_per_s),
             "fitcheck_command": r.fitcheck_command, "change": r.change, "reason": r.reason or None,
+            "score": score(r.score),
             **({"source": r.model.source, "where": r.model.where} if result.local else {}),
         }
 
@@ -40,7 +52,10 @@ def fits_document(result: FitsResult) -> dict:
     return {
         "schema": SCHEMA, "fitcheck_version": __version__,
         "machine": result.machine.name, "profile": result.profile, "request": request,
-        "models": [row(r) for r in result.fitting],
+        "ranking": {"sort": result.sort, "top": result.top, "min_speed": result.min_speed,
+                    "fitting": len(result.fitting), "left_out_by_min_speed": result.left_out_by_min_speed,
+                    "left_out_by_top": result.left_out_by_top},
+        "models": [row(r) for r in result.listed],
         "not_fitting": [row(r) for r in result.rows if not r.fits],
         **({"unreadable": [{"name": n, "source": src, "reason": why} for n, src, why in result.unreadable]}
            if result.local or result.unreadable else {}),
@@ -89,39 +104,69 @@ def _runs_as(plan: Any) -> str:
     return how
 
 
-def render_fits_table(result: FitsResult, *, show_all: bool = False) -> str:
-    from tabulate import tabulate
+_RANKED = {
+    "score": "Ranked by score (0–100: capability from parameters × quality the precision keeps × speed × memory "
+             "left; fitcheck.search.fit_score)",
+    "speed": "Ranked by speed (the low end of each estimate; unknown last)",
+    "params": "Ranked by parameter count",
+    "size": "Ranked by memory needed",
+    "score-training": "Ranked by score (0–100: capability from parameters × quality the precision keeps × memory "
+                      "left; a training run's speed is not scored; fitcheck.search.fit_score)",
+}
+
+
+def _ranked_key(result: FitsResult) -> str:
+    return "score-training" if result.sort == "score" and result.mode != "inference" else result.sort
+
+
+def _footer(result: FitsResult, show_all: bool) -> list[str]:
+    """What the table leaves out and how it is ranked."""
+    n_not = len(result.rows) - len(result.fitting)
+    lines = [f"{len(result.fitting)} of {len(result.rows)} model(s) fit"
+             + (f"; {n_not} do not (--all lists them, --json says why)" if n_not and not show_all else "")
+             + f". {_RANKED[_ranked_key(result)]}; each runs as check would choose (its default, else its best "
+               "alternative at this context and batch)."]
+    if result.left_out_by_min_speed:
+        lines.append(f"{result.left_out_by_min_speed} more fit below --min-speed {result.min_speed:g} tok/s.")
+    if result.left_out_by_top:
+        lines.append(f"{result.left_out_by_top} more fit: --top 0 lists them all.")
+    return lines
+
+
+def render_fits_table(result: FitsResult, *, show_all: bool = False, width: int | None = None) -> str:
+    """The models that fit, best first, in 120 columns (a status column only with ``show_all``, where rows that do
+    not fit are listed too; a tight row says so beside its memory); ``width`` wraps the prose under it."""
 
     req = result.request
     if result.mode == "inference":
         what = f"inference at {req.context:,} tokens, batch {req.batch}" + (f", {req.engine}" if req.engine else "")
-        rate_head = "decode tok/s"
+        rate_head = "tok/s"
     else:
         what = f"{req.mode} fine-tuning, sequence {req.seq_len:,} tokens, micro-batch {req.batch}"
-        rate_head = "train tok/s"
+        rate_head = "train tok/s"  # training tokens a second
     lines = [f"Machine:  {result.machine.name} — {what}", ""]
-    shown = result.rows if show_all else result.fitting
+    shown = result.listed + (tuple(r for r in result.rows if not r.fits) if show_all else ())
     if shown:
         table = []
         for r in shown:
             plan: Any = r.plan if r.fits else None
             how = _runs_as(plan) if plan is not None else ""
             name = f"{r.model.id} ({r.model.source})" if result.local else r.model.id
-            table.append((name, format_count(r.params), how or "—", _memory(r), _speed(r) if r.fits else "",
-                          r.status.replace("_", " ")))
-        lines.append(tabulate(table, headers=("model", "params", "runs as", "memory needed (GiB)", rate_head, "status"),
-                              disable_numparse=True))
+            score = r.score
+            memory = _memory(r) + (" tight" if r.status == "tight" and not show_all else "")
+            table.append((name, "" if score is None else f"{score.total:.0f}", format_count(r.params), how or "—",
+                          memory, _speed(r) if r.fits else "", r.status.replace("_", " "))[:None if show_all else 6])
+        headers = ("model", "score", "params", "runs as", "GiB need/free", rate_head, "status")
+        lines.append(layout_table(table, headers[:None if show_all else 6]))
+    elif result.fitting:
+        lines.append(f"No model that fits here decodes at --min-speed {result.min_speed:g} tok/s.")
     else:
         lines.append("No local model fits this request here." if result.local else
                      "No catalog model fits this request here.")
-    n_not = len(result.rows) - len(result.fitting)
-    lines += ["", f"{len(result.fitting)} of {len(result.rows)} model(s) fit"
-              + (f"; {n_not} do not (--all lists them, --json says why)" if n_not and not show_all else "")
-              + ". Ranked by parameter count; each runs as check would choose (its default, else its best "
-                "alternative at this context and batch)."]
+    lines += ["", *_footer(result, show_all)]
     lines += [f"Not read: {n} ({src}): {why}" for n, src, why in result.unreadable]
-    first = result.fitting[0].fitcheck_command if result.fitting else None
+    first = result.listed[0].fitcheck_command if result.listed else None
     if first:
-        lines.append("Look closer: " + first)
-    return "\n".join(lines)
+        lines.append(Command("Look closer: " + first))
+    return "\n".join(fit(lines, width))
 

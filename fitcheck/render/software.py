@@ -51,11 +51,12 @@ def stack_summary(checked: StackCheck, engine: str | None = None) -> str:
     return s.torch.text + (f" from {torch.location}" if torch else "") + (f"; {', '.join(others)}" if others else "")
 
 
-def software_lines(checked: StackCheck | None, engine: str | None = None) -> list[str]:
-    """The check table's lines: the stack, then each warning (blocking issues are the verdict's reasons)."""
+def software_lines(checked: StackCheck | None, engine: str | None = None, brief: bool = False) -> list[str]:
+    """The check table's lines: the stack, then each warning (blocking issues are the verdict's reasons);
+    ``brief``: the warnings only."""
     if checked is None:
         return []
-    lines = [f"Software: {stack_summary(checked, engine)}"]
+    lines = [] if brief else [f"Software: {stack_summary(checked, engine)}"]
     lines += [f"Warning:  {i.text}" for i in checked.warnings]
     return lines
 

@@ -91,6 +91,11 @@ def _comm_document(comm) -> dict | None:
             "pp_across_nodes_seconds_per_step": _span(comm.pp_across_nodes), "link": comm.link or None}
 
 
+def _device_kind(speed: SpeedEstimate) -> str:
+    """'gpu' or 'cpu': where this estimate runs (a GPU + CPU split is the GPU's)."""
+    return "cpu" if speed.device == "cpu" else "gpu"
+
+
 def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
     """The JSON form of a TrainingSpeed."""
     if speed is None:
@@ -113,14 +118,18 @@ def training_speed_document(speed: TrainingSpeed | None) -> dict | None:
     }
 
 
-def training_speed_line(speed: TrainingSpeed | None) -> str:
-    """One table line: training tokens/s and the optimizer step's time, or why unknown."""
+def training_speed_line(speed: TrainingSpeed | None, brief: bool = False) -> str:
+    """One table line: training tokens/s and the optimizer step's time, or why unknown; ``brief``: without the
+    MFU and FLOPs it comes from, the offload's PCIe time and the inter-node traffic."""
     if speed is None:
         return "Speed:    not estimated"
     step = speed.step_seconds
     if speed.rate is None or step is None:
         return f"Speed:    unknown ({speed.unknown})"
     fast, slow = step
+    if brief:
+        return (f"Speed:    {rate_text(speed.rate)} training; one step of {speed.tokens_per_step:,} tokens in "
+                f"{_seconds_range(fast, slow)}")
     devices = f"{speed.devices} × " if speed.devices > 1 else ""
     line = (f"Speed:    {rate_text(speed.rate)} training ({speed.mfu.low * 100:.0f}–{speed.mfu.high * 100:.0f} % of "
             f"{devices}{speed.peak_tflops:g} TFLOPS 16-bit, {speed.flops_per_token / 1e9:.1f} GFLOP per token); "
@@ -172,8 +181,9 @@ def _option(speed: SpeedEstimate | None, fits: bool | None) -> dict | None:
             "decode_tokens_per_s": rate_dict(speed.decode), "unknown": speed.unknown or None}
 
 
-def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
-    """One table line: this plan's speed and the CPU-or-GPU advice."""
+def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None, brief: bool = False) -> str:
+    """One table line: this plan's speed and the CPU-or-GPU advice; ``brief``: the rates, and the advice
+    only where it points at the other device (the long-context and communication lines are verbose)."""
     if speed is None:
         return "Speed:    not estimated"
     if speed.decode is None:
@@ -184,6 +194,10 @@ def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None) -> str:
                 f"{rate_text(speed.prefill)} prefill; {speed.bound}-bound")
         if speed.ram_bandwidth_source.startswith("measured "):  # a stored `probe --bench` reading: when
             text += "; RAM bandwidth " + speed.ram_bandwidth_source.split(": ")[0]
+    if brief:
+        if advice is not None and advice.gpu is not None and advice.choice not in (None, _device_kind(speed)):
+            text += f"; better here: {advice.choice.upper()} ({advice.reason})"
+        return text
     if advice is not None and advice.gpu is None:
         text += "; no GPU here"
     elif advice is not None:

@@ -34,6 +34,7 @@ from fitcheck import __version__
 from fitcheck.estimate.verdict import TIGHT, Verdict
 from fitcheck.machine import known
 from fitcheck.render.cost import kwh_range, settings_text, usd, usd_range
+from fitcheck.render.layout import Command, fit, table
 from fitcheck.render.speed import efficiency_dict, rate_dict, rate_text
 from fitcheck.search.where import WhereResult, WhereRow
 from fitcheck.speed.cost import is_owned, range_dict, settings_dict
@@ -44,29 +45,38 @@ SCHEMA = "fitcheck.where/1"
 
 
 # ---- rendering --------------------------------------------------------------------------------
-def _weights_text(row: WhereRow) -> str:
-    """The precision and engine the row runs with (and llama.cpp's split, --n-cpu-moe N or -ngl N); * when chosen
-    because the machine's default did not fit."""
+def _weights_text(row: WhereRow, short: bool = False) -> str:
+    """The precision and engine the row runs with (and llama.cpp's split, --n-cpu-moe N or -ngl N; '+ CPU' when
+    ``short``: the row's command names it); * when chosen because the machine's default did not fit."""
     p = row.served
-    return f"{p.precision} {p.engine}" + (f" {p.offload_flag}" if p.offload_flag else "") \
-        + ("*" if row.default_precision else "")
+    split = (" + CPU" if short else f" {p.offload_flag}") if p.offload_flag else ""
+    return f"{p.precision} {p.engine}{split}" + ("*" if row.default_precision else "")
 
 
 def _cannot_run_reason(row: WhereRow) -> str:
     return row.verdict.reasons[0] if row.verdict and row.verdict.reasons else row.reason
 
 
-def _memory_text(row: WhereRow) -> str:
+def _memory_text(row: WhereRow, short: bool = False) -> str:
+    """'15.7 of 22 GiB GPU' (the tightest device; a GPU + RAM split names both), or '15.7/22' when ``short``
+    (the column header says GiB on the GPU; RAM is named: '21.1/24 + 28.4/29 RAM', '5.0/14 RAM')."""
     d = row.tightest
     if d is None:
         return "unknown"
-    label = "RAM" if d.kind == "cpu" else "GPU"
-    text = f"{d.need_bytes / GiB:.1f} of {(d.free_bytes or 0) / GiB:.0f} GiB {label}"
+
+    def one(x) -> str:
+        label = "RAM" if x.kind == "cpu" else "GPU"
+        if short:
+            return f"{x.need_bytes / GiB:.1f}/{(x.free_bytes or 0) / GiB:.0f}" + (" RAM" if x.kind == "cpu" else "")
+        return f"{x.need_bytes / GiB:.1f} of {(x.free_bytes or 0) / GiB:.0f} GiB {label}"
+    text = one(d)
     if row.served.device == "offload":  # split between the GPU and RAM: the other's too
         others = [o for o in row.judged.devices if o is not d and o.free_bytes is not None and o.need_bytes]
-        text += "".join(f", {o.need_bytes / GiB:.1f} of {(o.free_bytes or 0) / GiB:.0f} GiB "
-                        + ("RAM" if o.kind == "cpu" else "GPU") for o in others)
-    return text + tight_mark(row.verdict)
+        if short:  # the GPU first, unlabelled as the header says
+            text = " + ".join(one(x) for x in sorted([d, *others], key=lambda x: x.kind == "cpu"))
+        else:
+            text += "".join(f", {one(o)}" for o in others)
+    return text + (tight_mark(row.verdict).replace("(tight)", "tight") if short else tight_mark(row.verdict))
 
 
 def tight_mark(verdict: Verdict | None) -> str:
@@ -138,10 +148,13 @@ def commands_note(result: WhereResult, rows: list[WhereRow], why: str) -> list[s
     """``why``, then the command that checks each of ``rows`` again."""
     if not rows:
         return []
-    return [why] + [f"  {r.machine.name}: {result.command(r)}" for r in rows]
+    return [why] + [Command(f"  {result.command(r)}") for r in rows]  # each names its --profile
 
 
-def render_where_table(result: WhereResult) -> str:
+def render_where_table(result: WhereResult, verbose: bool = False, width: int | None = None) -> str:
+    """The ranked machines. By default within 120 columns: profile (with its nodes), weights, memory, speed and
+    price; ``verbose`` adds each machine's kind, what it runs on, energy, the break-even of each purchase and the
+    speed assumptions. ``width`` wraps the prose under the table (commands stay whole)."""
     from tabulate import tabulate
 
     spec = result.model.spec
@@ -152,20 +165,25 @@ def render_where_table(result: WhereResult) -> str:
              + (f", {req.precision}" if req.precision else ", each machine's default precision")
              + (f", {req.engine}" if req.engine else "")]
     fitting = result.fitting
-    if fitting:
+    if fitting and verbose:
         rows = [[r.machine.name, r.machine.kind, _where_text(r), _weights_text(r), _memory_text(r),
                  rate_text(r.speed.decode if r.speed else None, ""), *_cells(result, r)] for r in fitting]
         headers = ["profile", "kind", "runs on", "weights", "memory needed", "decode tok/s", "$/hour", "$/M tokens",
                    "kWh/M tokens"]
         if all(row[-1] == "-" for row in rows):  # no owned machine: no energy column
             rows, headers = [row[:-1] for row in rows], headers[:-1]
-        lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
+        lines += ["", Command(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))]
+    elif fitting:
+        rows = [[_profile_text(r), _weights_text(r, short=True), _memory_text(r, short=True),
+                 rate_text(r.speed.decode if r.speed else None, ""), *_cells(result, r)[:2]] for r in fitting]
+        headers = ["profile", "weights", "GPU GiB needed/free", "tok/s", "$/hour", "$/M tokens"]
+        lines += ["", table(rows, headers)]
     else:
         lines += ["", "No hardware profile fits this request with the headroom"
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
     lines += commands_note(result, [r for r in fitting if r.default_precision],
-                           "* the machine's default precision does not fit there: the best precision that does, as "
-                           "check advises there; check it with")
+                           "* the machine's default precision does not fit there; the row is what check advises "
+                           "there instead:")
     lines += tight_note(fitting, result.headroom)
     skipped = len(result.not_fitting)
     if skipped:
@@ -181,11 +199,25 @@ def render_where_table(result: WhereResult) -> str:
     lines.append("")
     lines.append(f"Decode tok/s is the whole batch's throughput at {req.context:,} tokens; $/M tokens is the price "
                  "per hour ÷ that throughput. Prices are indicative on-demand list prices (see each profile).")
-    lines += _cost_lines(result)
+    cost = _cost_lines(result)
     assumptions = _assumptions(result)
-    if assumptions:
-        lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
-    return "\n".join(lines)
+    if verbose:
+        lines += cost
+        if assumptions:
+            lines.append("Assumptions: " + "; ".join(f"{e.name} {_range(e)}" for e in assumptions))
+    else:
+        if cost:
+            lines.append('"own": the purchase spread over its use plus electricity; "power": electricity only.')
+        more = ["each machine's kind and GPUs"] + (["energy and when buying pays off"] if cost else []) \
+            + ([f"the {len(assumptions)} speed assumptions"] if assumptions else [])
+        lines.append(f"More: -v shows {', '.join(more)}; --json has every figure.")
+    return "\n".join(fit(lines, width))
+
+
+def _profile_text(row: WhereRow) -> str:
+    """The profile, with the nodes it takes and an expert-parallel layout (the default table has no 'runs on')."""
+    text = row.machine.name + (f" × {row.nodes} nodes" if row.nodes > 1 else "")
+    return text + (", EP" if row.layout == "expert-parallel" else "")
 
 
 def _range(e: Efficiency) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from fitcheck import __version__
 from fitcheck.render.cost import hours_range, run_dict, settings_text, usd, usd_range
+from fitcheck.render.layout import Command, fit
 from fitcheck.render.speed import rate_dict, rate_text
 from fitcheck.render.where import model_document, not_fitting_document, runs_on, tight_mark, tight_note
 from fitcheck.search.where import WhereResult, WhereRow
@@ -57,7 +58,9 @@ def _cost_cell(run: RunCost | None) -> str:
     return usd_range(run.usd) + basis
 
 
-def render_where_training_table(result: WhereResult) -> str:
+def render_where_training_table(result: WhereResult, verbose: bool = False, width: int | None = None) -> str:
+    """The ranked machines for a fine-tuning run (every column fits 120; ``verbose`` is the same table, as
+    where's own option; ``width`` wraps the prose under it)."""
     from tabulate import tabulate
 
     req = result.request
@@ -77,7 +80,7 @@ def render_where_training_table(result: WhereResult) -> str:
         headers = ["profile", "kind", "trains on", "base", "memory needed", "train tok/s", "$/hour"]
         if result.tokens:
             headers += ["wall time", "cost"]
-        lines += ["", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
+        lines += ["", Command(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))]
     else:
         lines += ["", "No hardware profile fits this fine-tuning request with the headroom"
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
@@ -100,7 +103,7 @@ def render_where_training_table(result: WhereResult) -> str:
         lines.append("Wall time is tokens ÷ training tokens/s (16-bit peak × 30–50 % MFU); cost is the price per "
                      "hour × that time, or for owned machines (\"own\": purchase share plus electricity, \"power\": "
                      "electricity only) " + settings_text(result.cost) + ".")
-    return "\n".join(lines)
+    return "\n".join(fit(lines, width))
 
 
 def where_training_document(result: WhereResult) -> dict:

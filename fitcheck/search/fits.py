@@ -7,8 +7,10 @@ for (the context and batch, the mode and sequence length of a training run, the 
 was named, and the one machine: never more nodes).  So each row's ``fitcheck_command`` re-checks
 as fitting, with the same numbers.
 
-Ranking: the most capable first, read as the most parameters (total, as published), then the
-newer release; models that do not fit follow in the same order.
+Ranking (``sort``): by score (default; fitcheck.search.fit_score: capability × quality × speed × fit margin),
+decode speed (unknown last), parameter count (total, as published) or memory needed, the higher first, then the
+newer release; models that do not fit follow by parameter count.  ``min_speed`` and ``top`` leave rows out of
+what is listed (FitsResult.listed) and say how many.
 
 Each model's answer is memoised per (model, request, machine, headroom): the machine is probed
 once by the caller, never here.
@@ -16,12 +18,14 @@ once by the caller, never here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from fitcheck.context import Context
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.verdict import FITS, TIGHT, tightest_device
 from fitcheck.machine import Machine
 from fitcheck.model.catalog import CatalogEntry, load_catalog
@@ -31,6 +35,7 @@ from fitcheck.options import DEFAULTS
 from fitcheck.pipeline import check
 from fitcheck.plan import validate_request
 from fitcheck.request import Request
+from fitcheck.search.fit_score import DEFAULT_SORT, SORTS, FitScore, fit_score
 from fitcheck.speed.decode import estimate_speed
 from fitcheck.speed.training import estimate_training_speed
 
@@ -87,6 +92,29 @@ class FitRow:
     def params(self) -> int:
         return self.model.spec.total_params
 
+    @property
+    def speed(self) -> float | None:
+        """What --min-speed and --sort speed read (tokens/s, the estimate's low end): decode per sequence
+        (inference), training tokens/s (training); None: unknown, or the row does not fit."""
+        if self.decode_tokens_per_s is not None:
+            return self.decode_tokens_per_s[0] / max(getattr(self.plan, "batch", 1) or 1, 1)
+        return self.training_tokens_per_s[0] if self.training_tokens_per_s is not None else None
+
+    @property
+    def need_in_all(self) -> int:
+        """Bytes the row needs over every device it uses (--sort size)."""
+        return sum(need for _, need, _ in self.devices) if self.devices else (self.need_bytes or 0)
+
+    @property
+    def score(self) -> FitScore | None:
+        """fitcheck.search.fit_score of a fitting row (None: it does not fit); from the row's own numbers."""
+        if not self.fits or self.plan is None:
+            return None
+        training = bool(getattr(self.plan, "training", False))
+        return fit_score(self.params, self.model.active_params or self.model.spec.active_params,
+                         weight_format(self.plan.precision).quality_loss, self.speed, self.need_bytes,
+                         self.free_bytes, score_speed=not training)
+
 
 @dataclass(frozen=True)
 class FitsResult:
@@ -94,13 +122,37 @@ class FitsResult:
     profile: str | None
     request: Any                        # fitcheck.request.Request
     headroom: float
-    rows: tuple[FitRow, ...]            # ranked: fitting first, most capable first
+    rows: tuple[FitRow, ...]            # ranked (``sort``): fitting first, then those that do not, by params
     unreadable: tuple[tuple[str, str, str], ...] = ()   # local models not read: (name, source, reason)
     local: bool = False
+    sort: str = DEFAULT_SORT            # SORTS
+    top: int = 0                        # the most fitting rows listed (0: all)
+    min_speed: float | None = None      # tokens/s: fitting rows with a known speed below it are not listed
 
     @property
     def fitting(self) -> tuple[FitRow, ...]:
+        """Every row that fits, ranked, before --min-speed and --top."""
         return tuple(r for r in self.rows if r.fits)
+
+    @property
+    def fast_enough(self) -> tuple[FitRow, ...]:
+        """The fitting rows --min-speed keeps: a known speed at least ``min_speed``, or an unknown one."""
+        floor = self.min_speed
+        return tuple(r for r in self.fitting if floor is None or r.speed is None or r.speed >= floor)
+
+    @property
+    def listed(self) -> tuple[FitRow, ...]:
+        """The fitting rows shown: fast_enough, the first ``top`` of them (0: all)."""
+        kept = self.fast_enough
+        return kept[:self.top] if self.top else kept
+
+    @property
+    def left_out_by_min_speed(self) -> int:
+        return len(self.fitting) - len(self.fast_enough)
+
+    @property
+    def left_out_by_top(self) -> int:
+        return len(self.fast_enough) - len(self.listed)
 
     @property
     def mode(self) -> str:
@@ -145,19 +197,49 @@ def local_models(found=None) -> tuple[tuple[ModelRef, ...], tuple[tuple[str, str
 def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[CatalogEntry, ...] | None = None,
                     models: tuple[ModelRef, ...] | None = None, headroom: float = DEFAULT_HEADROOM,
                     profile: str | None = None, unreadable: tuple[tuple[str, str, str], ...] = (),
-                    context: Context | None = None) -> FitsResult:
+                    context: Context | None = None, sort: str = DEFAULT_SORT, top: int = 0,
+                    min_speed: float | None = None) -> FitsResult:
     """Every entry (default: the whole catalog; or `models`, e.g. the local ones) judged on
-    `machine` for `request` (a Request of any mode; default: inference as `fitcheck MODEL` asks), ranked;
-    ``context``: what `fitcheck MODEL` reads of the machine (fitcheck.context)."""
+    `machine` for `request` (a Request of any mode; default: inference as `fitcheck MODEL` asks), ranked by
+    ``sort`` (SORTS); ``top`` and ``min_speed`` choose what FitsResult.listed shows (every row stays in
+    ``rows``); ``context``: what `fitcheck MODEL` reads of the machine (fitcheck.context)."""
     request = request if request is not None else Request()
 
     validate_request(request)
+    if sort not in SORTS:
+        raise FitcheckError(f"unknown sort {sort!r}", "choose one of: " + ", ".join(SORTS))
+    if top < 0 or (min_speed is not None and min_speed < 0):
+        raise FitcheckError("--top and --min-speed take a number of at least 0")
     if models is None:
         models = tuple(ModelRef.of(e) for e in (entries if entries is not None else load_catalog().entries))
-    rows = [judge_model(m, request, machine, headroom, profile, context) for m in models]
-    rows.sort(key=lambda r: (not r.fits, -r.params, _negated(r.model.released), r.model.id))
+    rows = rank_rows([judge_model(m, request, machine, headroom, profile, context) for m in models], sort)
     return FitsResult(machine, profile, request, headroom, tuple(rows), unreadable, local=entries is None
-                      and models is not None and any(m.source != "catalog" for m in models))
+                      and models is not None and any(m.source != "catalog" for m in models),
+                      sort=sort, top=top, min_speed=min_speed)
+
+
+def rank_rows(rows: list[FitRow], sort: str = DEFAULT_SORT) -> list[FitRow]:
+    """Fitting rows first, ranked by ``sort``, the higher first: "score" by the score shown (a whole number), ties
+    by the newer release, then more parameters; "speed" by FitRow.speed, unknown last; "params" by parameters
+    (total), "size" by memory needed in all, ties of these by more parameters, then the newer release.  The rows
+    that do not fit after, by parameters.  The model id settles what is still tied."""
+    def by_params(r: FitRow) -> tuple[Any, ...]:
+        return (-r.params, _negated(r.model.released), r.model.id)
+
+    def key(r: FitRow) -> tuple[Any, ...]:
+        if not r.fits:
+            return (1, 0.0, *by_params(r))
+        if sort == "score":
+            score = r.score
+            first = -round(score.total) if score is not None else 0.0
+            return (0, first, _negated(r.model.released), -r.params, r.model.id)
+        if sort == "speed":
+            return (0, -r.speed if r.speed is not None else math.inf, *by_params(r))
+        if sort == "size":
+            return (0, -r.need_in_all, *by_params(r))
+        return (0, 0.0, *by_params(r))
+
+    return sorted(rows, key=key)
 
 
 def _negated(released: str) -> tuple[int, ...]:

@@ -97,7 +97,7 @@ def test_bad_training_input_exit_2(args, needle):
 
 
 def test_training_speed_line_and_json_section():
-    r = CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--seq-len", "1024", "--profile", "l4"])
+    r = CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--seq-len", "1024", "--profile", "l4", "-v"])
     line = next(ln for ln in r.output.splitlines() if ln.startswith("Speed:"))
     assert "tok/s training" in line and "121 TFLOPS" in line and "one step of 1,024 tokens" in line
     doc = json.loads(CliRunner().invoke(cli, ["qwen-7b", "--mode", "lora", "--seq-len", "1024", "--grad-accum", "4",

@@ -138,7 +138,7 @@ def test_fine_tuning_adds_a_checkpoint_in_the_output_folder(disk):
 def test_a_profile_without_disk_is_not_checked_and_says_so(disk):
     tmp, free = disk
     free[""] = 1 * GiB                                                    # this machine's disk: not the profile's
-    r = run("qwen-7b", "--profile", "rtx-4090")
+    r = run("qwen-7b", "--profile", "rtx-4090", "-v")
     assert r.exit_code == 0, r.output
     assert "— free disk not checked: the profile rtx-4090 has no [disk]" in r.output
     doc = json.loads(run("qwen-7b", "--profile", "rtx-4090", "--json").output)["download"]

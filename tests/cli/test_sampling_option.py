@@ -43,7 +43,7 @@ def test_an_unknown_sampling_is_malformed_input():
 
 
 def test_other_engines_keep_it_and_say_it_is_not_modelled_there():
-    r = CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", "greedy", "--engine", "vllm", "--profile", "rtx-4090"])
+    r = CliRunner().invoke(cli, ["qwen-0.5b", "--sampling", "greedy", "--engine", "vllm", "--profile", "rtx-4090", "-v"])
     assert r.exit_code == 0, r.output
     assert "vllm's own sampler buffers are not counted" in r.output
 

@@ -55,7 +55,7 @@ def test_a_profile_name_cannot_retitle_the_terminal(tmp_path):
 
 
 @pytest.mark.parametrize("encoding", ["latin-1", "cp1252", "ascii"])
-@pytest.mark.parametrize("argv", [["qwen-7b", "--profile", "rtx-4090"], ["where", "qwen-7b"],
+@pytest.mark.parametrize("argv", [["qwen-7b", "--profile", "rtx-4090", "-v"], ["where", "qwen-7b"],
                                   ["probe"]], ids=["check", "where", "probe"])
 def test_any_console_encoding(encoding, argv):
     env = {**os.environ, "PYTHONIOENCODING": encoding}

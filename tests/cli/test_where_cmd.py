@@ -67,7 +67,7 @@ def test_exit_1_when_nothing_fits():
 
 
 def test_table_shows_speed_and_price():
-    r = run("qwen-7b", "--kind", "cloud")
+    r = run("qwen-7b", "--kind", "cloud", "-v")
     assert r.exit_code == 0, r.output
     assert "decode tok/s" in r.output and "$/M tokens" in r.output and "Assumptions:" in r.output
 
@@ -138,7 +138,7 @@ def test_default_precision_picks_each_machines_best_that_fits():
                                  "--profile", "8x-h100", "--json"])
     assert r.exit_code == 0, r.output
     table = run("deepseek-r1").output
-    assert f"{single[0]['precision']} {single[0]['engine']}*" in table and "best precision that does" in table
+    assert f"{single[0]['precision']} {single[0]['engine']}*" in table and "what check advises there" in table
     # an explicit precision keeps today's behaviour: no single 8x-h100 at fp8
     _, given = doc_of("deepseek-r1", "-p", "fp8")
     assert all(m["nodes"] > 1 and m["precision_choice"] == "given" for m in given["machines"])
@@ -218,8 +218,8 @@ def test_where_lists_llama_cpp_partial_offload_as_check_advises_it():
     again = json.loads(r.output)
     assert r.exit_code == 0 and again["verdict"]["status"] == row["status"]
     assert again["speed"]["decode_tokens_per_s"] == row["decode_tokens_per_s"]
-    table = run("qwen2-72b", "--kind", "desktop").output
+    table = run("qwen2-72b", "--kind", "desktop", "-v").output
     assert f"q4_k_m llama.cpp -ngl {row['gpu_layers']}*" in table
     assert row["command"] == ("fitcheck qwen2-72b --precision q4_k_m --engine llama.cpp --gpu-layers "
                               f"{row['gpu_layers']} --profile rtx-4090")
-    assert f"  rtx-4090: {row['command']}" in table
+    assert f"  {row['command']}" in table

@@ -150,7 +150,7 @@ def _run(*args, env=None):
 def test_check_says_cannot_run_here_with_reason_and_fix(tmp_path, this_machine):
     env = make_env(tmp_path / "venv", ("torch", "2.5.1+cu124", ()))
     this_machine(machine(driver="470.82.01", cuda="11.4"))
-    r = _run("qwen-0.5b", env={"VIRTUAL_ENV": str(env)})
+    r = _run("qwen-0.5b", "-v", env={"VIRTUAL_ENV": str(env)})
     assert r.exit_code == 1, r.output
     assert ("CANNOT RUN HERE — driver 470.82.01 supports CUDA 11.4; torch 2.5.1+cu124 needs driver >= 550.54.14"
             in r.output)

@@ -97,7 +97,7 @@ def test_where_shows_owned_costs_and_break_even():
     assert rig["break_even_hours"] > 0 and doc["cost"]["break_even_against"]
     cloud = next(m for m in doc["machines"] if m["name"] == doc["cost"]["break_even_against"])
     assert not cloud["owned"] and cloud["energy_kwh_per_million_tokens"] is None
-    text = _run("where", "qwen-7b").output
+    text = _run("where", "qwen-7b", "-v").output
     assert "Buying rtx-4090 ($3,098) pays off after" in text and " own" in text
 
 
