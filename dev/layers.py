@@ -33,9 +33,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # searches over the whole check: every machine (`where`), every model (`models --fits`)
     ("answers", ("fitcheck.search.where", "fitcheck.search.fits", "fitcheck.search.sweep")),
     # what the user sees, CI formats, measurement
-    ("front", ("fitcheck.render", "fitcheck.preflight", "fitcheck.measure", "fitcheck.serve")),
-    # the command line, and the GitHub Action's step that runs it
-    ("cli", ("fitcheck.cli", "fitcheck.__main__", "fitcheck.preflight.action")),
+    ("front", ("fitcheck.render", "fitcheck.preflight", "fitcheck.measure")),
+    # the command line, the GitHub Action's step that runs it, and the local page's server (`fitcheck serve`
+    # parses each query with the commands' own click parsers, so the page and the CLI cannot drift)
+    ("cli", ("fitcheck.cli", "fitcheck.__main__", "fitcheck.preflight.action", "fitcheck.serve")),
 )
 
 

@@ -34,6 +34,7 @@ DOCUMENTS: dict[str, str] = {
     "fitcheck.receipt/1": "receipt",
     "fitcheck.receipts/1": "receipts",
     "fitcheck.bandwidth/1": "bandwidth",
+    "fitcheck.options/1": "options",
 }
 
 

@@ -50,13 +50,24 @@ def test_every_package_and_data_folder_is_in_the_wheel():
     from setuptools import find_packages
 
     found = set(find_packages(str(ROOT), include=["fitcheck", "fitcheck.*"]))
-    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "fitcheck").rglob("__init__.py")}
-    assert found == on_disk
+    # every folder with code: one without __init__.py is a namespace package, which find_packages skips, so
+    # `pip install .` would leave it out (fitcheck.speed once was)
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "fitcheck").rglob("*.py")
+               if "__pycache__" not in p.parts}
+    assert found == on_disk, on_disk - found
     mapped = PYPROJECT["tool"]["setuptools"]["package-dir"]
     assert mapped == {"fitcheck.hardware_profiles": "hardware_profiles", "fitcheck.schemas": "schemas"}
     for package, folder in mapped.items():
         assert (ROOT / folder / "__init__.py").is_file() and f'"{package}"' in (ROOT / "setup.py").read_text()
         assert package in PYPROJECT["tool"]["setuptools"]["package-data"]
+
+
+def test_the_pages_files_ship_in_the_wheel():
+    from fitcheck.serve.server import STATIC
+
+    assert PYPROJECT["tool"]["setuptools"]["package-data"]["fitcheck.serve"] == ["static/*"]
+    assert {p.name for p in STATIC.iterdir()} >= {"index.html", "app.js", "app.css", "favicon.svg"}
+    assert not [p for p in STATIC.iterdir() if p.is_dir()]     # static/* takes no sub-folder
 
 
 def test_installed_fitcheck_finds_its_data():

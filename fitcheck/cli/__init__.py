@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "measure": ("fitcheck.cli.measure_cmd", "measure",
                 "Run MODEL here with random weights and set the measured peak beside the estimate."),
     "plot": ("fitcheck.cli.plot_cmd", "plot", "Draw MODEL's memory against context (or batch) for a few precisions."),
+    "serve": ("fitcheck.cli.serve_cmd", "serve", "Answer in a web page on this machine: a local server (127.0.0.1)."),
 }
 DEFAULT_COMMAND = "check"
 
@@ -98,9 +99,7 @@ class LazyDefaultGroup(click.Group):
             click.echo("fitcheck: aborted", err=True)
             sys.exit(130)
         except click.ClickException as exc:
-            failed = getattr(exc, "ctx", None)   # a UsageError's context
-            where = f"{failed.command_path}: " if failed and failed.command_path != "fitcheck" else ""
-            line = redact_credentials(f"{where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}")
+            line = usage_error_line(exc)
             click.echo(f"fitcheck: {line}", err=True)
             _bad_input_annotation(args, line)
             sys.exit(EXIT_BAD_INPUT)
@@ -113,6 +112,14 @@ class LazyDefaultGroup(click.Group):
             _report_internal_error(exc, _command_of(args), debug)
             sys.exit(EXIT_INTERNAL_ERROR)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def usage_error_line(exc: click.ClickException) -> str:
+    """The one line (after 'fitcheck: ') that bad usage prints: the command, then click's message on one line
+    ("check: Invalid value for '--context' / '-c': ..."); `fitcheck serve` answers the same line."""
+    failed = getattr(exc, "ctx", None)   # a UsageError's context
+    where = f"{failed.command_path}: " if failed and failed.command_path != "fitcheck" else ""
+    return redact_credentials(f"{where.removeprefix('fitcheck ')}{' '.join(exc.format_message().split())}")
 
 
 def _refuse_mistyped_command(word: str) -> None:

@@ -128,11 +128,36 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
           batch: int, engine: str | None, seq_len: int, headroom: float, kind: str | None, show_all: bool,
           as_json: bool, local: bool = False, ranking: tuple[str, int, float | None] = ("score", DEFAULT_TOP, None)
           ) -> None:
+    from fitcheck.profiles.overrides import load_machine
+    from fitcheck.render.fits import fits_document, render_fits_table
+
+    result = fits_answer(ctx, query, family, profile, mode, context, batch, engine, seq_len, headroom, kind, local,
+                         ranking, machine_for=lambda name: load_machine(name, bench=bench_requested()))
+    show_all = show_all or local     # every local model is listed, fitting or not
+    if as_json:
+        click.echo(document_json(fits_document(result), indent=2))
+    elif local and not result.rows and not result.unreadable:
+        from fitcheck.model import hf_cache
+        from fitcheck.model.local_stores import llama_cpp_dir, lm_studio_dirs
+        from fitcheck.model.ollama import store_dir
+
+        places = [hf_cache.hub_cache_dir(), store_dir(), *lm_studio_dirs(), llama_cpp_dir()]
+        click.echo("No local models found in: " + ", ".join(str(p) for p in places))
+    else:
+        from fitcheck.render.layout import terminal_width
+
+        click.echo(render_fits_table(result, show_all=show_all, width=min(terminal_width() or 120, 120)))
+
+
+def fits_answer(ctx: click.Context, query: str | None, family: str | None, profile: str | None, mode: str,
+                context: int, batch: int, engine: str | None, seq_len: int, headroom: float, kind: str | None,
+                local: bool, ranking: tuple[str, int, float | None], *, machine_for, context_for=None):
+    """The FitsResult of `fitcheck models --fits` (or ``local``: --local) as parsed in ``ctx``, on
+    ``machine_for(profile)`` with ``context_for(profile)`` (default: what `fitcheck MODEL` reads of that machine);
+    `models` prints it, `fitcheck serve` answers it.  click.UsageError or FitcheckError for bad input."""
     from click.core import ParameterSource
 
     from fitcheck.errors import FitcheckError
-    from fitcheck.profiles.overrides import load_machine
-    from fitcheck.render.fits import fits_document, render_fits_table
     from fitcheck.search.fits import local_models, models_that_fit, select_entries
 
     def typed(name: str) -> bool:
@@ -151,40 +176,31 @@ def _fits(ctx: click.Context, query: str | None, family: str | None, profile: st
         from fitcheck.request import Request
 
         request = Request(mode=mode, seq_len=seq_len, batch=batch)
-    from fitcheck.context import read_context
-
+    context_for = context_for or _context_here
     sort, top, min_speed = ranking
     if local:
         if query or family or kind:
             raise click.UsageError("--local lists every local model: QUERY, --family and --kind filter the catalog")
         refs, unreadable = local_models()
-        machine = load_machine(profile, bench=bench_requested())
+        machine = machine_for(profile)
         result = models_that_fit(machine, request, models=refs, headroom=headroom / 100, profile=profile,
-                                 unreadable=unreadable, context=read_context(profile is None), sort=sort,
+                                 unreadable=unreadable, context=context_for(profile), sort=sort,
                                  top=top if typed("top") else 0, min_speed=min_speed)
-        result = replace(result, local=True)
-        show_all = True     # every local model is listed, fitting or not
-    else:
-        entries = select_entries(query, family, kind)
-        if not entries:
-            within = f" (family {family}, kind {kind})" if family or kind else ""
-            raise FitcheckError(f"no catalog model matches {query!r}{within}")
-        machine = load_machine(profile, bench=bench_requested())
-        result = models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile,
-                                 context=read_context(profile is None), sort=sort, top=top, min_speed=min_speed)
-    if as_json:
-        click.echo(document_json(fits_document(result), indent=2))
-    elif local and not result.rows and not result.unreadable:
-        from fitcheck.model import hf_cache
-        from fitcheck.model.local_stores import llama_cpp_dir, lm_studio_dirs
-        from fitcheck.model.ollama import store_dir
+        return replace(result, local=True)
+    entries = select_entries(query, family, kind)
+    if not entries:
+        within = f" (family {family}, kind {kind})" if family or kind else ""
+        raise FitcheckError(f"no catalog model matches {query!r}{within}")
+    machine = machine_for(profile)
+    return models_that_fit(machine, request, entries=entries, headroom=headroom / 100, profile=profile,
+                           context=context_for(profile), sort=sort, top=top, min_speed=min_speed)
 
-        places = [hf_cache.hub_cache_dir(), store_dir(), *lm_studio_dirs(), llama_cpp_dir()]
-        click.echo("No local models found in: " + ", ".join(str(p) for p in places))
-    else:
-        from fitcheck.render.layout import terminal_width
 
-        click.echo(render_fits_table(result, show_all=show_all, width=min(terminal_width() or 120, 120)))
+def _context_here(profile: str | None):
+    """What `fitcheck MODEL` reads of the machine an answer is for (fitcheck.context): this one without a profile."""
+    from fitcheck.context import read_context
+
+    return read_context(profile is None)
 
 
 def list_row(entry) -> dict:

@@ -64,7 +64,24 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
 
     Exit codes: 0 some profile runs it, 1 none does, 2 bad input.
     """
+    result = where_answer(ctx, model, max_price=max_price, kind=kind, params=params, tokens=tokens,
+                          kwh_price=kwh_price, amortize_years=amortize_years, hours_per_day=hours_per_day,
+                          options=options)
+    document, table = renderers(result)
+    if as_json:
+        click.echo(document_json(document(result), indent=2, sort_keys=True))
+    else:
+        from fitcheck.render.layout import terminal_width
 
+        click.echo(table(result, verbose=verbose, width=min(terminal_width() or WIDTH, WIDTH)))
+    ctx.exit(result.exit_code)
+
+
+def where_answer(ctx: click.Context, model: str, *, max_price: float | None, kind: str | None, params: str | None,
+                 tokens: int | None, kwh_price: float | None, amortize_years: float, hours_per_day: float,
+                 options: dict):
+    """The where result of the parsed command line ``ctx`` (`fitcheck where` prints it, `fitcheck serve`
+    answers it); FitcheckError or click.UsageError for bad input."""
     from fitcheck.model.resolve import resolve_model
     from fitcheck.profiles import list_profiles
 
@@ -82,19 +99,17 @@ def where(ctx: click.Context, model: str, max_price: float | None, kind: str | N
     headroom = request.headroom / 100
     from fitcheck.search.where import where_result
 
-    result = where_result(resolved, request, list_profiles(), headroom=headroom, kind=kind, max_price=max_price,
-                          query=model, tokens=tokens if request.training else None, cost=costs,
-                          model_args=(model,) + (("--params", params) if params else ()))
-    if request.training:
+    return where_result(resolved, request, list_profiles(), headroom=headroom, kind=kind, max_price=max_price,
+                        query=model, tokens=tokens if request.training else None, cost=costs,
+                        model_args=(model,) + (("--params", params) if params else ()))
+
+
+def renderers(result):
+    """(document, table) functions of a where result: training's or inference's."""
+    if result.request.training:
         from fitcheck.render.where_training import render_where_training_table as table
         from fitcheck.render.where_training import where_training_document as document
     else:
         from fitcheck.render.where import render_where_table as table
         from fitcheck.render.where import where_document as document
-    if as_json:
-        click.echo(document_json(document(result), indent=2, sort_keys=True))
-    else:
-        from fitcheck.render.layout import terminal_width
-
-        click.echo(table(result, verbose=verbose, width=min(terminal_width() or WIDTH, WIDTH)))
-    ctx.exit(result.exit_code)
+    return document, table

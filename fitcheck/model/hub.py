@@ -33,6 +33,7 @@ from fitcheck.errors import FitcheckError, redact_credentials
 from fitcheck.model import safetensors_header
 from fitcheck.model.generation_config import FILENAME, MAX_BYTES, GenerationDefaults, from_dict
 from fitcheck.model.hf_config import spec_from_config
+from fitcheck.model.network import network_refusal
 from fitcheck.model.spec import ModelSpec
 
 INSTALL_HINT = "pip install 'fitcheck[hub]'"
@@ -47,9 +48,10 @@ HUB_REQUEST_TIMEOUT_S = 4.0
 
 
 def hub_offline() -> bool:
-    """True when HF_HUB_OFFLINE (or the older TRANSFORMERS_OFFLINE) asks for the cache only."""
-    return any(os.environ.get(v, "").strip().lower() in _TRUE
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    """True when HF_HUB_OFFLINE (or the older TRANSFORMERS_OFFLINE) asks for the cache only, or the running code
+    refuses the network (fitcheck.model.network.network_refused: `fitcheck serve`)."""
+    return network_refusal() is not None or any(os.environ.get(v, "").strip().lower() in _TRUE
+                                                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 class HubClient(Protocol):

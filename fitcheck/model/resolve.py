@@ -176,6 +176,12 @@ def _hub(repo_id: str, revision: str | None = None) -> ResolvedModel:
     except ImportError as exc:
         raise FitcheckError(f"unknown model {repo_id!r}: not in the catalog, and Hub lookup is unavailable ({exc})",
                             "pass a local path, or --params for a generic estimate") from exc
+    from fitcheck.model.network import network_refusal
+
+    refused = network_refusal()
+    if refused:
+        raise FitcheckError(f"unknown model {repo_id!r}: not in the catalog, and not in the Hugging Face cache here "
+                            f"({refused})", "give a catalog name (`fitcheck models` lists them) or a cached repository")
     try:
         spec = spec_from_hub(repo_id, revision=revision) if revision else spec_from_hub(repo_id)
     except FitcheckError as exc:

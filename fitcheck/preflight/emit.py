@@ -29,8 +29,12 @@ REQUIREMENTS_SCHEMA = "fitcheck.requirements/1"
 PLAN_SCHEMA = "fitcheck.plan/1"
 
 
-def _dumps(doc: dict) -> str:
+def document_text(doc: dict) -> str:
+    """A check, plan or requirements document as `--json` prints it (without the final newline)."""
     return document_json(doc, indent=2, sort_keys=True)
+
+
+_dumps = document_text
 
 
 def write_output(path: str | None, doc: dict) -> None:
@@ -69,19 +73,8 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
               outcomes=(), revision: str | None = None, context=None, after=None, view: str = "default") -> int:
     """Check ``model`` as ``request`` asks on ``machine`` and show it.  A malformed request is bad input
     (exit 2), except that a failed --require stays exit 1 whatever else happens."""
-    from fitcheck.pipeline import check
-
     try:
-        from fitcheck.model.resolve import resolve_model
-
-        # Resolved here, as typed: the result names a catalog model by its id, a local one by its path.
-        resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
-        typed = ((model.strip(),) + (("--params", params) if params else ())
-                 + (("--revision", revision) if revision else ()))
-        from fitcheck.probe.disk import storage_for
-
-        storage = storage_for(resolved, model, request.download_dir, machine)
-        result = check(resolved, request, machine, as_typed=typed, storage=storage, ctx=context)
+        result = check_result(model, request, machine, params=params, revision=revision, context=context)
     except FitcheckError as exc:
         if requirements_exit_code(outcomes) == 1:
             _requirement_lines(outcomes, err=True)
@@ -94,13 +87,34 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
     return code
 
 
-def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(), view: str = "default") -> int:
-    """Show one CheckResult; returns the exit code (verdict, --strict, requirements). ``view`` is the table's:
-    "default" (one screen), "verbose" (-v: everything) or "brief" (--brief: the verdict line)."""
+def check_result(model: str, request, machine, *, params: str | None = None, revision: str | None = None,
+                 context=None):
+    """The CheckResult of ``model`` (as typed) for ``request`` on ``machine``: what `fitcheck MODEL` shows and
+    `fitcheck serve` answers.  FitcheckError for an unknown model or a malformed request."""
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.pipeline import check
+    from fitcheck.probe.disk import storage_for
+
+    # Resolved here, as typed: the result names a catalog model by its id, a local one by its path.
+    resolved = resolve_model(model, params=params) if params else resolve_model(model, revision=revision)
+    typed = ((model.strip(),) + (("--params", params) if params else ())
+             + (("--revision", revision) if revision else ()))
+    storage = storage_for(resolved, model, request.download_dir, machine)
+    return check(resolved, request, machine, as_typed=typed, storage=storage, ctx=context)
+
+
+def check_answer(result, *, strict: bool, outcomes=()) -> tuple[dict, int]:
+    """(the JSON document, the exit code) of one CheckResult: the verdict, --strict and the requirements."""
     from fitcheck.render.check import check_document, check_exit_code
 
     code = check_exit_code(result, strict, outcomes)
-    doc = check_document(result, outcomes=outcomes, exit_code=code)
+    return check_document(result, outcomes=outcomes, exit_code=code), code
+
+
+def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(), view: str = "default") -> int:
+    """Show one CheckResult; returns the exit code (verdict, --strict, requirements). ``view`` is the table's:
+    "default" (one screen), "verbose" (-v: everything) or "brief" (--brief: the verdict line)."""
+    doc, code = check_answer(result, strict=strict, outcomes=outcomes)
     if fmt == "json":
         click.echo(_dumps(doc))
         _requirement_lines(outcomes, err=True)
