@@ -5,7 +5,8 @@ is learned).  The training defaults depend on the mode and device only, which th
 
 1. gradient checkpointing; 2. a smaller micro-batch, the same effective batch; 3. 8-bit optimizers, pure bf16
 weights, and those cheap steps stacked; 4. fewer trainable parameters (LoRA, QLoRA, fewer modules, a lower rank);
-5. sharding over the machine's GPUs, over more nodes; 6. offload to RAM (ZeRO-Offload); 7. a shorter sequence.
+5. sharding over the machine's GPUs, over more nodes; 6. offload to RAM (ZeRO-Offload); 7. a shorter sequence;
+8. when none of those runs, every lever at once (floor), so that "nothing fits" comes from a search that covered them.
 A request this machine cannot run (QLoRA's kernels on Apple, ZeRO on the CPU, flash-attention on a T4) first gets
 what runs here swapped in, and the candidates from there.
 """
@@ -353,6 +354,67 @@ def shorter(c: Context) -> None:
                        R.COST_CHECKPOINTING + R.shorter_cost(longer, plan.seq_len), False)
 
 
+# ---- 8. every lever at once ----------------------------------------------------------------------------
+def floor(c: Context) -> None:
+    """When no route above runs: every lever at its most memory-saving setting this machine runs, together — the
+    fewest trainable parameters (QLoRA where its kernels run, else LoRA, embeddings frozen), gradient
+    checkpointing, micro-batch 1 (the effective batch kept by accumulation), and either 8-bit AdamW on the GPU or
+    ZeRO-3 Offload of the optimizer and parameters to RAM (all the machine's GPUs) — at the asked sequence, else
+    the longest that fits.  Each lever only lowers the GPU's need (offload trades it for RAM, so both ends are
+    tried), so where neither floor fits at the shortest useful sequence no combination of the routes does, and
+    "Nothing fits" is the answer of a search that covered them (llama-3.1-8b --mode qlora on an 8 GB laptop GPU
+    fits only as ZeRO-3 Offload at a shorter sequence)."""
+    plan = c.plan
+    if c.s.offered() or plan.device != "gpu":
+        return
+    changes: dict[str, Any] = {"grad_checkpointing": True}
+    names: list[str] = []
+    cost = 0.0
+    if not plan.grad_checkpointing:
+        names.append("gradient checkpointing")
+        cost += R.COST_CHECKPOINTING
+    if plan.mode in ("full", "lora") and c.qlora_runs:
+        changes.update(mode="qlora", precision="nf4", master_weights=None)
+        names.insert(0, "QLoRA")
+        cost += R.COST_QLORA + (R.COST_LORA if plan.mode == "full" else 0)
+    elif plan.mode == "full":
+        half = plan.compute_dtype if plan.compute_dtype in ("bf16", "fp16") else "bf16"
+        changes.update(mode="lora", precision=half, lora_targets="all-linear", master_weights=None)
+        names.insert(0, "LoRA")
+        cost += R.COST_LORA
+    if plan.mode == "full" or plan.lora_train_embeddings:
+        changes.update(lora_train_embeddings=False)
+    if plan.batch > 1:
+        changes.update(batch=1, grad_accum=plan.batch * plan.grad_accum)
+        names.append("micro-batch 1")
+        cost += R.COST_ACCUMULATION
+    tries: list[tuple[list[str], dict[str, Any], float]] = []
+    if c.eight_bit:
+        tries.append((names + ["8-bit AdamW"], {"optimizer": "adamw-8bit"}, cost + R.COST_8BIT_OPTIMIZER))
+    else:
+        tries.append((names, {}, cost))
+    if _shards(c):
+        n = max(len(c.machine.gpus), 1)
+        tries.append((names + ["ZeRO-3 Offload of the optimizer and parameters to the CPU"],
+                      {"zero": 3, "fsdp": None, "offload": "optimizer+params", "gpus": n if n > 1 else c.base.gpus},
+                      cost + R.COST_OFFLOAD_PARAMS))
+    for parts, more, total in tries:
+        if not parts:
+            continue        # nothing to change but the sequence: the shorter route has offered that
+        cand = c.base.with_changes(**changes, **more)
+        title = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+        title = title[0].upper() + title[1:]
+        if more.get("offload"):
+            total += pcie_cost(c.s, c.spec, cand, c.machine)
+        if runs(c.s.evaluate(cand)):
+            c.consider(title, cand, total, False)
+            continue
+        seq = c.longest_seq(cand)
+        if seq:
+            c.consider(f"{title}, at a {seq:,}-token sequence", cand.with_changes(seq_len=seq),
+                       total + R.shorter_cost(seq, plan.seq_len), False)
+
+
 def runnable(base: Request, plan: TrainingPlan, machine: Machine) -> Request:
     """For a plan this machine cannot run: the same training with what does run here swapped in."""
     fixed = base
@@ -387,6 +449,7 @@ ROUTES = (
     Route("nodes", "more machines, and a cluster to run", nodes),
     Route("offload", "PCIe time every step", offload),
     Route("shorter", "sequence length (what is learned)", shorter),
+    Route("floor", "every lever above at once", floor),
 )
 
 
