@@ -294,7 +294,7 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         extra = machine_args(machine)
         alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile, extra=extra),
                              engine_command=engine_command(model_ref, a.plan, repos, local=local),
-                             download=download_of(a.plan))
+                             download=download_of(a.plan), speed=plan_speed(spec, a.plan, machine))
                      for a in find_alternatives(spec, request, plan, machine, pool_room(checked, machine)))
 
     max_context, max_batch = _largest(spec, request, evaluate) if search and verdict.status not in (
@@ -327,6 +327,13 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
         better_layout=better,
     )
     return ctx.finish(result, asked) if ctx is not None else result
+
+
+def plan_speed(spec: ModelSpec, plan: AnyPlan, machine: Machine) -> SpeedEstimate | TrainingSpeed:
+    """How fast ``plan`` runs on ``machine``: training tokens/s for a TrainingPlan, decode and prefill otherwise."""
+    if isinstance(plan, TrainingPlan):
+        return estimate_training_speed(spec, plan, machine)
+    return estimate_speed(spec, plan, machine)
 
 
 class _Downloads:

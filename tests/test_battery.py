@@ -26,6 +26,7 @@ from fitcheck.cli import cli
 from fitcheck.estimate.verdict import FITS, TIGHT
 from fitcheck.pipeline import CheckResult, check
 from fitcheck.profiles import list_profiles
+from fitcheck.render.speed import alternative_speed_document
 from fitcheck.request import Request
 
 MODELS = ("qwen2.5-0.5b", "qwen-1.8b", "gemma-3-4b", "phi-3-mini", "qwen-7b", "llama-3.1-8b", "mistral-7b",
@@ -69,6 +70,13 @@ def assert_takeable(result: CheckResult) -> int:
         assert doc["verdict"]["status"] == alt.verdict.status, alt.fitcheck_command
         assert abs(doc["estimate"]["total_bytes"] - alt.estimate.total_bytes) <= 0.01 * alt.estimate.total_bytes
         assert alt.verdict.status in (FITS, TIGHT)
+        # the speed it shows is the speed its own command answers (issue 35 item 5)
+        shown = alternative_speed_document(alt.speed)
+        assert shown is not None, alt.fitcheck_command
+        if "training_tokens_per_s" in shown:
+            assert shown["training_tokens_per_s"] == doc["speed"]["training_tokens_per_s"], alt.fitcheck_command
+        else:
+            assert shown["decode_tokens_per_s"] == doc["speed"]["decode_tokens_per_s"], alt.fitcheck_command
     req = result.request
     length = "seq_len" if req.training else "context"
     for field, value in ((length, result.max_context), ("batch", result.max_batch)):

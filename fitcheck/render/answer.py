@@ -17,7 +17,7 @@ from fitcheck.render.cost import check_cost_lines
 from fitcheck.render.download import download_lines
 from fitcheck.render.layout import Command, fit
 from fitcheck.render.software import software_lines
-from fitcheck.render.speed import speed_line, training_speed_line
+from fitcheck.render.speed import alternative_speed_text, speed_line, training_speed_line
 from fitcheck.units import format_count, format_gib, gib
 
 
@@ -310,7 +310,9 @@ def _alternatives_lines(result: CheckResult, shown: int | None = None) -> list[s
             if status == DOES_NOT_FIT_ON_DISK and a.download is not None:
                 need += f"; download {format_gib(a.download.download_bytes)}"
             tight = " (tight)" if a.verdict.status == TIGHT else ""
-            lines += [f"  {i}. {a.title}{tight} — needs {need}", Command(f"     {a.fitcheck_command}"),
+            speed = alternative_speed_text(a.speed)
+            speed = f"; {speed}" if speed else ""
+            lines += [f"  {i}. {a.title}{tight} — needs {need}{speed}", Command(f"     {a.fitcheck_command}"),
                       Command(f"     {a.engine_command}")]
         return lines
     if status == DOES_NOT_FIT_ON_DISK:

@@ -53,6 +53,7 @@ from fitcheck.render.download import download_document
 from fitcheck.render.software import software_document
 from fitcheck.render.speed import (
     advice_document,
+    alternative_speed_document,
     speed_document,
     training_speed_document,
 )
@@ -189,6 +190,7 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
                 "fitcheck_command": a.fitcheck_command,
                 "engine_command": a.engine_command,
                 "download_bytes": a.download.download_bytes if a.download is not None else None,
+                "speed": alternative_speed_document(a.speed),
             }
             for a in result.alternatives
         ],

@@ -29,6 +29,28 @@ def rate_dict(rate: Rate | None) -> dict | None:
     return None if rate is None else {"low": round(rate.low, 2), "high": round(rate.high, 2)}
 
 
+def alternative_speed_document(speed: SpeedEstimate | TrainingSpeed | None) -> dict | None:
+    """An alternative's speed in JSON: decode (the whole batch and each sequence) and prefill at its context, or
+    training tokens/s; ``unknown`` says why a rate is missing."""
+    if speed is None:
+        return None
+    if isinstance(speed, TrainingSpeed):
+        return {"training_tokens_per_s": rate_dict(speed.rate), "unknown": speed.unknown or None}
+    return {"at_context": speed.context, "decode_tokens_per_s": rate_dict(speed.decode),
+            "per_sequence_tokens_per_s": rate_dict(speed.per_sequence),
+            "prefill_tokens_per_s": rate_dict(speed.prefill), "unknown": speed.unknown or None}
+
+
+def alternative_speed_text(speed: SpeedEstimate | TrainingSpeed | None) -> str:
+    """'24–43 tok/s decode' or '1,200–1,900 tok/s training' for an alternative's line; '' when unknown."""
+    if isinstance(speed, TrainingSpeed):
+        return f"{rate_text(speed.rate)} training" if speed.rate is not None else ""
+    if speed is None or speed.decode is None:
+        return ""
+    per = f" ({rate_text(speed.per_sequence)} each)" if speed.batch > 1 and speed.per_sequence is not None else ""
+    return f"{rate_text(speed.decode)} decode{per}"
+
+
 def efficiency_dict(e: Efficiency) -> dict:
     return {"name": e.name, "low": e.low, "high": e.high, "why": e.why}
 

@@ -59,6 +59,7 @@ class Alternative:
     fitcheck_command: str = ""
     engine_command: str = ""
     download: Any = None                      # fitcheck.engines.download.Download of its plan
+    speed: Any = None                         # its plan's SpeedEstimate or TrainingSpeed (fitcheck.pipeline)
 
 
 @dataclass(frozen=True)

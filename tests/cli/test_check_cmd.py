@@ -33,7 +33,7 @@ ESTIMATE_KEYS = {"devices", "components", "peak_allocated_bytes", "peak_reserved
 DEVICE_KEYS = {"device", "kind", "components", "breakdown", "peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"}
 VERDICT_KEYS = {"status", "exit_code", "summary", "reasons", "max_context", "max_batch", "devices"}
 ALT_KEYS = {"title", "status", "cost", "changes", "total_bytes", "devices", "fitcheck_command", "engine_command",
-            "download_bytes"}
+            "download_bytes", "speed"}
 SPEED_KEYS = {"device", "engine", "precision", "batch", "at_context", "decode_tokens_per_s", "per_sequence_tokens_per_s",
               "prefill_tokens_per_s", "bound", "bytes_per_step", "bandwidth_bytes_per_s", "ram_bandwidth_source",
               "assumptions", "unknown", "best_device", "communication", "kv_cache_copies"}

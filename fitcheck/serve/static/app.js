@@ -293,9 +293,16 @@ function renderAlternatives(alternatives) {
   if (!alternatives.length) { box.replaceChildren(); return; }
   box.replaceChildren(el("h2", {}, "What fits instead (best first)"), el("ol", { class: "alts" }, alternatives.map((a) =>
     el("li", { class: "alt", "data-status": a.status },
-      el("p", {}, el("strong", {}, a.title), ` — ${STATUS[a.status] || a.status}, needs ${gib(a.total_bytes)}`),
+      el("p", {}, el("strong", {}, a.title), ` — ${STATUS[a.status] || a.status}, needs ${gib(a.total_bytes)}`
+        + (altSpeed(a.speed) ? `; ${altSpeed(a.speed)}` : "")),
       commandLine(a.fitcheck_command), commandLine(a.engine_command),
       el("button", { type: "button", class: "take", onclick: () => take(a.changes) }, "Take it")))));
+}
+
+function altSpeed(s) {  // the alternative's speed, as the CLI's line gives it
+  if (!s) return "";
+  if (s.training_tokens_per_s) return `${span(s.training_tokens_per_s, "tok/s")} training`;
+  return s.decode_tokens_per_s ? `${span(s.decode_tokens_per_s, "tok/s")} decode` : "";
 }
 
 function commandLine(text) {
