@@ -33,6 +33,7 @@ from fitcheck.estimate.verdict import (
     CANNOT_RUN,
     DOES_NOT_FIT,
     FITS,
+    TIGHT,
     UNKNOWN,
     Verdict,
     judge,
@@ -65,6 +66,19 @@ MAX_MICRO_BATCH_SEARCHED = 1024
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """Why the answer is for weights the user did not name: with --precision and --engine left to fitcheck, the
+    default (``precision`` with ``engine``) does not fit here, and the best that does (search.best.best_precision,
+    as `where` and `models --fits` choose: quality first, then speed) is answered instead."""
+
+    precision: str                # the default's
+    engine: str
+    total_bytes: int              # what the default needs
+    summary: str                  # the default's verdict line ("Does not fit: GPU0 needs …")
+    title: str                    # what was chosen ("GGUF q4_k_m with llama.cpp")
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """Everything a renderer needs, built first and rendered last (table, JSON, CI, interactive)."""
 
@@ -89,6 +103,7 @@ class CheckResult:
     launch: tuple[str, ...] = ()                  # what to run on each node (plans over several nodes)
     download: Download | None = None              # the bytes to download, where, the free disk (engines.download)
     better_layout: Alternative | None = None      # MoE: expert parallel where it holds more sequences than TP
+    chosen: Chosen | None = None                  # the weights fitcheck chose, the default not fitting (choose)
 
     @property
     def spec(self) -> ModelSpec:
@@ -246,10 +261,64 @@ def resolve_model_arg(model: Any, params: str | None = None,
     return model, query, (query,)
 
 
+# What the chosen weights may change (`where` rows change the same): the weights' format, the engine that runs it,
+# llama.cpp's layers or experts in RAM, what that engine needs (vLLM's utilization; no transformers release or
+# attention for llama.cpp), and the device they run on.
+WEIGHTS_ONLY = frozenset({"precision", "engine", "cpu_moe", "gpu_layers", "transformers_version", "attention",
+                          "gpu_memory_utilization", "device"})
+
+
 def check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
           revision: str | None = None, alternatives: bool = True, search: bool = True,
           profile: str | None = None, as_typed: tuple[str, ...] | None = None,
-          storage: Storage | None = None, device_advice: bool = True, ctx: Context | None = None) -> CheckResult:
+          storage: Storage | None = None, device_advice: bool = True, ctx: Context | None = None,
+          choose: bool = True) -> CheckResult:
+    """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
+
+    With ``choose`` (and ``alternatives``), an inference request that leaves both --precision and --engine to
+    fitcheck and does not fit at its default is answered for the best weights that do fit here (Chosen: check's
+    best alternative that changes only the weights, else search.best.best_precision; the answer says what the
+    default needs), as `where` and `models --fits` answer; --precision, --engine or ``choose=False`` (--strict)
+    judge the default as it is.  See _check for the rest."""
+    kw: dict[str, Any] = dict(params=params, revision=revision, profile=profile, as_typed=as_typed, storage=storage,
+                              ctx=ctx, search=search, device_advice=device_advice)
+    result = _check(model, request, machine, alternatives=alternatives, **kw)
+    picked = _chosen(result, request) if choose and alternatives else None
+    if picked is None:
+        return result
+    again = _check(model, picked[0], machine, alternatives=True, **kw)
+    return replace(again, chosen=picked[1]) if again.verdict.status in (FITS, TIGHT) else result
+
+
+def _chosen(result: CheckResult, asked: Request) -> tuple[Request, Chosen] | None:
+    """The request (``asked`` with the weights changed) and Chosen for the best weights that fit where ``result``
+    (the default, judged) does not; None when it fits or cannot run, when the user set --precision or --engine or
+    named a model file or an Ollama build (its weights are chosen), or when no change of weights fits."""
+    from fitcheck.search.best import best_precision
+
+    plan = result.plan
+    if (asked.training or asked.precision is not None or asked.engine is not None
+            or result.verdict.status != DOES_NOT_FIT or not isinstance(plan, Plan) or plan.problems
+            or result.model.source not in ("catalog", "hub", "where")):
+        return None
+    best = next((a for a in result.alternatives if {k for k, _ in a.changes} <= WEIGHTS_ONLY
+                 and a.plan.device in (plan.device, "offload")), None)
+    if best is None:
+        best = best_precision(result.spec, result.request, plan, result.machine,
+                              evaluator(result.spec, result.machine))
+    if best is None:
+        return None
+    changes = dict(changed_fields(result.request, best.request))
+    if set(changes) - WEIGHTS_ONLY or set(asked.given()) & set(changes):
+        return None
+    return asked.with_changes(**changes), Chosen(plan.precision, plan.engine, result.estimate.total_bytes,
+                                                 result.verdict.summary(), best.title)
+
+
+def _check(model: Any, request: Request, machine: Machine, *, params: str | None = None,
+           revision: str | None = None, alternatives: bool = True, search: bool = True,
+           profile: str | None = None, as_typed: tuple[str, ...] | None = None,
+           storage: Storage | None = None, device_advice: bool = True, ctx: Context | None = None) -> CheckResult:
     """Will ``model`` (a name, path or ResolvedModel) serve or train as ``request`` says on ``machine``?
 
     Malformed input raises FitcheckError (exit 2); anything else is a verdict: fits, tight, does

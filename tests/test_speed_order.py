@@ -27,7 +27,7 @@ def run(*args: str):
 def test_a_much_faster_4bit_build_ranks_before_a_slow_8bit_one():
     # Qwen3-30B-A3B on an RTX 5090: bitsandbytes LLM.int8 through transformers (its per-expert loop, ~5 tok/s,
     # and tight) cost 13 and ranked first; llama.cpp's Q4_K_M build (hundreds of tok/s, with headroom) second.
-    doc = json.loads(run("qwen3-30b-a3b", "--profile", "rtx-5090", "--json").output)
+    doc = json.loads(run("qwen3-30b-a3b", "--profile", "rtx-5090", "--strict", "--json").output)
     alts = doc["alternatives"]
     commands = [a["fitcheck_command"] for a in alts]
     int8 = next(i for i, c in enumerate(commands) if "--precision int8" in c)
@@ -92,7 +92,7 @@ def test_a_modest_speed_gap_leaves_the_cost_order():
     # Qwen-7B on an RTX 3060: LLM.int8 with transformers (~13–24 tok/s) before vLLM's AWQ (~34–61 tok/s):
     # 2.6× is not MUCH_SLOWER, so the 8-bit weights' quality decides.
     commands = [a["fitcheck_command"] for a in
-                json.loads(run("qwen-7b", "--profile", "rtx-3060", "--json").output)["alternatives"]]
+                json.loads(run("qwen-7b", "--profile", "rtx-3060", "--strict", "--json").output)["alternatives"]]
     int8 = next(i for i, c in enumerate(commands) if "--precision int8 " in c and "--engine transformers" in c)
     awq = next(i for i, c in enumerate(commands) if "--precision awq " in c and "--engine vllm" in c)
     assert int8 < awq, commands
@@ -111,7 +111,7 @@ def test_where_picks_a_machines_precision_in_checks_order_speed_included():
 
     model, machine = resolve_model("qwen3-30b-a3b"), load_profile("rtx-5090")
     evaluate = Evaluator(model.spec, machine)
-    result = check(model, Request(), machine, search=False)
+    result = check(model, Request(), machine, search=False, choose=False)  # the alternatives to the default
     best = best_precision(model.spec, Request(), result.plan, machine, evaluate)
     first = result.alternatives[0]
     assert best is not None and (best.plan.precision, best.plan.engine) == ("q4_k_m", "llama.cpp")

@@ -5,22 +5,27 @@ type is the default for that file."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 from click.testing import CliRunner
 
+from fitcheck import pipeline
 from fitcheck.cli import cli
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import GGML_TYPES, MXFP4_BITS, WEIGHT_FORMATS, weight_format
 from fitcheck.estimate.weights import weight_bytes
 from fitcheck.model import spec as S
 from fitcheck.model.resolve import resolve_model
-from fitcheck.pipeline import check
 from fitcheck.plan import resolve_inference, resolve_training
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
 from tests.model.filegen import gguf_llama, write_gguf
+
+# These tests read the alternatives to the default as asked (what --strict shows): with --precision and --engine
+# left to fitcheck, check answers for the first of them that changes only the weights (pipeline.Chosen).
+check = functools.partial(pipeline.check, choose=False)
 
 GIB = 2**30
 

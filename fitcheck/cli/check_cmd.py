@@ -26,7 +26,10 @@ from fitcheck.profiles.overrides import load_machine
 @click.command("check")
 @click.argument("model", required=False, shell_complete=complete_model)
 @click_options()
-@click.option("--strict", is_flag=True, help="Exit 1 when it fits only inside the headroom (tight).")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when it fits only inside the headroom (tight), and judge the default weights as they are "
+                   "(without --precision and --engine, a default that does not fit is otherwise answered for the "
+                   "best weights that do).")
 @click.option("--verbose", "-v", "verbose", is_flag=True,
               help="The whole answer: the table in GiB, every assumption and why, the notes, cost and every "
                    "alternative (the default fits one screen).")

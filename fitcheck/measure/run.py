@@ -247,10 +247,11 @@ def measure_inference(model, *, machine: Machine, precision: str | None = None, 
                       engine="transformers", device=device, prompt_tokens=prompt, headroom=headroom * 100)
     where = device_for(machine, device)
     check = _measured_engine(check_api(resolved, request, machine, as_typed=_typed(model, params),
-                                       ctx=options.context))
+                                       ctx=options.context, choose=False))
     return _measure(check, where, lambda limit: inference_job(check.spec, check.plan, where, new_tokens,
                                                                *_bytes(limit)), options,
-                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
+                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context,
+                                        choose=False))
 
 
 def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_STEPS, headroom: float = 0.10,
@@ -263,12 +264,13 @@ def measure_training(model, request, *, machine: Machine, steps: int = DEFAULT_S
     resolved = _shallower(_resolve(model, params), options.layers)
     request = request.with_changes(headroom=headroom * 100)
     where = device_for(machine, request.device)
-    check = check_api(resolved, request, machine, as_typed=_typed(model, params), ctx=options.context)
+    check = check_api(resolved, request, machine, as_typed=_typed(model, params), ctx=options.context, choose=False)
     if plain_loop:
         check = _reason(check, "master_weights", "measure runs a plain PyTorch loop (parameters in their dtype)")
     return _measure(check, where, lambda limit: training_job(check.spec, check.plan, where, steps,
                                                               *_bytes(limit)), options,
-                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context))
+                    lambda m: check_api(resolved, request, m, as_typed=_typed(model, params), ctx=options.context,
+                                        choose=False))
 
 
 def _measured_engine(check):

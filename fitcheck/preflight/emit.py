@@ -74,7 +74,8 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
     """Check ``model`` as ``request`` asks on ``machine`` and show it.  A malformed request is bad input
     (exit 2), except that a failed --require stays exit 1 whatever else happens."""
     try:
-        result = check_result(model, request, machine, params=params, revision=revision, context=context)
+        result = check_result(model, request, machine, params=params, revision=revision, context=context,
+                              choose=not strict)
     except FitcheckError as exc:
         if requirements_exit_code(outcomes) == 1:
             _requirement_lines(outcomes, err=True)
@@ -88,9 +89,10 @@ def run_check(model: str, request, machine, *, params: str | None, fmt: str, out
 
 
 def check_result(model: str, request, machine, *, params: str | None = None, revision: str | None = None,
-                 context=None):
+                 context=None, choose: bool = True):
     """The CheckResult of ``model`` (as typed) for ``request`` on ``machine``: what `fitcheck MODEL` shows and
-    `fitcheck serve` answers.  FitcheckError for an unknown model or a malformed request."""
+    `fitcheck serve` answers; ``choose`` False (--strict) judges the default weights as they are (pipeline.check).
+    FitcheckError for an unknown model or a malformed request."""
     from fitcheck.model.resolve import resolve_model
     from fitcheck.pipeline import check
     from fitcheck.probe.disk import storage_for
@@ -100,7 +102,7 @@ def check_result(model: str, request, machine, *, params: str | None = None, rev
     typed = ((model.strip(),) + (("--params", params) if params else ())
              + (("--revision", revision) if revision else ()))
     storage = storage_for(resolved, model, request.download_dir, machine)
-    return check(resolved, request, machine, as_typed=typed, storage=storage, ctx=context)
+    return check(resolved, request, machine, as_typed=typed, storage=storage, ctx=context, choose=choose)
 
 
 def check_answer(result, *, strict: bool, outcomes=()) -> tuple[dict, int]:

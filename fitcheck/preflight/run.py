@@ -97,7 +97,8 @@ def run_case(case: Case, machine: Machine, *, strict: bool = False, where: str =
         params = case.get("params")
         typed = (case.model.strip(),) + (("--params", params) if params else ())
         result = check(resolved, request, machine, as_typed=typed,
-                       storage=storage_for(resolved, case.model, request.download_dir, machine), ctx=context)
+                       storage=storage_for(resolved, case.model, request.download_dir, machine), ctx=context,
+                       choose=not (strict or case.get("strict", False)))
     except FitcheckError as exc:
         return CaseResult(case, None, EXIT_BAD_INPUT, f"{label}: {exc.one_line()}")
     code = result.exit_code

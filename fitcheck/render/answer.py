@@ -96,7 +96,8 @@ def brief_line(result: CheckResult) -> str:
     length = "sequence" if plan.training else "context"
     largest = f"; largest {length} {result.max_context:,}" if result.max_context else ""
     why = result.verdict.summary().split(": ", 1)[-1]
-    return f"{WORDS[result.verdict.status]}: {result.model_id} on {result.machine.name} — {why}{largest}"
+    chosen = f" as {plan.precision} with {plan.engine} (chosen: the default does not fit)" if result.chosen else ""
+    return f"{WORDS[result.verdict.status]}: {result.model_id}{chosen} on {result.machine.name} — {why}{largest}"
 
 
 def _speed_lines(result: CheckResult, verbose: bool) -> list[str]:
@@ -273,7 +274,19 @@ def _verdict_lines(result: CheckResult, color: bool = False) -> list[str]:
     better = result.better_layout
     if better is not None:
         lines += [f"          {better.title}:", Command(f"            {better.fitcheck_command}")]
-    return lines
+    return lines + _chosen_lines(result)
+
+
+def _chosen_lines(result: CheckResult) -> list[str]:
+    """Chosen: the weights fitcheck picked because the default does not fit, what the default needs, and the
+    option that asks for it (pipeline.Chosen)."""
+    c = result.chosen
+    if c is None:
+        return []
+    plan = result.plan
+    return [f"Chosen:   {plan.precision} with {plan.engine}, the best that fits: the default, {c.precision} with "
+            f"{c.engine}, does not "
+            f"({c.summary.split(': ', 1)[-1]}; --precision {c.precision} --engine {c.engine} asks for it)"]
 
 
 def _largest_line(result: CheckResult) -> str:

@@ -179,6 +179,7 @@ def check_document(result: CheckResult, outcomes=(), exit_code: int | None = Non
         },
         "launch": list(result.launch),
         "better_layout": _better_layout(getattr(result, "better_layout", None)),
+        "chosen": _chosen(result.chosen),
         "alternatives": [
             {
                 "title": a.title,
@@ -238,6 +239,14 @@ def _speed_section(result: CheckResult) -> dict:
         section.update(training_speed_document(result.training_speed) or {})
     section["best_device"] = advice_document(result.device_advice)
     return section
+
+
+def _chosen(chosen) -> dict | None:
+    """Why the request is for weights the user did not name (pipeline.Chosen), or None."""
+    if chosen is None:
+        return None
+    return {"title": chosen.title, "default": {"precision": chosen.precision, "engine": chosen.engine,
+                                               "total_bytes": chosen.total_bytes, "summary": chosen.summary}}
 
 
 def _summed(components) -> dict[str, int]:

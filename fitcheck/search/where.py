@@ -29,11 +29,10 @@ from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, DeviceVerdict, Verdict, tightest_device
 from fitcheck.machine import Machine
 from fitcheck.model.resolve import ResolvedModel
-from fitcheck.pipeline import check, evaluator, shared_evaluations
+from fitcheck.pipeline import WEIGHTS_ONLY, check, shared_evaluations
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan
 from fitcheck.profiles import machines_of_kind
 from fitcheck.request import Request
-from fitcheck.search.best import best_precision
 from fitcheck.search.routes import fewest_nodes
 from fitcheck.speed.cost import (
     CostSettings,
@@ -55,8 +54,6 @@ EP_CONCURRENCY_GAIN = 2.0
 # What an alternative may change and still be "this request at another precision" in `where`: the weights
 # format, the engine that serves it (and the engine-specific options a switch resets), and with llama.cpp which
 # part of the weights stays in RAM: a mixture of experts' routed experts (--n-cpu-moe), or whole layers (-ngl).
-WEIGHTS_ONLY = frozenset({"precision", "engine", "cpu_moe", "gpu_layers", "transformers_version", "attention",
-                          "gpu_memory_utilization", "device"})
 BUYING_KINDS = ("laptop", "desktop", "workstation")  # `where --kind` of these: buying one, costed against renting
 
 
@@ -279,29 +276,21 @@ def evaluate_on(spec: Any, request: Request, machine: Machine, headroom: float, 
 
 def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: float) -> WhereRow:
     """``row`` (the machine at its default precision) when it runs or the precision was given; else the
-    machine as `fitcheck MODEL --profile NAME` itself advises: its best alternative there that changes only the
-    weights (WEIGHTS_ONLY; the engine too unless --engine was given) on the same device, or with llama.cpp part
-    of them in RAM (-ngl N, or --n-cpu-moe N for a mixture of experts), checked again as its printed command
-    checks it.  Where check offers none such (it shortens the context or rents nodes instead), the best
-    precision that runs fully on the device, ranked as check ranks (fitcheck.search.best); ``row`` when nothing
-    runs."""
+    machine as `fitcheck MODEL --profile NAME` itself answers it: the weights check chooses there (pipeline.check's
+    Chosen: its best alternative that changes only the weights, WEIGHTS_ONLY, on the same device or with llama.cpp
+    part of them in RAM; else the best precision that runs fully on the device, fitcheck.search.best), checked
+    again as its printed command checks it; ``row`` when check chooses nothing."""
     if request.precision is not None or row.fits or not isinstance(row.plan, Plan):
         return row
     asked = request.with_changes(headroom=headroom * 100)
-    allowed = WEIGHTS_ONLY - ({"engine"} if request.engine else set())
     try:
-        advised = check(ResolvedModel(spec, spec.name, "where"), asked, row.machine, search=False,
-                        device_advice=False).alternatives
+        result = check(ResolvedModel(spec, spec.name, "where"), asked, row.machine, search=False,
+                       device_advice=False)
     except FitcheckError:
-        advised = ()
-    chosen_request = next((a.request for a in advised if {k for k, _ in a.changes} <= allowed
-                           and a.plan.device in (row.plan.device, "offload")), None)
-    if chosen_request is None:
-        best = best_precision(spec, asked, row.plan, row.machine, evaluator(spec, row.machine))
-        if best is None:
-            return row
-        chosen_request = request.with_changes(precision=best.plan.precision, engine=best.plan.engine)
-    chosen = evaluate_on(spec, chosen_request, row.machine, headroom)
+        return row
+    if result.chosen is None:
+        return row
+    chosen = evaluate_on(spec, result.request, row.machine, headroom)
     return replace(chosen, default_precision=row.plan.precision) if chosen.fits else row
 
 

@@ -200,7 +200,7 @@ def _check(query: list[tuple[str, str]], here: Here, *, need_model: bool = False
         outcomes = evaluate(requirements, machine, edge.stack)
         try:
             result = emit.check_result(model, request, machine, params=p["params"], revision=p["revision"],
-                                       context=edge)
+                                       context=edge, choose=not p["strict"])
         except FitcheckError as exc:
             if requirements_exit_code(outcomes) == 1:  # the CLI: a failed --require is exit 1 whatever else happens
                 raise ApiError(400, redact_credentials(exc.one_line()), 1) from None

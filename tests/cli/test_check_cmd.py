@@ -11,7 +11,7 @@ from fitcheck.cli import cli
 # a schema version keys are only added (with a CHANGELOG entry); removing or renaming one needs a new version.
 TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machine", "estimate", "verdict", "alternatives",
             "speed", "cost", "software", "requirements", "exit_code", "launch", "download",
-            "better_layout"}
+            "better_layout", "chosen"}
 # "download" (fitcheck.render.download): what the plan downloads, where it lands, the free disk there.
 DOWNLOAD_KEYS = {"download_bytes", "checkpoint_bytes", "format", "repo", "exact", "basis", "already_at", "place",
                  "download_dir", "disk_free_bytes", "status", "reason", "saves"}
@@ -45,10 +45,13 @@ def run(*args):
 
 
 def test_json_contract_key_set():
-    r = run("qwen-7b", "--profile", "rtx-3060", "--context", "32768", "--json")
+    r = run("qwen-7b", "--profile", "rtx-3060", "--context", "32768", "--strict", "--json")  # the default as it is
     assert r.exit_code == 1, r.output
     doc = json.loads(r.output)
-    assert set(doc) == TOP_KEYS
+    assert set(doc) == TOP_KEYS and doc["chosen"] is None
+    chosen = json.loads(run("qwen-7b", "--profile", "rtx-3060", "--context", "32768", "--json").output)["chosen"]
+    assert set(chosen) == {"title", "default"} and set(chosen["default"]) == {"precision", "engine", "total_bytes",
+                                                                              "summary"}
     assert doc["schema"] == "fitcheck.check/1"
     assert set(doc["model"]) == MODEL_KEYS
     assert set(doc["request"]) == REQUEST_KEYS
@@ -78,10 +81,29 @@ def test_fits_exit_0_on_a_big_gpu():
 
 
 def test_does_not_fit_exit_1_with_alternatives_and_commands():
-    r = run("llama-3.1-70b", "--profile", "rtx-4090")
+    r = run("llama-3.1-70b", "-p", "bf16", "--profile", "rtx-4090")
     assert r.exit_code == 1, r.output
     assert "DOES NOT FIT" in r.output
     assert "What fits instead" in r.output and "fitcheck " in r.output
+
+
+def test_weights_left_to_fitcheck_are_the_best_that_fit_and_say_so():
+    # issue 35 item 2: with --precision and --engine unset, the answer is for the best weights that fit here (as
+    # `where` and `models --fits` answer), names them and the default's need; --strict, -p or --engine judge the
+    # default as it is, exit 1
+    r = run("qwen-7b", "--profile", "rtx-4060-laptop")
+    assert r.exit_code == 0 and r.output.startswith("Verdict:  FITS"), r.output
+    assert "Chosen:   q4_k_m with llama.cpp, the best that fits: the default, bf16 with transformers" in r.output
+    assert "--precision bf16 --engine transformers asks for it" in r.output
+    doc = json.loads(run("qwen-7b", "--profile", "rtx-4060-laptop", "--json").output)
+    assert (doc["request"]["precision"], doc["request"]["engine"]) == ("q4_k_m", "llama.cpp")
+    assert doc["chosen"]["default"]["precision"] == "bf16" and doc["chosen"]["default"]["total_bytes"] > 8 * 2**30
+    pinned = json.loads(run("qwen-7b", "-p", "q4_k_m", "--engine", "llama.cpp", "--profile", "rtx-4060-laptop",
+                            "--json").output)
+    assert pinned["estimate"] == doc["estimate"] and pinned["chosen"] is None   # the same answer, pinned
+    for asked in (["--strict"], ["-p", "bf16"], ["--engine", "transformers"]):
+        r = run("qwen-7b", "--profile", "rtx-4060-laptop", *asked)
+        assert r.exit_code == 1 and "DOES NOT FIT" in r.output and "Chosen:" not in r.output, asked
 
 
 def test_tight_exits_0_but_1_with_strict():
@@ -147,6 +169,6 @@ def test_console_script_exit_codes_in_a_real_process():
         assert "Traceback" not in p.stderr
         return p.returncode, p.stderr
     assert code("qwen-7b", "--profile", "h100-sxm")[0] == 0
-    assert code("llama-3.1-70b", "--profile", "rtx-4090")[0] == 1
+    assert code("llama-3.1-70b", "-p", "bf16", "--profile", "rtx-4090")[0] == 1
     rc, err = code("no-such-model-xyz")
     assert rc == 2 and err.count("\n") == 1 and "did you mean" in err

@@ -24,7 +24,8 @@ def talk(*lines: str):
 
 
 def test_bad_answers_are_asked_again_with_the_reason_then_alternatives_and_changes():
-    r = talk("qwen7", "qwen-7b", "", "awqq", "", "128k", "1", "rtx-409", "rtx-4090",
+    # bf16 named: with the precision left to fitcheck it would answer for the weights that fit (pipeline.Chosen)
+    r = talk("qwen7", "qwen-7b", "", "awqq", "bf16", "128k", "1", "rtx-409", "rtx-4090",
              "1", "context 8192", "batch zero", "machine h100-sxm", "quit")
     assert r.exit_code == 0, r.output
     out = r.output
@@ -277,10 +278,10 @@ def test_training_after_a_gguf_alternative_falls_back_to_a_training_base():
     # Taking llama.cpp's GGUF alternative, then `mode lora`, was refused ("--precision q4_k_m is not a lora
     # base") and left the session in inference: a GGUF type is no training base, so the mode change takes the
     # precision back to auto (the plan's default for the machine), and says so.
-    r = talk("qwen-7b", "", "", "16384", "", "rtx-3060", "4", "mode lora", "mode qlora", "q")
+    r = talk("qwen-7b", "", "bf16", "16384", "", "rtx-3060", "4", "mode lora", "mode qlora", "q")
     assert r.exit_code == 0, r.output
     taken, rest = r.output.split("Taking 4. Run a GGUF q4_k_m build", 1)[1].split("Changed: mode inference → lora", 1)
-    assert "Changed: precision auto → q4_k_m; engine auto → llama.cpp" in taken
+    assert "Changed: precision bf16 → q4_k_m; engine auto → llama.cpp" in taken
     assert "is not a lora base" not in r.output
     assert rest.startswith("; precision q4_k_m → auto")
     # the inference answers lora does not take are said once as reset, with what they were (not "context → 4096")

@@ -319,10 +319,10 @@ def test_at_equal_cost_a_comfortable_alternative_ranks_before_a_tight_one():
     # Qwen3-32B on one L4: llama.cpp's Q4_K_M build fits with headroom; SGLang's AWQ (the same quality loss)
     # fits only inside the headroom and costs as much once COST_TIGHT is added, and was listed first
     # (the sort kept insertion order on a tie).
-    doc = json.loads(run("qwen-32b", "--profile", "l4", "--json").output)
+    doc = json.loads(run("qwen-32b", "--profile", "l4", "--strict", "--json").output)   # the default's alternatives
     alts = doc["alternatives"]
     assert doc["verdict"]["status"] == "does_not_fit"
-    for cases in (alts, json.loads(run("qwen-32b", "--profile", "rtx-5090", "--context", "32768",
+    for cases in (alts, json.loads(run("qwen-32b", "--profile", "rtx-5090", "--context", "32768", "--strict",
                                        "--json").output)["alternatives"]):
         gguf = next(i for i, a in enumerate(cases) if "--precision q4_k_m" in a["fitcheck_command"])
         awq = next(i for i, a in enumerate(cases) if "--precision awq" in a["fitcheck_command"])
@@ -355,9 +355,12 @@ def test_where_offers_the_moe_expert_offload_check_advises():
     rows = {m["name"]: m for m in json.loads(r.output)["machines"]}
     for name in ("rtx-4070-laptop", "rtx-4060-laptop"):
         row = rows[name]
-        check = json.loads(run("qwen3-30b-a3b", "--profile", name, "--json").output)
+        check = json.loads(run("qwen3-30b-a3b", "--profile", name, "--strict", "--json").output)
         advised = check["alternatives"][0]
         assert "--cpu-moe 33" in advised["fitcheck_command"]
+        chosen = json.loads(run("qwen3-30b-a3b", "--profile", name, "--json").output)   # what check answers
+        assert chosen["request"]["cpu_moe"] == 33 and chosen["estimate"] == json.loads(
+            run(*advised["fitcheck_command"].split()[1:], "--json").output)["estimate"]
         assert (row["precision"], row["engine"], row["device"], row["cpu_moe"]) == ("q4_k_m", "llama.cpp", "offload", 33)
         again = json.loads(run(*advised["fitcheck_command"].split()[1:], "--json").output)
         gpu = next(d for d in again["verdict"]["devices"] if d["device"] == "gpu0")

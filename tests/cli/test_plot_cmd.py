@@ -104,7 +104,7 @@ def test_batch_points_are_checks_numbers():
     assert s.xs == (1, 2, 4, 8, 16, 32, 64, 128, 256)
     for batch in (4, 16):
         point = next(p for p in s.curves[0].points if p.x == batch)
-        assert (point.device, point.need_bytes) == busiest_total(check_json("--batch", str(batch)))
+        assert (point.device, point.need_bytes) == busiest_total(check_json("--batch", str(batch), "--strict"))
 
 
 def test_ascii():

@@ -89,6 +89,7 @@ batch = 8
 
 [[case]]
 model = "llama-3.1-70b"
+precision = "bf16"
 
 [[case]]
 name = "laptop"

@@ -49,7 +49,7 @@ def test_other_engines_keep_it_and_say_it_is_not_modelled_there():
 
 
 def test_alternatives_carry_it_and_plan_files_take_it():
-    r = CliRunner().invoke(cli, ["qwen-7b", "--sampling", "greedy", "--profile", "rtx-3060"])
+    r = CliRunner().invoke(cli, ["qwen-7b", "--sampling", "greedy", "--profile", "rtx-3060", "--strict"])
     commands = [line.strip() for line in r.output.splitlines() if line.strip().startswith("fitcheck ")]
     assert commands and all("--sampling greedy" in c for c in commands)
     plan = parse_plan("[[case]]\nmodel = 'qwen-7b'\nsampling = 'greedy'\n", "p.toml")

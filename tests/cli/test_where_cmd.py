@@ -210,7 +210,9 @@ def test_where_lists_llama_cpp_partial_offload_as_check_advises_it():
     code, doc = doc_of("qwen2-72b", "--kind", "desktop")
     assert code == 0
     row = next(m for m in doc["machines"] if m["name"] == "rtx-4090")
-    advised = check(resolve_model("qwen2-72b"), Request(), load_profile("rtx-4090")).alternatives[0]
+    chosen = check(resolve_model("qwen2-72b"), Request(), load_profile("rtx-4090"))   # what check answers there
+    advised = check(resolve_model("qwen2-72b"), Request(), load_profile("rtx-4090"), choose=False).alternatives[0]
+    assert chosen.chosen is not None and chosen.plan.gpu_layers == advised.plan.gpu_layers
     assert (row["precision"], row["engine"], row["device"]) == ("q4_k_m", "llama.cpp", "offload")
     assert row["gpu_layers"] == advised.plan.gpu_layers and row["precision_choice"] == "best_fitting"
     r = CliRunner().invoke(cli, ["qwen2-72b", "-p", "q4_k_m", "--engine", "llama.cpp", "--gpu-layers",

@@ -61,7 +61,7 @@ def test_the_words_add_up_to_the_figure(args):
 
 def test_gemma3_per_engine():
     # transformers (current): the window is a view of the whole prefill until the first decode step
-    kv, detail = kv_of("gemma-3-27b", "--profile", "rtx-4090", "--context", "32768")
+    kv, detail = kv_of("gemma-3-27b", "--profile", "rtx-4090", "--context", "32768", "-p", "bf16")
     assert layer_tokens(detail) == (10, 32768, 52, 32768) and "view" in detail and "≤" not in detail
     # a short prompt: the peak is at the end of generation, sliding layers at the window
     short, detail = kv_of("gemma-3-27b", "--profile", "h200", "--context", "32768", "--prompt", "1000")

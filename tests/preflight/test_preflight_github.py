@@ -16,7 +16,7 @@ def test_escaping_matches_the_runner():
 
 
 def test_does_not_fit_is_an_error_naming_why_and_what_fits():
-    result = check("llama-3.1-70b", Request(), load_profile("rtx-4090"))
+    result = check("llama-3.1-70b", Request(precision="bf16"), load_profile("rtx-4090"))
     (line,) = github.check_annotations(result)
     assert line.startswith("::error title=fitcheck%3A llama-3.1-70b does not fit on rtx-4090::")
     assert "GiB but only" in line and "Fits instead: " in line and "fitcheck meta-llama/Llama-3.1-70B-Instruct --precision" in line
@@ -62,7 +62,7 @@ def test_training_alternatives_show_training_commands_from_the_json_document():
 def test_inference_commands_match_the_json_document():
     from fitcheck.render.check import check_document
 
-    result = check("llama-3.1-70b", Request(), load_profile("rtx-4090"))
+    result = check("llama-3.1-70b", Request(precision="bf16"), load_profile("rtx-4090"))
     expected = [a["fitcheck_command"] for a in check_document(result)["alternatives"]]
     assert expected and github.alternative_commands(result) == expected
     assert expected[0] in github.check_annotations(result)[0]

@@ -247,7 +247,7 @@ def test_can_draw_unicode(encoding, expected):
 def test_github_summary_has_the_bars_in_a_text_fence():
     from fitcheck.preflight.github import check_summary
 
-    result = check("qwen-7b", Request(context=16384), load_profile("rtx-3060"))
+    result = check("qwen-7b", Request(context=16384), load_profile("rtx-3060"), choose=False)
     md = check_summary(result)
     fence = md[md.index("```text\n") + len("```text\n"):]
     block = fence[:fence.index("```")].splitlines()

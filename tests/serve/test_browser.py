@@ -164,7 +164,7 @@ def test_choose_a_model_and_a_profile_and_read_the_answer(browser, server):
 
 
 def test_moving_the_context_slider_answers_again(browser, server):
-    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=4096")
+    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=4096&strict=1")
     before = page.settled()
     slider = page.by('[data-param="context"] input[type=range]')
     slider.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)          # the keyboard: a power of two a step
@@ -179,7 +179,7 @@ def test_moving_the_context_slider_answers_again(browser, server):
 
 
 def test_take_an_alternative(browser, server):
-    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=16384")
+    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=16384&strict=1")
     doc = page.settled()
     alternatives = doc["alternatives"]
     assert alternatives and len(page.all("#alternatives li.alt")) == len(alternatives)
@@ -200,11 +200,20 @@ def test_take_an_alternative(browser, server):
 
 
 def test_copy_puts_the_command_on_the_clipboard(browser, server):
-    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=16384")
+    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=16384&strict=1")
     page.settled()
     button = page.by("#alternatives .cmd button.copy")
     button.click()
     page.wait(lambda d: button.text == "Copied", "the copy button did not say so")
+
+
+def test_weights_left_to_fitcheck_say_what_was_chosen(browser, server):
+    page = Page(browser, server, "model=qwen-7b&profile=rtx-3060&context=16384")
+    doc = page.settled()
+    assert doc["chosen"] and doc["verdict"]["status"] in ("fits", "tight")
+    chosen = page.texts("#chosen")[0]
+    assert chosen.startswith(f"Chosen: {doc['request']['precision']} with {doc['request']['engine']}, the best that")
+    assert f"the default, {doc['chosen']['default']['precision']} with" in chosen
 
 
 def test_the_url_round_trips(browser, server):
@@ -258,7 +267,7 @@ def test_the_fits_view(browser, server):
 def test_phone_width_has_no_sideways_scroll(browser, server):
     browser.set_window_size(390, 844)
     try:
-        for query in ("model=qwen-7b&profile=rtx-3060&context=16384", "view=where&model=qwen-7b",
+        for query in ("model=qwen-7b&profile=rtx-3060&context=16384&strict=1", "view=where&model=qwen-7b",
                       "view=fits&profile=rtx-4090"):
             page = Page(browser, server, query)
             page.wait(lambda d: d.execute_script("return document.getElementById('answer').getAttribute("

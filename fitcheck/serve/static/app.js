@@ -227,10 +227,15 @@ function showError(message) {
 
 function renderCheck(doc) {
   const v = doc.verdict;
-  const summary = v.summary.replace(/^[A-Za-z ]{2,30}:\s*/, "");
+  const summary = v.summary.replace(/^[A-Za-z ,]{2,30}:\s*/, "");
   $("verdict").replaceChildren(el("strong", {}, STATUS[v.status] || v.status.toUpperCase()), el("span", {}, summary));
   $("verdict").dataset.status = v.status;
   const r = doc.request;
+  const ch = doc.chosen;  // the weights fitcheck chose: the default does not fit (as the CLI's Chosen: line)
+  $("chosen").hidden = !ch;
+  $("chosen").textContent = ch ? `Chosen: ${r.precision} with ${r.engine}, the best that fits: the default, `
+    + `${ch.default.precision} with ${ch.default.engine}, does not (${ch.default.summary.replace(/^[^:]*:\s*/, "")}; `
+    + `precision ${ch.default.precision} and engine ${ch.default.engine} ask for it)` : "";
   const training = r.mode !== "inference";
   const length = training ? `sequence ${num(r.seq_len)}` : `context ${num(r.context)}`;
   $("resolved").textContent = `${doc.model.id} (${num(doc.model.params_total / 1e9)}B params) on ${doc.machine.summary}`
