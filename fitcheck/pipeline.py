@@ -278,8 +278,8 @@ def check(model: Any, request: Request, machine: Machine, *, params: str | None 
     With ``choose`` (and ``alternatives``), an inference request that leaves both --precision and --engine to
     fitcheck and does not fit at its default is answered for the best weights that do fit here (Chosen: check's
     best alternative that changes only the weights, else search.best.best_precision; the answer says what the
-    default needs), as `where` and `models --fits` answer; --precision, --engine or ``choose=False`` (--strict)
-    judge the default as it is.  See _check for the rest."""
+    default needs), as `where` and `models --fits` answer;
+    --precision, --engine or ``choose=False`` (--strict) judge the default as it is.  See _check for the rest."""
     kw: dict[str, Any] = dict(params=params, revision=revision, profile=profile, as_typed=as_typed, storage=storage,
                               ctx=ctx, search=search, device_advice=device_advice)
     result = _check(model, request, machine, alternatives=alternatives, **kw)

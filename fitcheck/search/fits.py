@@ -28,7 +28,7 @@ from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.verdict import FITS, TIGHT, tightest_device
 from fitcheck.machine import Machine
-from fitcheck.model.catalog import CatalogEntry, load_catalog
+from fitcheck.model.catalog import CatalogEntry, get_entry, load_catalog
 from fitcheck.model.resolve import ResolvedModel, resolve_model
 from fitcheck.model.spec import ModelSpec
 from fitcheck.options import DEFAULTS
@@ -251,7 +251,9 @@ def judge_model(model: ModelRef, request: Any, machine: Machine, headroom: float
                 profile: str | None, context: Context | None = None) -> FitRow:
     """One model's row (memoised: the same question is answered once per process)."""
     entry = model
-    resolved = ResolvedModel(model.spec, model.id, model.source, None, None)
+    # with its catalog entry: the pre-quantized repositories a check's commands and its choice of weights read
+    resolved = ResolvedModel(model.spec, model.id, model.source, None,
+                             get_entry(model.spec.name) if model.source == "catalog" else None)
     training = request.training
     try:
         # the row needs the verdict and check's alternatives: not the largest context and batch, nor CPU-or-GPU

@@ -28,6 +28,7 @@ from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.sharding import FSDP_STRATEGIES
 from fitcheck.estimate.verdict import CANNOT_RUN, FITS, TIGHT, DeviceVerdict, Verdict, tightest_device
 from fitcheck.machine import Machine
+from fitcheck.model.catalog import get_entry
 from fitcheck.model.resolve import ResolvedModel
 from fitcheck.pipeline import WEIGHTS_ONLY, check, shared_evaluations
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan
@@ -252,13 +253,19 @@ def _geomean(r: Any) -> float:
     return float((r[0] * r[1]) ** 0.5)
 
 
+def _as_where(spec: Any) -> ResolvedModel:
+    """The model as `where` checks it: its spec, with its catalog entry (the pre-quantized repositories a check's
+    commands and its choice of weights read) where it has one."""
+    return ResolvedModel(spec, spec.name, "where", None, get_entry(spec.name))
+
+
 def evaluate_on(spec: Any, request: Request, machine: Machine, headroom: float, tokens: int | None = None,
                 cost: CostSettings | None = None) -> WhereRow:
     """The request on one machine, checked exactly as `fitcheck MODEL --profile NAME` checks it: plan, estimate,
     verdict, speed, and for a fine-tuning run of ``tokens`` its wall time and cost."""
     asked = request.with_changes(headroom=headroom * 100)
     try:
-        result = check(ResolvedModel(spec, spec.name, "where"), asked, machine, alternatives=False, search=False,
+        result = check(_as_where(spec), asked, machine, alternatives=False, search=False,
                        device_advice=False)
     except FitcheckError as exc:
         return WhereRow(machine, asked, None, None, None, reason=exc.one_line())
@@ -284,7 +291,7 @@ def best_precision_row(spec: Any, request: Request, row: WhereRow, headroom: flo
         return row
     asked = request.with_changes(headroom=headroom * 100)
     try:
-        result = check(ResolvedModel(spec, spec.name, "where"), asked, row.machine, search=False,
+        result = check(_as_where(spec), asked, row.machine, search=False,
                        device_advice=False)
     except FitcheckError:
         return row
