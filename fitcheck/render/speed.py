@@ -227,7 +227,7 @@ def speed_line(speed: SpeedEstimate | None, advice: DeviceAdvice | None, brief: 
         text += f"; better here: {best} ({advice.reason})"
     copies = kv_copy_text(speed) if speed.decode is not None else ""
     if copies:
-        text += f"\n          long context: {copies}"
+        text += f"\n          KV-cache copies: {copies}"
     comm = speed.comm
     if comm is not None and speed.decode is not None and (comm.link or comm.tp_across_nodes is not None):
         low, high = comm.seconds
