@@ -72,7 +72,8 @@ def render_where_training_table(result: WhereResult, verbose: bool = False, widt
     if fitting:
         rows = []
         for r in fitting:
-            row = [r.machine.name, r.machine.kind, runs_on(r), r.planned.precision, _memory(r),
+            row = [r.machine.name, r.machine.kind, runs_on(r), r.planned.precision + ("*" if r.checkpointing_added
+                                                                                   else ""), _memory(r),
                    rate_text(r.training_speed.rate if r.training_speed else None, ""), _usd_hour(r.usd_per_hour)]
             if result.tokens:
                 row += [hours_range(r.run.hours) if r.run else "unknown", _cost_cell(r.run)]
@@ -84,6 +85,9 @@ def render_where_training_table(result: WhereResult, verbose: bool = False, widt
     else:
         lines += ["", "No hardware profile fits this fine-tuning request with the headroom"
                   + (f" at or under ${result.max_price:g}/hour" if result.max_price is not None else "") + "."]
+    if any(r.checkpointing_added for r in fitting):
+        lines.append("* gradient checkpointing added (--grad-checkpointing, about 30% more compute, in the rate "
+                     "shown): the run without it does not fit there")
     lines += tight_note(fitting, result.headroom)
     skipped = len(result.rows) - len(fitting)
     if skipped:
@@ -118,6 +122,8 @@ def where_training_document(result: WhereResult) -> dict:
             "need_bytes": d.need_bytes if d else None, "free_bytes": d.free_bytes if d else None,
             "training_tokens_per_s": rate_dict(r.training_speed.rate if r.training_speed else None),
             "usd_per_hour": r.usd_per_hour, "run": run_dict(r.run), "command": result.command(r),
+            "grad_checkpointing": bool(getattr(r.planned, "grad_checkpointing", False)),
+            "checkpointing_added": r.checkpointing_added,
         })
     cheap, fast = result.cheapest, result.fastest
     return {

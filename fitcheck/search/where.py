@@ -73,6 +73,7 @@ class WhereRow:
     run: RunCost | None = None                    # fine-tuning with --tokens: wall time and cost
     reason: str = ""                # why it does not fit, or was not planned
     default_precision: str | None = None  # set when the machine's default did not run: the precision it replaced
+    checkpointing_added: bool = False     # fine-tuning: gradient checkpointing, left open, turned on to fit here
 
     @property
     def nodes(self) -> int:
@@ -426,9 +427,22 @@ def _serving_rows(spec: Any, request: Request, machines: list[Machine], headroom
     return rows + ep_rows
 
 
+def checkpointed_row(spec: Any, request: Request, row: WhereRow, headroom: float, tokens: int | None,
+                     cost: CostSettings) -> WhereRow:
+    """``row`` when it fits or gradient checkpointing was set; else the machine with checkpointing on, when that
+    fits (check's first training route: about 30 % more compute for the activations of one layer at a time), so
+    `where --mode lora` does not hide every card a practitioner trains on with it (issue 35 item 6)."""
+    if row.fits or request.grad_checkpointing is not None or not isinstance(row.plan, TrainingPlan) \
+            or row.plan.grad_checkpointing:
+        return row
+    on = evaluate_on(spec, request.with_changes(grad_checkpointing=True), row.machine, headroom, tokens, cost)
+    return replace(on, checkpointing_added=True) if on.fits else row
+
+
 def _training_rows(spec: Any, request: Request, machines: list[Machine], headroom: float, tokens: int | None,
                    cost: CostSettings) -> tuple[WhereRow, ...]:
-    rows = tuple(evaluate_on(spec, request, m, headroom, tokens, cost) for m in machines)
+    rows = tuple(checkpointed_row(spec, request, evaluate_on(spec, request, m, headroom, tokens, cost), headroom,
+                                  tokens, cost) for m in machines)
     if not any(r.fits for r in rows):
         # No machine is enough alone: the fewest nodes of each cloud one that train it.
         more = (multi_node_training_row(spec, request, r.machine, headroom, tokens, cost) for r in rows)

@@ -161,7 +161,8 @@ TRAINING_TOP_KEYS = {"schema", "fitcheck_version", "model", "request", "machines
 TRAINING_REQUEST_KEYS = {"mode", "precision", "seq_len", "batch", "grad_accum", "gpus", "headroom_pct", "kind",
                          "max_price_usd_per_hour", "tokens"}
 TRAINING_MACHINE_KEYS = {"name", "kind", "description", "precision", "device", "gpus", "nodes", "status", "need_bytes",
-                         "free_bytes", "training_tokens_per_s", "usd_per_hour", "run", "command"}
+                         "free_bytes", "training_tokens_per_s", "usd_per_hour", "run", "command", "grad_checkpointing",
+                         "checkpointing_added"}
 RUN_KEYS = {"tokens", "hours", "usd", "basis", "energy_kwh", "electricity_usd", "amortized_usd"}
 
 
