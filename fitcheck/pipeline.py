@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from fitcheck import engines
 from fitcheck.commands import engine_command, fitcheck_command, launch_lines
 from fitcheck.engines import estimate_inference
+from fitcheck.engines.checkpoints import Checkpoints, checkpoints_of
 from fitcheck.engines.download import plan_download, with_disk
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.context_limit import context_note, search_limit
@@ -434,14 +435,13 @@ def _device_advice(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
     return advise_device(spec, plan, machine, lambda p: evaluate.judge(p, request.headroom / 100)[1].runs, options)
 
 
-def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+def _engine_model(resolved: Any, model_args: tuple[str, ...]) -> tuple[str, Checkpoints]:
     """What the engines' commands load (a local model's path as typed; an Ollama name's or repo:QUANT's base
     repository), and the catalog's pre-quantized repositories."""
     ref = model_args[0] if resolved.source == "local" else (resolved.hf_id or resolved.spec.name)
     if resolved.entry is not None and ":" in ref:
         ref = resolved.entry.hf_id
-    repos = dict(getattr(resolved.entry, "quantized_repos", None) or {}) if resolved.entry else {}
-    return ref, repos
+    return ref, checkpoints_of(resolved.entry)
 
 
 def _largest(spec: ModelSpec, request: Request, evaluate: Evaluator) -> tuple[int | None, int | None]:

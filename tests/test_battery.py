@@ -28,6 +28,7 @@ from fitcheck.pipeline import CheckResult, check
 from fitcheck.profiles import list_profiles
 from fitcheck.render.speed import alternative_speed_document
 from fitcheck.request import Request
+from tests.engines.test_commands_paste import assert_pastes
 
 MODELS = ("qwen2.5-0.5b", "qwen-1.8b", "gemma-3-4b", "phi-3-mini", "qwen-7b", "llama-3.1-8b", "mistral-7b",
           "qwen-14b", "gpt-oss-20b", "mixtral-8x7b", "deepseek-v2-lite", "llama3.3-70b", "deepseek-v3")
@@ -64,6 +65,7 @@ def cases():
 def assert_takeable(result: CheckResult) -> int:
     """Every alternative's printed command reproduces it; the largest context and batch fit when asked."""
     assert result.exit_code in (0, 1), (result.query, result.machine.name, result.verdict.summary())
+    assert_pastes(result)  # every engine command names what exists; unknown checkpoints after known ones
     for alt in result.alternatives:
         code, doc = cli_json(alt.fitcheck_command)
         assert code == 0, (alt.fitcheck_command, doc["verdict"]["summary"])

@@ -13,6 +13,7 @@ from fitcheck.options import BY_NAME
 from fitcheck.plan import grad_checkpointing, resolve_training
 from fitcheck.profiles import load_profile
 from fitcheck.request import Request
+from fitcheck.search.rank import checkpoint_known
 
 # These tests read the alternatives to the default as asked (what --strict shows): with --precision and --engine
 # left to fitcheck, check answers for the first of them that changes only the weights (pipeline.Chosen).
@@ -254,17 +255,17 @@ def test_offload_ranks_after_a_cheaper_change_and_pays_for_its_transfers():
 
 
 # ---- quantize and serve: where fitcheck chose the engine, the serving engines' quantized weights too --------
-def test_deepseek_r1_on_one_8x_h100_node_offers_awq_served_with_vllm_before_transformers():
-    # fp8 (the stored format) does not fit one node; AWQ/GPTQ served by vLLM does (71.68 GiB per GPU, TP 8),
-    # hundreds of tok/s against transformers' device_map='auto' at a few.
-    result = check("deepseek-r1", Request(), load_profile("8x-h100"))
+def test_qwen2_72b_on_one_h100_offers_awq_served_with_vllm_before_transformers():
+    # bf16 does not fit one H100; Qwen's published AWQ checkpoint served by vLLM does, several times faster
+    # than transformers' device_map='auto' at the same weights.
+    result = check("qwen2-72b", Request(), load_profile("h100-sxm"))
     alts = list(result.alternatives)
     served = [i for i, a in enumerate(alts) if a.plan.engine == "vllm" and a.plan.nodes == 1
               and a.plan.precision in ("awq", "gptq-int4")]
     assert served, [a.title for a in alts]
     first = alts[served[0]]
-    assert "served with vLLM" in first.title and first.plan.gpus == 8
-    assert first.engine_command.startswith("vllm serve ") and "--tensor-parallel-size 8" in first.engine_command
+    assert "served with vLLM" in first.title and first.plan.gpus == 1
+    assert first.engine_command.startswith("vllm serve Qwen/Qwen2-72B-Instruct-AWQ ")
     assert f"--precision {first.plan.precision} --engine vllm" in first.fitcheck_command
     slower = [i for i, a in enumerate(alts) if a.plan.engine == "transformers" and a.plan.precision == first.plan.precision]
     assert all(i > served[0] for i in slower)
@@ -304,13 +305,13 @@ def test_no_serving_engine_alternatives_where_none_runs_the_precision_or_the_eng
                 load_profile("laptop-8gb"))
     assert all(a.plan.engine != "vllm" for a in cpu.alternatives)
     # the engine named: its own ladder only, as before
-    named = check("deepseek-r1", Request(engine="transformers"), load_profile("8x-h100"))
+    named = check("llama3.3-70b", Request(engine="transformers"), load_profile("a100-80gb"))
     quantized = [a for a in named.alternatives if a.title.startswith("Quantize the weights")]
     assert quantized and all(a.plan.engine == "transformers" for a in quantized)
     # on a CUDA GPU where fitcheck chooses, each precision lists the engines that run it there
     machine = load_profile("8x-h100")
-    plan = resolve(Request(), spec("deepseek-r1"), machine)
-    by_precision = _lower_precision_engines(plan_spec := spec("deepseek-r1"), Request(), plan, "cuda", 9.0)
+    plan = resolve(Request(), spec("llama3.3-70b"), machine)
+    by_precision = _lower_precision_engines(plan_spec := spec("llama3.3-70b"), Request(), plan, "cuda", 9.0)
     assert by_precision["awq"][:2] == ["transformers", "vllm"] and by_precision["nf4"] == ["transformers"]
     assert _lower_precision_engines(plan_spec, Request(engine="transformers"), plan, "cuda", 9.0)["awq"] \
         == ["transformers"]
@@ -360,7 +361,12 @@ def test_diversity_keeps_cost_order_within_what_is_shown_first():
     assert all(alts.index(d) > alts.index(b) for d in deferred for b in alts if _route(b) != _route(d)
                and b not in deferred)
     leading = alts[:len(alts) - len(deferred)]
-    assert [a.cost for a in leading] == sorted(a.cost for a in leading)
+    # in cost order, the builds whose checkpoint fitcheck can name before the others (known_first)
+    known = [a for a in leading if checkpoint_known(result.spec, a)]
+    unknown = [a for a in leading if not checkpoint_known(result.spec, a)]
+    assert leading == known + unknown
+    for group in (known, unknown):
+        assert [a.cost for a in group] == sorted(a.cost for a in group)
 
 
 def test_no_more_nodes_when_one_machine_already_fits_at_the_same_quality():
@@ -371,13 +377,28 @@ def test_no_more_nodes_when_one_machine_already_fits_at_the_same_quality():
 
 
 def test_more_nodes_after_one_machine_that_gives_up_a_small_quality_step():
-    # DeepSeek-R1 at its own FP8 does not fit 8×H100: two nodes keep FP8; one node needs a 4-bit build.  The
-    # cluster costs what 16-bit → 4-bit costs (COST_CLUSTER), so the one node's 4-bit builds come first and the
-    # two nodes at FP8 are still offered.
-    result = check("deepseek-r1", Request(), load_profile("8x-h100"))
+    # Llama-3.1-405B in bf16 does not fit 8×H100: two nodes keep bf16; one node takes Meta's FP8 checkpoint.  The
+    # cluster costs what 16-bit → 4-bit costs (COST_CLUSTER), so the one node's FP8 comes first and the two nodes
+    # at bf16 are still offered.
+    result = check("llama-3.1-405b", Request(), load_profile("8x-h100"))
     first = result.alternatives[0]
-    assert first.plan.nodes == 1 and first.plan.precision in ("q4_k_m", "awq")
-    assert any(a.plan.nodes == 2 and a.plan.precision == "fp8" for a in result.alternatives)
+    assert first.plan.nodes == 1 and first.plan.precision == "fp8", _kinds(result.alternatives)
+    assert "meta-llama/Llama-3.1-405B-Instruct-FP8" in first.engine_command
+    assert any(a.plan.nodes == 2 and a.plan.precision == "bf16" for a in result.alternatives)
+
+
+def test_a_checkpoint_stored_quantized_is_not_requantized_and_an_unknown_build_ranks_last():
+    # DeepSeek-R1 is stored in FP8: NF4, LLM.int8, AWQ or GPTQ of it would re-quantize a quantized checkpoint
+    # (none is published in the catalog): not offered.  Two nodes at its own FP8 come before one node's GGUF
+    # build, which no GGUF repository fitcheck knows holds; that one says what to look for.
+    result = check("deepseek-r1", Request(), load_profile("8x-h100"))
+    kinds = _kinds(result.alternatives)
+    assert not any(a.plan.precision in ("nf4", "int8", "awq", "gptq-int4", "gptq-int8")
+                   for a in result.alternatives), kinds
+    assert result.alternatives[0].plan.precision == "fp8" and result.alternatives[0].plan.nodes == 2, kinds
+    gguf = next(a for a in result.alternatives if a.plan.engine == "llama.cpp")
+    assert not checkpoint_known(result.spec, gguf) and "no GGUF repository" in gguf.engine_command
+    assert all(checkpoint_known(result.spec, a) for a in result.alternatives[:result.alternatives.index(gguf)])
 
 
 def test_llama_cpp_pays_for_the_decode_speed_it_gives_up_as_vllm_does():
@@ -387,23 +408,24 @@ def test_llama_cpp_pays_for_the_decode_speed_it_gives_up_as_vllm_does():
     from fitcheck.speed.decode import estimate_speed
 
     machine = load_profile("a100-80gb")
-    result = check("llama3.3-70b", Request(), machine)
-    s = spec("llama3.3-70b")
+    result = check("qwen2.5-72b", Request(), machine)  # 80 layers; Qwen publishes the AWQ and GGUF builds
+    s = result.spec
     gguf = next(a for a in result.alternatives if a.plan.engine == "llama.cpp" and a.plan.gpu_layers is None)
     awq = next(a for a in result.alternatives if a.plan.engine == "vllm" and a.plan.precision == "awq")
     rated = [(_gives_up(a.plan), estimate_speed(s, a.plan, machine).decode) for a in (awq, gguf)]
-    slow = _slowdown_cost(rated[1][1], rated[1][0], rated)
-    # the slower of the two pays, whichever it is: vLLM's AWQ reads fewer bytes, but pays its kernels' latency under
-    # CUDA graphs (GRAPH_KERNEL_LATENCY_S) on 80 layers, and llama.cpp's Q4_K_M is now the faster one here
-    assert rated[1][1].mid >= rated[0][1].mid, rated  # the GGUF build decodes faster
-    assert slow == 0
-    assert _slowdown_cost(rated[0][1], rated[0][0], rated) > 0  # so AWQ is the one that pays
-    assert gguf.cost == 3 * COST_PER_QUALITY_STEP + COST_GGUF + slow
+    pays = [_slowdown_cost(r, g, rated) for g, r in rated]
+    # the slower of the two pays, whichever it is (vLLM's AWQ reads fewer bytes, but pays its kernels' latency
+    # under CUDA graphs, GRAPH_KERNEL_LATENCY_S, on 80 layers): the faster pays nothing, and llama.cpp's cost is
+    # its quality step, the GGUF build's and what it pays
+    faster = 0 if rated[0][1].mid >= rated[1][1].mid else 1
+    assert pays[faster] == 0 and pays[1 - faster] >= 0
+    assert pays[1 - faster] == round(10 * min(rated[faster][1].mid / rated[1 - faster][1].mid - 1, 4.0))
+    assert gguf.cost == 3 * COST_PER_QUALITY_STEP + COST_GGUF + pays[1]
 
 
 def test_transformers_4bit_pays_against_a_faster_gguf_build_of_the_same_quality():
-    # 8 GB laptop GPU: llama.cpp's q4_k_m decodes about twice as fast as transformers' AWQ
-    result = check("llama3.1-8b", Request(), load_profile("rtx-4060-laptop"))
+    # 8 GB laptop GPU: llama.cpp's q4_k_m decodes about twice as fast as transformers' AWQ (Qwen publishes both)
+    result = check("qwen2.5-7b", Request(), load_profile("rtx-4060-laptop"))
     first = result.alternatives[0]
     assert (first.plan.engine, first.plan.precision) == ("llama.cpp", "q4_k_m"), _kinds(result.alternatives)
     awq = next(a for a in result.alternatives if a.plan.precision == "awq")

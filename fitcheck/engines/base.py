@@ -201,6 +201,16 @@ class Engine:
         """The command that runs ``plan`` with this engine."""
         raise NotImplementedError
 
+    def held_precision(self, spec: ModelSpec, precision: str) -> tuple[str, str] | None:
+        """(precision, why) to default to instead of ``precision`` when the model's published builds for this
+        engine hold other types only; None to keep it."""
+        return None
+
+    def checkpoint_known(self, spec: ModelSpec, plan: Any) -> bool:
+        """Whether the command for ``plan`` loads a checkpoint that exists (fitcheck.engines.checkpoints): an
+        alternative whose checkpoint fitcheck cannot name ranks after every one it can."""
+        return True
+
     def launch_lines(self, model_id: str, plan: Any, repos: Mapping[str, str]) -> tuple[str, ...]:
         """What to run on each node for a plan over several nodes (empty for one machine)."""
         return ()

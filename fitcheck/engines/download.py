@@ -213,7 +213,8 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
         if model.source == "ollama":
             return Artifact("", f"GGUF {quant}", f"an Ollama tag of {quant}", OLLAMA, computed, False, basis)
         hf_id = model.hf_id or ""
-        gguf_repo = repos.get("gguf") or (hf_id.partition(":")[0] if ":" in hf_id else None)
+        gguf_repo = repos.get("gguf") if not spec.gguf_types or quant in spec.gguf_types else None
+        gguf_repo = gguf_repo or (hf_id.partition(":")[0] if ":" in hf_id else None)
         if gguf_repo:
             return Artifact(f"gguf:{gguf_repo}:{quant}", f"GGUF {quant}", f"{gguf_repo}:{quant}", LLAMA_CPP,
                             computed, False, basis)

@@ -8,12 +8,13 @@ buffers), vLLM's measurements of the same libraries stand in (fitcheck.engines.v
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.capabilities import AWQ, CUDA_ROCM, FP8_MIN_CC, GPTQ, Runs
-from fitcheck.engines.checkpoints import needs_checkpoint, quantized_repo
+from fitcheck.engines.checkpoints import hf_checkpoint_known, needs_checkpoint, quantized_repo
 from fitcheck.engines.serving import EpParts, ServingEngine
 from fitcheck.engines.vllm.memory import VLLM_INIT_ONE_RANK, VLLM_INIT_RANKS, VLLM_NCCL_TP
 from fitcheck.estimate.distributed import decode_comm
@@ -144,6 +145,9 @@ class Sglang(ServingEngine):
 
         return serving.expert_parallel(self, spec, plan) if plan.expert_parallel else memory(self, spec, plan)
 
+    def checkpoint_known(self, spec: ModelSpec, plan: Plan) -> bool:
+        return hf_checkpoint_known(spec, plan)
+
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         line, comment = serve_command(model_id, plan, repos, 0)
         if plan.nodes > 1:
@@ -223,7 +227,16 @@ def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int
         args += ["--nnodes", str(plan.nodes), "--node-rank", str(rank), "--dist-init-addr", f"HEAD_IP:{INIT_PORT}"]
     if plan.gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION and plan.mem_fraction_static is not None:
         args += ["--mem-fraction-static", f"{plan.mem_fraction_static:g}"]
-    return shlex.join(args), comment
+    if plan.yarn is not None:
+        args += ["--json-model-override-args", json.dumps({"rope_scaling": plan.yarn.rope()})]
+    return (f"{ALLOW_LONG_ENV} " if plan.beyond_max_context else "") + shlex.join(args), comment
+
+
+# A --context-length past the config's maximum: SGLang refuses it unless this is set (its derived context length
+# ignores a YaRN factor that names original_max_position_embeddings: srt/configs/model_config.py,
+# get_context_length and _derive_context_length); the RoPE override itself is --json-model-override-args
+# (docs.sglang.ai/advanced_features/server_arguments.html).
+ALLOW_LONG_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
 
 
 ENGINE = Sglang()

@@ -19,6 +19,7 @@ The factor is the smallest whole number that reaches the asked context from the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from fitcheck.model.spec import ModelSpec
 
@@ -27,6 +28,37 @@ from fitcheck.model.spec import ModelSpec
 # card's YaRN recipe is over 32,768.
 YARN_NATIVE: dict[str, int | None] = {"qwen2": None, "qwen2_moe": None, "qwen3": 32768, "qwen3_moe": 32768}
 YARN_MAX_FACTOR = 4  # the factor the cards document (131,072 over 32,768); beyond it untested
+# config model_type -> rope_theta, which vLLM's --hf-overrides must repeat: under transformers 5 the override
+# replaces the whole rope_parameters dict (docs.vllm.ai/en/stable/features/context_extension/: Qwen3-0.6B,
+# "rope_theta": 1000000).  Qwen2.5's config.json: "rope_theta": 1000000.0 (tests/fixtures/configs/
+# Qwen2.5-7B-Instruct.json); Qwen3's: 1000000 (the vLLM example's Qwen3-0.6B).
+YARN_ROPE_THETA: dict[str, float] = {"qwen2": 1e6, "qwen2_moe": 1e6, "qwen3": 1e6, "qwen3_moe": 1e6}
+
+
+@dataclass(frozen=True)
+class Yarn:
+    """The publisher's YaRN recipe for a context past the model's maximum: factor over the native context."""
+
+    factor: int
+    native: int
+    rope_theta: float | None = None
+
+    def rope(self, with_theta: bool = False) -> dict[str, object]:
+        """The config's rope_scaling dict (transformers 4's YaRN keys); ``with_theta``: rope_parameters, which
+        holds rope_theta too (transformers 5)."""
+        out: dict[str, object] = {"rope_type": "yarn", "factor": float(self.factor),
+                                  "original_max_position_embeddings": self.native}
+        if with_theta and self.rope_theta is not None:
+            out["rope_theta"] = self.rope_theta
+        return out
+
+
+def yarn_for(spec: ModelSpec, context: int) -> Yarn | None:
+    """The YaRN recipe a context past the maximum needs, or None (within the maximum, or none documented)."""
+    if not beyond_maximum(spec, context):
+        return None
+    found = yarn_factor(spec, context)
+    return None if found is None else Yarn(found[0], found[1], YARN_ROPE_THETA.get(spec.architecture))
 
 
 def beyond_maximum(spec: ModelSpec, context: int) -> bool:
@@ -58,8 +90,8 @@ def context_note(spec: ModelSpec, context: int, what: str = "--context") -> str 
     factor, native = yarn
     return (line + f"; the publisher's RoPE scaling reaches {factor * native:,}: rope_scaling "
             f'{{"rope_type": "yarn", "factor": {factor:.1f}, "original_max_position_embeddings": {native}}} '
-            f"(vLLM --rope-scaling with the same JSON; llama.cpp --rope-scaling yarn --rope-scale {factor} "
-            f"--yarn-orig-ctx {native})")
+            "(the engines' commands below set it: vLLM --hf-overrides, SGLang --json-model-override-args, "
+            f"llama.cpp --rope-scaling yarn --rope-scale {factor} --yarn-orig-ctx {native})")
 
 
 def search_limit(spec: ModelSpec, context: int) -> int:

@@ -59,6 +59,9 @@ class CatalogEntry:
     # The publisher counts active parameters without the input embedding table (a decode reads one
     # row of it): OpenAI's gpt-oss model card, 5.13B of 116.83B and 3.61B of 20.91B.
     active_excludes_embedding: bool = False
+    # The GGUF file types its GGUF repository holds (quantized_repos['gguf']), read from that repository's file
+    # list (the entry's gguf_files.source); empty where none was recorded.
+    gguf_types: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -212,6 +215,7 @@ def _shipped_entries() -> tuple[CatalogEntry, ...]:
             variant=item.get("variant", "instruct"),
             config_key=item["config"],
             active_excludes_embedding=bool(item.get("active_excludes_embedding", False)),
+            gguf_types=tuple(t.upper() for t in (item.get("gguf_files") or {}).get("types", ())),
         )
         for item in raw["models"]
     )
@@ -226,7 +230,7 @@ def _spec_for(hf_id: str) -> ModelSpec:
                             source=f"catalog ({entry.hf_id} config.json)")
     family = entry.family
     return replace(_with_family(spec, family), generation=_generation(hf_id),
-                   prequantized=tuple(sorted(entry.quantized_repos)))
+                   prequantized=tuple(sorted(entry.quantized_repos)), gguf_types=entry.gguf_types)
 
 
 def _generation(hf_id: str) -> GenerationDefaults | None:

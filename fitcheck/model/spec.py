@@ -99,6 +99,9 @@ class ModelSpec:
     # Formats of the model's known pre-quantized checkpoints (the catalog's quantized repositories: 'fp8',
     # 'awq', 'gptq-int4' ...), which the printed engine commands load instead of quantizing at load time.
     prequantized: tuple[str, ...] = ()
+    # The GGUF file types (llama.cpp's names: 'Q4_K_M', 'Q8_0') the catalog's GGUF repository holds, as recorded
+    # from its file list; empty where none is recorded.
+    gguf_types: tuple[str, ...] = ()
     # Tensor groups stored in a format of their own whatever the file's type: gpt-oss's experts are MXFP4
     # in its checkpoint and in every GGUF build of it ((EXPERTS, 'mxfp4'),).  See stored_groups().
     group_formats: tuple[tuple[str, str], ...] = ()

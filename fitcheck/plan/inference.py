@@ -23,6 +23,7 @@ from typing import Any
 from fitcheck import engines
 from fitcheck.engines import Engine
 from fitcheck.errors import FitcheckError
+from fitcheck.estimate.context_limit import beyond_maximum, yarn_for
 from fitcheck.estimate.formats import derived_note, stored_only_problem, weight_format, weight_format_or_none
 from fitcheck.estimate.result import Assumption
 from fitcheck.machine import Machine, known
@@ -86,7 +87,8 @@ def resolve_inference(req: Request, spec: ModelSpec, machine: Machine) -> Plan:
         compute_capability=s.cc if s.device != "cpu" else None, unified_memory=bool(g and g.unified_memory),
         assumptions=tuple(s.notes), problems=tuple(s.problems), nodes=req.nodes, cpu_moe=s.cpu_moe,
         cpu_moe_all=bool(s.cpu_moe) and s.cpu_moe >= spec.num_layers, cpu_offload_gb=req.cpu_offload_gb,
-        expert_parallel=req.expert_parallel, stored_format=_is_stored_format(spec, s.precision), **s.fields)
+        expert_parallel=req.expert_parallel, stored_format=_is_stored_format(spec, s.precision),
+        beyond_max_context=beyond_maximum(spec, req.context), yarn=yarn_for(spec, req.context), **s.fields)
     return plan.with_changes(layout=s.engine.layout(plan))
 
 
@@ -194,6 +196,10 @@ def _precision(s: InferenceStep) -> None:
         s.note("precision", stored, why_stored, "--precision")
         return
     s.precision, why = engines.default_precision(s.machine, s.device, s.hint)
+    owner = s.hint or (engines.gguf_engine() if weight_format(s.precision).gguf else None)
+    held = engines.get(owner).held_precision(spec, s.precision) if owner else None
+    if held is not None:
+        s.precision, why = held
     derived = derived_note(weight_format(s.precision), spec.stored_format, hint)
     s.note("precision", s.precision, "; ".join(t for t in (derived, why_stored, why) if t), "--precision")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fitcheck.estimate.context_limit import Yarn
 from fitcheck.estimate.generate_step import DEFAULT_SAMPLING
 from fitcheck.estimate.result import Assumption
 from fitcheck.frozen import replaced
@@ -79,6 +80,10 @@ class Plan:
     # How the plan spreads over GPUs and nodes, in words ('tensor parallel 16 over 2 nodes'; the engine's
     # Engine.layout, set at resolve); '' on one device.
     layout: str = ""
+    # A context past the model's maximum (max_position_embeddings): the engines' commands then set what lets them
+    # start (vLLM and SGLang refuse a longer context without it) and the publisher's YaRN recipe where one is known.
+    beyond_max_context: bool = False
+    yarn: Yarn | None = None
 
     def with_changes(self, **changes) -> Plan:
         return replaced(self, changes)

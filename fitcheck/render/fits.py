@@ -39,6 +39,7 @@ def fits_document(result: FitsResult) -> dict:
             "decode_tokens_per_s": rate(r.decode_tokens_per_s),
             "training_tokens_per_s": rate(r.training_tokens_per_s),
             "fitcheck_command": r.fitcheck_command, "change": r.change, "reason": r.reason or None,
+            "checkpoint_known": r.checkpoint_known if r.fits else None,
             "score": score(r.score),
             **({"source": r.model.source, "where": r.model.where} if result.local else {}),
         }
@@ -104,6 +105,9 @@ def _runs_as(plan: Any) -> str:
     return how
 
 
+# The columns a table is kept to in a pipe (no terminal width known): the widest the tables are laid out for.
+PIPE_WIDTH = 120
+UNKNOWN_MARK = " *"   # after "runs as": no published build of the row's weights format is known (checkpoint_known)
 _RANKED = {
     "score": "Ranked by score (0–100: capability from parameters × quality the precision keeps × speed × memory "
              "left; fitcheck.search.fit_score)",
@@ -150,7 +154,7 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False, width: int 
         table = []
         for r in shown:
             plan: Any = r.plan if r.fits else None
-            how = _runs_as(plan) if plan is not None else ""
+            how = _runs_as(plan) + ("" if r.checkpoint_known else UNKNOWN_MARK) if plan is not None else ""
             name = f"{r.model.id} ({r.model.source})" if result.local else r.model.id
             score = r.score
             memory = _memory(r) + (" tight" if r.status == "tight" and not show_all else "")
@@ -164,9 +168,14 @@ def render_fits_table(result: FitsResult, *, show_all: bool = False, width: int 
         lines.append("No local model fits this request here." if result.local else
                      "No catalog model fits this request here.")
     lines += ["", *_footer(result, show_all)]
+    if any(not r.checkpoint_known for r in shown if r.fits):
+        lines.append(f"{UNKNOWN_MARK.strip()} no published build of that format known to fitcheck: its check "
+                     "says what to look for.")
     lines += [f"Not read: {n} ({src}): {why}" for n, src, why in result.unreadable]
     first = result.listed[0].fitcheck_command if result.listed else None
     if first:
-        lines.append(Command("Look closer: " + first))
+        # on a line of its own when the label would push it past the terminal (a command is never wrapped)
+        limit = width or PIPE_WIDTH
+        lines += [Command("Look closer: " + first)] if len(first) + 13 <= limit else ["Look closer:", Command(first)]
     return "\n".join(fit(lines, width))
 

@@ -13,7 +13,13 @@ from fitcheck.model.spec import ModelSpec
 from fitcheck.plan import Plan, resolve
 from fitcheck.request import Request
 from fitcheck.search import rank as R
-from fitcheck.search.inference_routes import GGUF_LADDER, engine_chosen, lower_precision_engines, with_engine
+from fitcheck.search.inference_routes import (
+    engine_chosen,
+    gguf_default,
+    gguf_ladder,
+    lower_precision_engines,
+    with_engine,
+)
 from fitcheck.search.routes import Alternative, Evaluate, Outcome, Search, runs
 
 
@@ -83,13 +89,12 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
          with_engine(base, e, plan).with_changes(precision=p))
         for p, names in lower_precision_engines(spec, request, plan, kind, cc).items() for e in names]
     if request.engine in (None, engines.gguf_engine()):
-        start = plan.precision if weight_format(plan.precision).gguf else "q4_k_m"
+        start = plan.precision if weight_format(plan.precision).gguf else gguf_default(spec)
         gguf_base = base.with_changes(engine=engines.gguf_engine(), transformers_version=None, attention=None,
                                       gpu_memory_utilization=Request().gpu_memory_utilization)
         candidates += [(step(g) + R.COST_GGUF, f"GGUF {g} with {engines.gguf_engine()}",
                         gguf_base.with_changes(precision=g))
-                       for g in GGUF_LADDER
-                       if weight_format(g).linear_bits <= weight_format(start).linear_bits and g != plan.precision]
+                       for g in gguf_ladder(spec, start) if g != plan.precision]
     if engine_chosen(request, plan):
         # every engine's candidates, the GGUF builds too, pay for the decode speed they give up, as check's
         # (_consider_fastest against llama.cpp's build on the same GPUs, and each GGUF build's own)
@@ -110,12 +115,14 @@ def best_precision(spec: ModelSpec, request: Request, plan: Plan, machine: Machi
             if isinstance(a.plan, Plan) and a.plan.device == plan.device and a.plan.gpu_layers is None \
                     and a.plan.nodes == plan.nodes and not a.plan.problems:
                 kept.append(a)
-                if lead is None or R.rank_key(a) < R.rank_key(lead[0]):
+                # an option whose checkpoint is unknown leads nothing: a known one at any cost ranks before it
+                if R.checkpoint_known(spec, a) and (lead is None or R.rank_key(a) < R.rank_key(lead[0])):
                     lead = a, R.footing(spec, machine, a)
     if not kept:
         return None
-    # check's own order: by cost, then an option too slow to read along after one much faster (speed_order)
-    return R.speed_order(sorted(kept, key=R.rank_key), lambda a: R.footing(spec, machine, a))[0]
+    # check's own order: by cost, then an option too slow to read along after one much faster (speed_order), the
+    # known checkpoints first (known_first)
+    return R.known_first(spec, R.speed_order(sorted(kept, key=R.rank_key), lambda a: R.footing(spec, machine, a)))[0]
 
 
 def may_be_overtaken(lead: R.Footing) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from fitcheck import engines
 from fitcheck.context import Context
 from fitcheck.errors import FitcheckError
 from fitcheck.estimate.formats import weight_format
@@ -83,6 +84,9 @@ class FitRow:
     change: str | None                  # the alternative taken (None: the request as asked)
     reason: str = ""                    # why it does not fit
     devices: tuple[tuple[str, int, int], ...] = ()   # (device, need, free) of every device used
+    # whether its engine command loads a checkpoint that exists (Engine.checkpoint_known): the model's own, a format
+    # the engine makes at load, a published build of it; False: fitcheck knows of no build of that format
+    checkpoint_known: bool = True
 
     @property
     def fits(self) -> bool:
@@ -220,9 +224,10 @@ def models_that_fit(machine: Machine, request: Any = None, *, entries: tuple[Cat
 
 def rank_rows(rows: list[FitRow], sort: str = DEFAULT_SORT) -> list[FitRow]:
     """Fitting rows first, ranked by ``sort``, the higher first: "score" by the score shown (a whole number), ties
-    by the newer release, then more parameters; "speed" by FitRow.speed, unknown last; "params" by parameters
-    (total), "size" by memory needed in all, ties of these by more parameters, then the newer release.  The rows
-    that do not fit after, by parameters.  The model id settles what is still tied."""
+    by a build fitcheck can name before one it cannot (FitRow.checkpoint_known), then the newer release, then more
+    parameters; "speed" by FitRow.speed, unknown last; "params" by parameters (total), "size" by memory needed in
+    all, ties of these by more parameters, then the newer release.  The rows that do not fit after, by parameters.
+    The model id settles what is still tied."""
     def by_params(r: FitRow) -> tuple[Any, ...]:
         return (-r.params, _negated(r.model.released), r.model.id)
 
@@ -232,7 +237,7 @@ def rank_rows(rows: list[FitRow], sort: str = DEFAULT_SORT) -> list[FitRow]:
         if sort == "score":
             score = r.score
             first = -round(score.total) if score is not None else 0.0
-            return (0, first, _negated(r.model.released), -r.params, r.model.id)
+            return (0, first, not r.checkpoint_known, _negated(r.model.released), -r.params, r.model.id)
         if sort == "speed":
             return (0, -r.speed if r.speed is not None else math.inf, *by_params(r))
         if sort == "size":
@@ -289,8 +294,9 @@ def _row(entry: ModelRef, plan, verdict, machine: Machine, command: str, change:
     else:
         speed = estimate_speed(entry.spec, plan, machine)
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
+    known = plan.training or engines.get(plan.engine).checkpoint_known(entry.spec, plan)
     return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change, "",
-                  _devices(verdict))
+                  _devices(verdict), known)
 
 
 def _devices(verdict) -> tuple[tuple[str, int, int], ...]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitcheck import engines
-from fitcheck.engines.capabilities import ATTENTION_RUNS
+from fitcheck.engines.capabilities import ATTENTION_RUNS, GGUF_TYPES
 from fitcheck.estimate.context_limit import search_limit
 from fitcheck.estimate.formats import KV_DTYPE_BYTES, weight_format
 from fitcheck.estimate.verdict import FITS
@@ -39,6 +39,7 @@ from fitcheck.search.routes import (
     gpus_fit,
     more_nodes,
     multi_node,
+    requantizes,
     runs,
     smaller,
     with_context,
@@ -119,6 +120,22 @@ def _on_the_gpus_here(spec: ModelSpec, request: Request, machine: Machine,
     return s.ranked_for_serving(R.MAX_ALTERNATIVES, out.plan, spec, machine)
 
 
+def gguf_default(spec: ModelSpec) -> str:
+    """The GGUF type a build starts from: Q4_K_M, or the type the model's GGUF repository holds instead."""
+    held = engines.get(engines.gguf_engine()).held_precision(spec, "q4_k_m")
+    return held[0] if held else "q4_k_m"
+
+
+def gguf_ladder(spec: ModelSpec, start: str) -> list[str]:
+    """The GGUF types tried from ``start`` down: GGUF_LADDER's and the types the model's GGUF repository holds
+    (Gemma 3's Q4_0), largest first, each stored in fewer bytes than ``start``."""
+    held = [t for t in GGUF_TYPES if t.upper() in spec.gguf_types and t not in GGUF_LADDER]
+    # largest first, then the better quality at the same size (Q4_K_M before Q4_0); no set order
+    types = sorted((*GGUF_LADDER, *held),
+                   key=lambda t: (-weight_format(t).linear_bits, weight_format(t).quality_loss, t))
+    return [g for g in types if g == start or smaller(spec, g, start)]
+
+
 def _context(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, evaluate: Evaluate) -> Context:
     visible = len(machine.gpus)
     # The request with the plan's precision and engine pinned: an alternative changes one thing.
@@ -129,8 +146,8 @@ def _context(spec: ModelSpec, request: Request, plan: Plan, machine: Machine, ev
     # The GGUF builds from the plan's own GGUF type; a 16-bit GGUF file steps to q8_0 first; other engines to q4_k_m.
     kv = plan.kv_dtype if plan.kv_dtype in gguf.kv_dtypes and KV_DTYPE_BYTES[plan.kv_dtype] < 2 else "auto"
     start = plan.precision if weight_format(plan.precision).gguf else \
-        "q8_0" if plan.engine == gguf.name else "q4_k_m"
-    ladder = [g for g in GGUF_LADDER if g == start or smaller(spec, g, start)]
+        "q8_0" if plan.engine == gguf.name else gguf_default(spec)
+    ladder = gguf_ladder(spec, start)
     gpu_kind, gpu_cc = engines.machine_kind(machine, "gpu")
     gpu_ok = visible > 0 and request.device != "cpu" and gguf.runs_here(start, gpu_kind, gpu_cc) is None
     gguf_base = base.with_changes(engine=gguf.name, kv_dtype=kv, gpu_layers=None, transformers_version=None,
@@ -161,8 +178,8 @@ def lower_precision_engines(spec: ModelSpec, request: Request, plan: Plan, kind:
     found: dict[str, list[str]] = {}
     for e in names:
         for p in engines.get(e).lower_precisions:
-            if not smaller(spec, p, plan.precision) or engines.runs_here(e, p, kind, cc) is not None \
-                    or (e != plan.engine and weight_format(p).gguf):
+            if not smaller(spec, p, plan.precision) or requantizes(spec, p) \
+                    or engines.runs_here(e, p, kind, cc) is not None or (e != plan.engine and weight_format(p).gguf):
                 continue
             found.setdefault(p, []).append(e)
     return found
@@ -364,8 +381,8 @@ def gguf_builds(c: Context) -> None:
             placed = runs(c.s.consider(f"Run on the CPU with {gguf.title} ({precision})",
                                        c.gguf_base.with_changes(precision=precision, device="cpu", gpus=None),
                                        step + (45 if c.visible else 5)))
-        if placed:
-            break
+        if placed and (not c.spec.gguf_types or precision.upper() in c.spec.gguf_types):
+            break  # a build the model's GGUF repository does not hold goes on to one it holds (known_first)
 
 
 def _gguf_on_gpus(c: Context, gguf: Any, precision: str, step: float) -> bool:

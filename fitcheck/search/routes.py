@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from fitcheck.estimate.formats import stored_only_problem, weight_format
+from fitcheck.engines.checkpoints import HF_QUANT_KEYS
+from fitcheck.estimate.formats import stored_only_problem, weight_format, weight_format_or_none
 from fitcheck.estimate.result import Estimate
 from fitcheck.estimate.verdict import FITS, TIGHT, Verdict
 from fitcheck.estimate.weights import weight_bytes
@@ -155,7 +156,9 @@ class Search:
         found = sorted(self.offered(), key=R.rank_key)
         kept = [a for a in found if not R.needless_nodes(a, found, plan)]
         feet = {id(a): R.footing(spec, machine, a) for a in kept}
-        return R.diverse(R.speed_order(kept, lambda a: feet[id(a)]))[:n]
+        # known checkpoints first, before diverse too: an unknown AWQ build must not take a known FP8's place
+        ordered = R.known_first(spec, R.speed_order(kept, lambda a: feet[id(a)]))
+        return tuple(R.known_first(spec, R.diverse(ordered)))[:n]
 
 
 # ---- helpers the routes share -----------------------------------------------------------------------------
@@ -168,6 +171,20 @@ def gpus_fit(out: Outcome | None) -> bool:
         return False
     v = out.verdict
     return not v.reasons and all(d.status == FITS for d in v.devices if d.kind == "gpu")
+
+
+# Formats made from a 16-bit checkpoint (bitsandbytes at load, GPTQ/AWQ by a calibration run): a checkpoint stored
+# quantized (DeepSeek-R1's FP8, gpt-oss's MXFP4) is not re-quantized to them; only a published build of one counts.
+_FROM_16_BIT = ("bnb", "gptq", "awq")
+
+
+def requantizes(spec: ModelSpec, precision: str) -> bool:
+    """Whether ``precision`` would re-quantize a checkpoint stored quantized, with no published build of it
+    (issue 35 item 5: an expert does not list NF4 of an FP8 checkpoint)."""
+    stored = weight_format_or_none(spec.stored_format) if spec.stored_format else None
+    if stored is None or stored.family == "float" or weight_format(precision).family not in _FROM_16_BIT:
+        return False
+    return HF_QUANT_KEYS.get(precision, "") not in spec.prequantized
 
 
 def smaller(spec: ModelSpec, precision: str, than: str) -> bool:

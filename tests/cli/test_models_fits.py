@@ -25,7 +25,7 @@ from fitcheck.search.fits import models_that_fit, rank_rows, select_entries
 
 ROW_KEYS = {"id", "family", "params", "active_params", "precision", "engine", "device", "status", "need_bytes",
             "free_bytes", "decode_tokens_per_s", "training_tokens_per_s", "fitcheck_command", "change", "reason",
-            "score"}
+            "score", "checkpoint_known"}
 SCORE_KEYS = {"total", "capability", "quality", "speed", "margin", "effective_params", "tokens_per_s"}
 RANKING_KEYS = {"sort", "top", "min_speed", "fitting", "left_out_by_min_speed", "left_out_by_top"}
 

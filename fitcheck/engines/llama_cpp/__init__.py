@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.base import RESIDENT, Engine
 from fitcheck.engines.capabilities import CPU, CUDA, FLOATS, GGUF_TYPES, METAL, ROCM, Runs
+from fitcheck.engines.checkpoints import gguf_types_of
 from fitcheck.estimate.distributed import rpc_comm
 from fitcheck.estimate.kv_cache import SlidingCache
 from fitcheck.speed.efficiency import Efficiency, experts_touched_fraction, pcie_bytes_per_s
@@ -100,19 +101,50 @@ class LlamaCpp(Engine):
 
         return memory(self, spec, plan)
 
+    def held_precision(self, spec: ModelSpec, precision: str) -> tuple[str, str] | None:
+        """The GGUF type the model's GGUF repository holds (its recorded file list) when it lacks ``precision``:
+        the best one at most as large, else the smallest larger one (Qwen3-0.6B's repository holds Q8_0 only,
+        Gemma 3's QAT repositories Q4_0, gpt-oss's MXFP4_MOE)."""
+        from fitcheck.estimate.formats import weight_format
+
+        if not spec.gguf_types or precision.upper() in spec.gguf_types or spec.stored_file_type:
+            return None
+        held = [t for t in GGUF_TYPES if t.upper() in spec.gguf_types]
+        if not held:
+            return None
+        bits = weight_format(precision).linear_bits
+        below = [t for t in held if weight_format(t).linear_bits <= bits]
+        pick = below[0] if below else min(held, key=lambda t: weight_format(t).linear_bits)
+        return pick, f"the GGUF type the model's GGUF repository holds ({', '.join(sorted(spec.gguf_types))})"
+
+    def checkpoint_known(self, spec: ModelSpec, plan: Plan) -> bool:
+        """The model's own GGUF file, or a catalog GGUF repository that holds the type (its recorded file list)."""
+        if plan.stored_format:
+            return True
+        return "gguf" in spec.prequantized and (not spec.gguf_types or plan.precision.upper() in spec.gguf_types)
+
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         quant = plan.precision.upper()
         comment = ""
-        if "gguf" in repos:
-            src = ["-hf", f"{repos['gguf']}:{quant}"]
+        held = gguf_types_of(repos)
+        if "gguf" in repos and (not held or quant in held):
+            # a repository of one type: llama.cpp's own guides name it without a tag (-hf ggml-org/gpt-oss-20b-GGUF)
+            src = ["-hf", repos["gguf"] if held == {quant} else f"{repos['gguf']}:{quant}"]
         elif local and model_id.lower().endswith(".gguf"):
             src = ["-m", model_id]
         else:
             base = model_id.rstrip("/").split("/")[-1].removesuffix(".json")
             src = ["-m", f"{base}-{quant}.gguf"]
+            make = (f"convert {model_id} with llama.cpp's convert_hf_to_gguf.py, then llama-quantize it to "
+                    f"{quant}")
             if local:
-                comment = (f"  # convert {model_id} with llama.cpp's convert_hf_to_gguf.py, then llama-quantize to "
-                           f"{quant}")
+                comment = f"  # {make}"
+            elif "gguf" in repos:
+                comment = (f"  # {repos['gguf']} holds {', '.join(sorted(held))}, no {quant}: {make}, or take a "
+                           f"{quant} build you trust")
+            else:
+                comment = (f"  # no GGUF repository of {model_id} known to fitcheck: {make}, or take a {quant} "
+                           f"build you trust (a {base}-GGUF repository on the Hub)")
         args = ["llama-server", *src, "-c", str(plan.context * plan.batch)]
         if plan.nodes > 1:
             args += ["--rpc", ",".join(f"NODE{i}_IP:{RPC_PORT}" for i in range(1, plan.nodes))]
@@ -129,6 +161,11 @@ class LlamaCpp(Engine):
             args += ["--cpu-moe"] if plan.cpu_moe_all else ["--n-cpu-moe", str(plan.cpu_moe)]
         if plan.kv_dtype in ("q8_0", "q4_0"):
             args += ["-fa", "on", "-ctk", plan.kv_dtype, "-ctv", plan.kv_dtype]
+        if plan.yarn is not None:
+            # past n_ctx_train llama.cpp only warns; the publisher's YaRN recipe keeps the answers (common/arg.cpp:
+            # --rope-scaling, --rope-scale, --yarn-orig-ctx)
+            args += ["--rope-scaling", "yarn", "--rope-scale", str(plan.yarn.factor), "--yarn-orig-ctx",
+                     str(plan.yarn.native)]
         if plan.nodes > 1:
             comment += f"  # first, on {_nodes_text(plan.nodes)}: {RPC_SERVER}"
         return shlex.join(args) + comment

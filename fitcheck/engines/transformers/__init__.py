@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.base import RESIDENT, Engine
-from fitcheck.engines.capabilities import ANY, AWQ, BNB, BNB_INT8, CUDA, FP8, GPTQ, XPU, Runs
-from fitcheck.engines.checkpoints import needs_checkpoint, quantized_repo
+from fitcheck.engines.capabilities import ANY, AWQ, BNB, BNB_INT8, CUDA, FP8, GPTQ, XPU, Runs, has_bf16
+from fitcheck.engines.checkpoints import hf_checkpoint_known, needs_checkpoint, quantized_repo
 from fitcheck.engines.transformers import releases
 from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.generate_step import AUTO_SAMPLING, DEFAULT_SAMPLING, sampling_for
@@ -126,6 +126,9 @@ class Transformers(Engine):
 
         return memory(self, spec, plan)
 
+    def checkpoint_known(self, spec: ModelSpec, plan: Plan) -> bool:
+        return hf_checkpoint_known(spec, plan)
+
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         return command(model_id, plan, repos)
 
@@ -191,6 +194,8 @@ def command(model_id: str, plan: Plan, repos: Mapping[str, str]) -> str:
         comment = (f"  # MXFP4 experts stay packed with {releases.MXFP4_TRANSFORMERS_NEEDS}; else they load "
                    "dequantized to bf16")
     dtype = _DTYPES.get(plan.precision, "torch.bfloat16")
+    if dtype == "torch.bfloat16" and plan.device != "cpu" and not has_bf16(CUDA, plan.compute_capability):
+        dtype = "torch.float16"  # bitsandbytes' compute dtype on a GPU with no bf16 (T4, V100: cc < 8.0)
     extra = ""
     if plan.precision == "nf4":
         extra = (", quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', "

@@ -7,12 +7,13 @@ launch a plan on one node or several (a Ray cluster, or data-parallel ranks for 
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.capabilities import AWQ, BNB, BNB_INT8, CUDA_ROCM, FP8, GPTQ, Runs
-from fitcheck.engines.checkpoints import needs_checkpoint, quantized_repo
+from fitcheck.engines.checkpoints import hf_checkpoint_known, needs_checkpoint, quantized_repo
 from fitcheck.engines.serving import EpParts, ServingEngine
 from fitcheck.estimate.distributed import decode_comm
 from fitcheck.estimate.formats import weight_format
@@ -157,6 +158,9 @@ class Vllm(ServingEngine):
 
         return serving.expert_parallel(self, spec, plan) if plan.expert_parallel else memory(self, spec, plan)
 
+    def checkpoint_known(self, spec: ModelSpec, plan: Plan) -> bool:
+        return hf_checkpoint_known(spec, plan)
+
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         serve, comment = serve_command(model_id, plan, repos)
         if plan.expert_parallel and plan.nodes > 1:
@@ -227,7 +231,26 @@ def serve_command(model_id: str, plan: Plan, repos: Mapping[str, str], rank: int
         args += ["--gpu-memory-utilization", f"{plan.gpu_memory_utilization:g}"]
     if plan.cpu_offload_gb:
         args += ["--cpu-offload-gb", f"{plan.cpu_offload_gb:g}"]
-    return shlex.join(args), comment
+    return long_context_env(plan) + shlex.join(args + long_context_args(plan)), comment
+
+
+# A --max-model-len past the config's maximum: vLLM refuses to start ("User-specified max_model_len ... is greater
+# than the derived max_model_len") unless the RoPE scaling reaches it (YaRN multiplies the derived length by its
+# factor) or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set (vllm/config/model.py, _get_and_verify_max_len, v0.19.0).
+# The RoPE override: docs.vllm.ai/en/stable/features/context_extension/ (--rope-scaling is no longer supported).
+ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+
+
+def long_context_args(plan: Plan) -> list[str]:
+    """--hf-overrides with the publisher's YaRN recipe, for a context past the model's maximum."""
+    if plan.yarn is None:
+        return []
+    return ["--hf-overrides", json.dumps({"rope_parameters": plan.yarn.rope(with_theta=True)})]
+
+
+def long_context_env(plan: Plan) -> str:
+    """The environment prefix that lets vLLM start past the maximum with no RoPE scaling known ('' else)."""
+    return f"{ALLOW_LONG_ENV} " if plan.beyond_max_context and plan.yarn is None else ""
 
 
 ENGINE = Vllm()
