@@ -106,6 +106,8 @@ class GPU:
     compute_capability: Fact[str] = Unknown("not read")  # '8.0', '9.0'; NVIDIA only
     bandwidth_bytes_per_s: Fact[int] = Unknown("not read")
     bf16_tflops: Fact[float] = Unknown("not read")  # peak dense
+    # fp16 tensor peak, dense: read where it differs from bf16's (a GPU with no bf16, cc < 8.0: a T4's 65 TFLOP/s)
+    fp16_tflops: Fact[float] = Unknown("not read")
     fp8: Fact[bool] = Unknown("not read")  # hardware fp8 support (cc >= 8.9 on NVIDIA)
     mig_mode: Fact[bool] = Unknown("not read")
     mig_instances: tuple[MigInstance, ...] = ()

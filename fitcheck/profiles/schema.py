@@ -21,7 +21,7 @@ Layout (every key is optional unless marked *required*)::
               model, features = ["avx2", ...], features_source, bf16_tflops
     [[gpus]]  vendor *required*, name *required*, memory_total_bytes *required*, index,
               memory_free_bytes, memory_used_bytes, memory_reserved_bytes, unified_memory,
-              uuid, compute_capability = "8.9", bandwidth_bytes_per_s, bf16_tflops, fp8,
+              uuid, compute_capability = "8.9", bandwidth_bytes_per_s, bf16_tflops, fp16_tflops, fp8,
               mig_mode, notes, count (hand-written only: N identical GPUs)
     [[gpus.mig_instances]]  index, uuid, name, memory_total_bytes, memory_free_bytes
     [disk]    path, free_bytes, total_bytes
@@ -158,6 +158,7 @@ GPU_FIELDS = (
     FieldSpec("compute_capability", "cc"),
     FieldSpec("bandwidth_bytes_per_s", "bandwidth"),
     FieldSpec("bf16_tflops", "float"),
+    FieldSpec("fp16_tflops", "float"),
     FieldSpec("fp8", "bool", absent=None),  # derived from compute capability on NVIDIA
     FieldSpec("mig_mode", "bool"),
     FieldSpec("mig_instances", "mig", fact=False, absent=()),

@@ -80,11 +80,14 @@ def advise_device(spec: ModelSpec, plan: Plan, machine: Machine, runs: Judge,
     c_plan = plan if plan.device == "cpu" else cpu_plan(spec, plan, machine)
     g_plan, g, g_fits = _best_on(spec, machine, runs, g_plan, [o for o in options if o.device in ("gpu", "offload")])
     c_plan, c, c_fits = _best_on(spec, machine, runs, c_plan, [o for o in options if o.device == "cpu"])
+    slower = g is not None and c is not None and g.decode is not None and c.decode is not None \
+        and g.decode.mid < c.decode.mid
     choice, reason = _choose(g, c, g_fits, c_fits, g_plan, c_plan)
-    if choice == "cpu" and g_fits and c_plan is not None and g_plan is not None and g_plan.device == "gpu":
+    if (choice == "cpu" or slower) and g_fits and c_plan is not None and g_plan is not None \
+            and g_plan.device == "gpu":
         # Before sending someone to the CPU, compare like with like: the CPU's weights (llama.cpp's
-        # quant) on the GPU too.  A host-bound engine at batch 1 is slower than the GPU can be; that
-        # is no reason to leave the GPU.
+        # quant) on the GPU too.  A host-bound engine at batch 1, or 8-bit weights against the CPU's
+        # 4-bit, is slower than the GPU can be; that is no reason to leave the GPU.
         same = gpu_plan(spec, c_plan, machine)
         if same is not None and same.precision != g_plan.precision and runs(same):
             s = estimate_speed(spec, same, machine)
@@ -113,6 +116,11 @@ def _best_on(spec: ModelSpec, machine: Machine, runs: Judge, first: Plan | None,
 
 def _tok(rate: Rate | None) -> str:
     return "unknown" if rate is None else f"~{rate.mid:,.0f} tok/s" if rate.mid >= 10 else f"~{rate.mid:.1f} tok/s"
+
+
+def _how(p: Plan) -> str:
+    """The weights and the engine a device's best option runs (issue 35 item 8: the engine each would use)."""
+    return f"{p.precision} with {engines.get(p.engine).title}"
 
 
 def _where(p: Plan | None) -> str:
@@ -144,9 +152,11 @@ def _choose(g, c, g_fits, c_fits, g_plan, c_plan) -> tuple[str | None, str]:
                      else f"CPU {_tok(c.decode)} ({c_plan.precision})")
         return ("gpu" if g.decode else "cpu"), f"{known_one}; the other speed is unknown ({c.unknown or g.unknown})"
     ratio = g.decode.mid / c.decode.mid
-    versus = f"{_where(g_plan)} {_tok(g.decode)} ({g_plan.precision}) vs CPU {_tok(c.decode)} ({c_plan.precision})"
+    versus = f"{_where(g_plan)} {_tok(g.decode)} ({_how(g_plan)}) vs CPU {_tok(c.decode)} ({_how(c_plan)})"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S and ratio < GPU_BETTER_RATIO:
         return "cpu", f"CPU is enough: {versus}; a GPU adds little at batch 1"
+    if ratio < 1:  # the best each device runs: the CPU's is the faster
+        return "cpu", f"{versus}; the CPU is the faster here"
     if c.batch == 1 and c.decode.mid >= CPU_ENOUGH_TOKENS_PER_S:
         return "gpu", f"{versus}; the CPU alone is fast enough to read along"
     where = "VRAM" if g_plan.device == "gpu" and not g_plan.cpu_offload_gb else "GPU + RAM"

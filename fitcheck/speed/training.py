@@ -34,19 +34,23 @@ def training_flops_per_token(spec: ModelSpec, method: str = "full", gradient_che
     return per * matmul_params(spec)
 
 
-def _training_hardware(machine: Machine, gpus: int, device: str) -> tuple[bool, int, float | None, Efficiency]:
-    """(on a GPU, data-parallel devices, 16-bit peak TFLOPS of one or None, the MFU range)."""
+def _training_hardware(machine: Machine, gpus: int, device: str, dtype: str = "bf16"
+                       ) -> tuple[bool, int, float | None, Efficiency]:
+    """(on a GPU, data-parallel devices, 16-bit peak TFLOPS of one or None, the MFU range).  ``dtype``: the compute
+    dtype; fp16 reads the GPU's fp16 peak where the profile gives one (a T4 has no bf16), else its bf16 peak (the
+    same tensor-core rate on GPUs that have both)."""
     if device == "gpu" and machine.gpus:
-        peak = machine.gpus[0].bf16_tflops
+        gpu = machine.gpus[0]
+        peak = gpu.fp16_tflops if dtype == "fp16" and known(gpu.fp16_tflops) else gpu.bf16_tflops
         return True, max(min(gpus, len(machine.gpus)), 1), (float(peak) if known(peak) else None), TRAINING_MFU["gpu"]
     peak = machine.cpu.bf16_tflops
     return False, 1, (float(peak) if known(peak) else None), TRAINING_MFU["cpu"]
 
 
 def training_rate(spec: ModelSpec, machine: Machine, *, method: str = "full", gradient_checkpointing: bool = False,
-                  gpus: int = 1, device: str = "gpu") -> Rate | None:
+                  gpus: int = 1, device: str = "gpu", dtype: str = "bf16") -> Rate | None:
     """Training tokens/s (None when the peak FLOP/s is not known)."""
-    _, n, peak, mfu = _training_hardware(machine, gpus, device)
+    _, n, peak, mfu = _training_hardware(machine, gpus, device, dtype)
     if peak is None:
         return None
     flops = training_flops_per_token(spec, method, gradient_checkpointing)
@@ -103,9 +107,9 @@ def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> Training
     offload's PCIe transfers: overlapped with compute at best, after it at worst."""
     node = machine
     machine = nodes_of(machine, plan.nodes)
-    on_gpu, n, peak, mfu = _training_hardware(machine, plan.world, plan.device)
+    on_gpu, n, peak, mfu = _training_hardware(machine, plan.world, plan.device, plan.compute_dtype)
     rate = training_rate(spec, machine, method=plan.mode, gradient_checkpointing=plan.grad_checkpointing,
-                         gpus=plan.world, device=plan.device)
+                         gpus=plan.world, device=plan.device, dtype=plan.compute_dtype)
     trainable = spec.total_params if plan.mode == "full" else lora_params(
         spec, plan.lora_rank, parse_targets(plan.lora_targets))
     traffic = training_traffic(spec, plan, node, trainable)
@@ -127,7 +131,7 @@ def estimate_training_speed(spec: ModelSpec, plan, machine: Machine) -> Training
         device="gpu" if on_gpu else "cpu", devices=n, peak_tflops=peak,
         flops_per_token=training_flops_per_token(spec, plan.mode, plan.grad_checkpointing),
         tokens_per_step=tokens, mfu=mfu, rate=rate,
-        unknown="" if rate else f"the 16-bit peak FLOP/s of {what} is not known",
+        unknown="" if rate else f"the {plan.compute_dtype} peak FLOP/s of {what} is not known",
         offload_bytes=moved, offload_seconds=seconds, traffic=traffic, link_wait=wait)
 
 

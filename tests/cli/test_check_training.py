@@ -112,7 +112,15 @@ def test_training_speed_line_and_json_section():
     assert rate["high"] == pytest.approx(121e12 * 0.5 / speed["flops_per_token"], rel=1e-3)
 
 
+def test_a_gpu_without_bf16_trains_at_its_fp16_peak():
+    # a T4 (cc 7.5): fine-tuning computes in fp16, whose tensor peak (65 TFLOP/s) its profile gives
+    doc = json.loads(CliRunner().invoke(cli, ["mistral-7b", "--mode", "qlora", "--profile", "t4", "--json"]).output)
+    speed = doc["speed"]
+    assert speed["peak_tflops"] == 65
+    assert speed["training_tokens_per_s"]["high"] == pytest.approx(65e12 * 0.5 / speed["flops_per_token"], rel=1e-3)
+
+
 def test_training_speed_unknown_without_a_peak_says_why():
     r = CliRunner().invoke(cli, ["qwen2.5-0.5b", "--mode", "lora", "--profile", "github-ubuntu-latest"])
     line = next(ln for ln in r.output.splitlines() if ln.startswith("Speed:"))
-    assert line.startswith("Speed:    unknown (the 16-bit peak FLOP/s of")
+    assert line.startswith("Speed:    unknown (the bf16 peak FLOP/s of")
