@@ -40,3 +40,15 @@ def node():
     from fitcheck.profiles import load_profile
 
     return load_profile("8x-h100")
+
+
+@pytest.fixture
+def no_one_node_holds_deepseek(monkeypatch):
+    """The shipped profiles without 8x-h200, whose one node holds DeepSeek-R1 at its own FP8 (8 × 141 GB): the
+    tests of `where`'s multi-node rows ask for a model no single machine serves at its default, which `where` then
+    rents several nodes of."""
+    import fitcheck.profiles as profiles
+
+    shipped = profiles.list_profiles
+    monkeypatch.setattr(profiles, "list_profiles", lambda *a, **k: [m for m in shipped(*a, **k)
+                                                                      if m.name != "8x-h200"])

@@ -292,7 +292,7 @@ def test_qwen2_72b_on_one_h100_offers_awq_served_with_vllm_before_transformers()
     assert doc["estimate"]["total_bytes"] == first.estimate.total_bytes
 
 
-def test_where_lists_one_8x_h100_node_at_4bit_as_check_advises():
+def test_where_lists_one_8x_h100_node_at_4bit_as_check_advises(no_one_node_holds_deepseek):
     # `where` lists the node as `fitcheck deepseek-r1 --profile 8x-h100` advises it on one node (its first
     # alternative that changes only the weights): a 4-bit build, not transformers' device_map.
     doc = json.loads(run("where", "deepseek-r1", "--json").output)

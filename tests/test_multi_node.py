@@ -170,7 +170,7 @@ def test_training_alternatives_offer_more_nodes():
 
 
 # ---- where ---------------------------------------------------------------------------------------
-def test_where_lists_multi_node_machines_cheapest_first():
+def test_where_lists_multi_node_machines_cheapest_first(no_one_node_holds_deepseek):
     r = run("where", "deepseek-r1", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["machines"]

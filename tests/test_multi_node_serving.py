@@ -124,7 +124,7 @@ def test_sglang_gpu_memory_utilization_is_its_mem_fraction_static():
         "--mem-fraction-static 0.7")
 
 
-def test_sglang_in_where_and_plan_files(tmp_path):
+def test_sglang_in_where_and_plan_files(tmp_path, no_one_node_holds_deepseek):
     doc = json.loads(run("where", "deepseek-r1", "--engine", "sglang", "--json").output)
     rows = [m for m in doc["machines"] if m["name"] == H100]
     # Its stored fp8 over 2 nodes; one node at the best precision that fits there (where's per-machine choice).
@@ -308,3 +308,30 @@ def test_llama_cpp_rpc_is_an_alternative_on_machines_one_rents_several_of():
     assert rpc and "rpc-server -H 0.0.0.0 -p 50052" in rpc[0]["engine_command"]
     again = json.loads(run(*shlex.split(rpc[0]["fitcheck_command"])[1:], "--json").output)
     assert again["verdict"]["status"] == rpc[0]["status"] and again["exit_code"] == 0
+
+
+# ---- issue 35 item 7: multi-node defaults ----------------------------------------------------------------------
+def test_nodes_without_an_engine_choose_one_that_serves_across_nodes():
+    # transformers' device_map stays on one machine: with --nodes and no --engine the default is a serving engine
+    result = check("deepseek-v3", Request(nodes=2), load_profile("a100-80gb"), choose=False)
+    assert engines.get(result.plan.engine).multi_node and result.plan.nodes == 2, result.plan.engine
+    assert result.plan.problems == () and result.verdict.status != "cannot_run"
+    why = next(a.why for a in result.plan.assumptions if a.name == "engine")
+    assert "an engine that serves across nodes" in why
+    # one node: the default engine is as before
+    assert check("qwen-7b", Request(), load_profile("8x-h100")).plan.engine == "transformers"
+
+
+def test_where_offers_clusters_only_of_nodes_whose_link_is_described():
+    # single-GPU cloud VMs with no fabric in their profile are not rented as clusters; the 8-GPU nodes are
+    from fitcheck.model.resolve import resolve_model
+    from fitcheck.profiles import list_profiles
+    from fitcheck.search.where import where_result
+
+    machines = list_profiles()
+    result = where_result(resolve_model("deepseek-r1"), Request(), machines, headroom=0.1, query="deepseek-r1")
+    clusters = [r for r in result.rows if r.fits and r.nodes > 1]
+    assert all(r.machine.cluster is not None and r.machine.cluster.inter_node_gbps for r in clusters), \
+        [r.machine.name for r in clusters]
+    names = {r.machine.name for r in result.fitting}
+    assert "8x-h200" in names and not {"h200", "mi300x"} & {r.machine.name for r in clusters}

@@ -173,11 +173,14 @@ def implied_engine(kv: str) -> str | None:
     return next((e.name for e in ENGINES.values() if kv in e.kv_dtypes), None)
 
 
-def default_engine(precision: str, kind: str, cc: float | None, device: str) -> str:
+def default_engine(precision: str, kind: str, cc: float | None, device: str, nodes: int = 1) -> str:
     """The engine a practitioner takes for ``precision`` here: the GGUF engine for GGUF types, the CPU and
     partial offload; the first of the preference order that runs it otherwise.  When none runs it here, the first
-    that loads it at all (the verdict then says why it cannot run)."""
+    that loads it at all (the verdict then says why it cannot run).  Over several nodes, only the engines that serve
+    across nodes (issue 35 item 7: transformers' device_map stays on one machine)."""
     candidates = engines_for(precision)
+    if nodes > 1:
+        candidates = [e for e in candidates if ENGINES[e].multi_node] or candidates
     if device in ("cpu", "offload"):
         gguf = [e for e in candidates if ENGINES[e].loads_gguf_files]
         if gguf:

@@ -271,8 +271,10 @@ def _engine(s: InferenceStep) -> None:
                else f"partial offload (--gpu-layers, --cpu-moe) is {title}'s" if s.device == "offload"
                else f"a GGUF file is {title}'s")
     else:
-        name = engines.default_engine(s.precision, s.kind, s.cc, s.device)
+        name = engines.default_engine(s.precision, s.kind, s.cc, s.device, req.nodes)
         why = engines.get(name).default_why(s.precision)
+        if req.nodes > 1 and engines.default_engine(s.precision, s.kind, s.cc, s.device) != name:
+            why += f"; over --nodes {req.nodes}, an engine that serves across nodes"
     s.note("engine", name, why, "--engine")
     problem = engines.engine_precision_problem(name, s.precision, s.spec.stored_formats())
     if problem:

@@ -201,6 +201,13 @@ def multi_node(machine: Machine) -> bool:
     return bool(machine.gpus) and (machine.cluster is not None or machine.kind == "cloud")
 
 
+def linked_nodes(machine: Machine) -> bool:
+    """Machines `where` offers as a cluster: a profile that describes the link between its nodes ([cluster]
+    inter_node_gbps).  A cloud VM of one GPU with no fabric named is not what one rents several of to serve or
+    train one model, and what crosses between its nodes every step could not be timed (issue 35 item 7)."""
+    return bool(machine.gpus) and machine.cluster is not None and machine.cluster.inter_node_gbps is not None
+
+
 def fewest_nodes(fits: Callable[[int], bool], start: int, high: int = R.MAX_NODES_SEARCHED) -> int | None:
     """The smallest node count in [start, high] for which ``fits`` holds.  Counted up, not bisected: more nodes
     need less per GPU, but not every count is a layout (SGLang's TP over all nodes must divide the heads)."""

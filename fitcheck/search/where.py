@@ -34,7 +34,7 @@ from fitcheck.pipeline import WEIGHTS_ONLY, check, shared_evaluations
 from fitcheck.plan import AnyPlan, Plan, TrainingPlan
 from fitcheck.profiles import machines_of_kind
 from fitcheck.request import Request
-from fitcheck.search.routes import fewest_nodes
+from fitcheck.search.routes import fewest_nodes, linked_nodes
 from fitcheck.speed.cost import (
     CostSettings,
     OwnedCost,
@@ -315,9 +315,9 @@ def _fewest_nodes(rows: dict[int, WhereRow], evaluate: Any, most: int) -> WhereR
 def multi_node_row(spec: Any, request: Request, machine: Machine, headroom: float) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` (2..MAX_WHERE_NODES) that serve ``request`` with the first serving
     engine (vLLM: tensor parallel within a node × pipeline parallel across nodes), or the one the request names,
-    or None."""
-    if machine.kind != "cloud" or not machine.gpus or request.engine not in (None, *engines.SERVING_ENGINES) \
-            or request.nodes != 1:
+    or None; only where the profile describes the link between nodes (linked_nodes)."""
+    if machine.kind != "cloud" or not linked_nodes(machine) or request.nodes != 1 \
+            or request.engine not in (None, *engines.SERVING_ENGINES):
         return None
     asked = request.with_changes(engine=request.engine or engines.SERVING_ENGINES[0])
     return _fewest_nodes({}, lambda n: evaluate_on(spec, asked.with_changes(nodes=n), machine, headroom),
@@ -358,7 +358,7 @@ def multi_node_ep_row(spec: Any, request: Request, machine: Machine, headroom: f
                       than: WhereRow | None) -> WhereRow | None:
     """The fewest nodes of a cloud ``machine`` that serve an MoE ``request`` expert parallel, when that is fewer
     nodes than ``than`` (the tensor × pipeline parallel row, None when none fits) or it fits where that does not."""
-    if not spec.is_moe or machine.kind != "cloud" or not machine.gpus or request.nodes != 1 \
+    if not spec.is_moe or machine.kind != "cloud" or not linked_nodes(machine) or request.nodes != 1 \
             or request.engine not in (None, *engines.EXPERT_PARALLEL_ENGINES):
         return None
     asked = request.with_changes(engine=request.engine or engines.EXPERT_PARALLEL_ENGINES[0], expert_parallel=True)
@@ -373,8 +373,7 @@ def multi_node_training_row(spec: Any, request: Request, machine: Machine, headr
     Hybrid sharding keeps a replica per node, so more nodes never lower its per-GPU need: not tried.  Only
     profiles that give the link between nodes ([cluster] inter_node_gbps): sharded training moves hundreds
     of GB per step over it, so a node without a described fabric is not offered as a cluster."""
-    if machine.kind != "cloud" or not machine.gpus or request.nodes != 1 or machine.cluster is None \
-            or machine.cluster.inter_node_gbps is None:
+    if machine.kind != "cloud" or not linked_nodes(machine) or request.nodes != 1:
         return None
     asked = request if (request.zero is not None or request.fsdp is not None) else request.with_changes(
         fsdp="full-shard")
