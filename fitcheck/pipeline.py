@@ -223,13 +223,21 @@ def _estimate(spec: ModelSpec, plan: AnyPlan) -> Estimate:
     return estimate_inference(spec, plan)
 
 
+def all_at_once(estimate: Any, batch: int) -> bool:
+    """Whether a pooled engine's KV pool holds every one of ``batch`` sequences at full length at once (more start
+    and queue: engines.serving.queued_kv); True for the other engines."""
+    pool = getattr(estimate, "pool", None)
+    return pool is None or pool.max_concurrency >= batch
+
+
 def largest(evaluate: Evaluator, request: Request, field: str, high: int) -> int | None:
     """The largest value of ``field`` (context, seq_len, batch) that fits with the rest of ``request``
-    as asked: the request with that one field replaced, checked as if typed."""
+    as asked: the request with that one field replaced, checked as if typed; for a pooled engine, with every
+    sequence running at once (all_at_once)."""
     def fits(value: int) -> bool:
         asked = with_context(request, value) if field == "context" else request.with_changes(**{field: value})
         out = evaluate(asked)
-        return out is not None and out.verdict.status == FITS
+        return out is not None and out.verdict.status == FITS and all_at_once(out.estimate, asked.batch)
 
     return largest_fitting(fits, 1, high)
 
@@ -364,7 +372,7 @@ def _check(model: Any, request: Request, machine: Machine, *, params: str | None
         extra = machine_args(machine)
         alts = tuple(replace(a, fitcheck_command=fitcheck_command(model_args, a.request, profile=profile, extra=extra),
                              engine_command=engine_command(model_ref, a.plan, repos, local=local),
-                             download=download_of(a.plan), speed=plan_speed(spec, a.plan, machine))
+                             download=download_of(a.plan), speed=plan_speed(spec, a.plan, machine, a.estimate))
                      for a in find_alternatives(spec, request, plan, machine, pool_room(checked, machine)))
 
     max_context, max_batch = _largest(spec, request, evaluate) if search and verdict.status not in (
@@ -385,7 +393,7 @@ def _check(model: Any, request: Request, machine: Machine, *, params: str | None
         if hint:
             estimate = replace(estimate, notes=(*estimate.notes, hint))
     else:
-        speed = estimate_speed(spec, plan, machine)
+        speed = estimate_speed(spec, running_plan(plan, estimate), machine)
         # With a free-memory figure unknown, "does it fit" is unknown too: no advice to give.
         if device_advice and verdict.status != UNKNOWN and not plan.problems:
             advice = _device_advice(spec, request, plan, machine, evaluate, alts)
@@ -399,11 +407,22 @@ def _check(model: Any, request: Request, machine: Machine, *, params: str | None
     return ctx.finish(result, asked) if ctx is not None else result
 
 
-def plan_speed(spec: ModelSpec, plan: AnyPlan, machine: Machine) -> SpeedEstimate | TrainingSpeed:
-    """How fast ``plan`` runs on ``machine``: training tokens/s for a TrainingPlan, decode and prefill otherwise."""
+def plan_speed(spec: ModelSpec, plan: AnyPlan, machine: Machine, estimate: Any = None
+               ) -> SpeedEstimate | TrainingSpeed:
+    """How fast ``plan`` runs on ``machine``: training tokens/s for a TrainingPlan, decode and prefill otherwise; a
+    pooled engine's decode at the sequences its KV pool runs at once (``estimate``'s pool), the rest queued."""
     if isinstance(plan, TrainingPlan):
         return estimate_training_speed(spec, plan, machine)
-    return estimate_speed(spec, plan, machine)
+    return estimate_speed(spec, running_plan(plan, estimate), machine)
+
+
+def running_plan(plan: Plan, estimate: Any) -> Plan:
+    """``plan`` with its batch cut to the sequences a pooled engine's KV pool runs at once at full length, when it
+    holds fewer than the batch (engines.serving.queued_kv); else ``plan``."""
+    pool = getattr(estimate, "pool", None)
+    if pool is None or all_at_once(estimate, plan.batch):
+        return plan
+    return plan.with_changes(batch=max(int(pool.max_concurrency), 1))
 
 
 class _Downloads:

@@ -450,10 +450,9 @@ def test_transformers_4bit_pays_against_a_faster_gguf_build_of_the_same_quality(
 
 
 def test_quantized_variants_at_the_longest_context_that_fits_are_one_kind_but_shortening_alone_is_not():
-    # vLLM named, 128k context on 24 GiB: FP8 and GPTQ-int8, each at the context that fits, are one option twice
-    result = check("llama3.1-8b", Request(engine="vllm", context=131072, batch=2), load_profile("rtx-4090"))
+    # vLLM named, 128k context on a 16 GiB laptop GPU (one sequence of it does not fit vLLM's pool): FP8 and
+    # GPTQ-int8, each at the context that fits, are one option twice, and so are AWQ and GPTQ-int4
+    result = check("llama3.1-8b", Request(engine="vllm", context=131072, batch=2), load_profile("rtx-4090-laptop"))
     order = [(a.plan.engine, a.plan.precision) for a in result.alternatives]
     assert order.index(("vllm", "fp8")) < order.index(("llama.cpp", "q4_k_m")) < order.index(("vllm", "gptq-int8"))
-    # the bf16 weights at a shorter context are not a weights format: they do not push AWQ down
-    assert result.alternatives[0].title.startswith("Shorten the context")
-    assert order.index(("vllm", "awq")) < order.index(("vllm", "gptq-int8")), order
+    assert order.index(("vllm", "awq")) < order.index(("llama.cpp", "q4_k_m")) < order.index(("vllm", "gptq-int4"))

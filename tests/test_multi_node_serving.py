@@ -90,9 +90,13 @@ def test_deepseek_r1_fits_on_two_nodes_with_sglang_tp16(node):
 
 
 def test_sglang_pool_too_small_is_a_verdict_naming_mem_fraction_static(node):
+    # 8 sequences of 163,840 tokens: SGLang starts and runs what its pool holds, the rest queue (issue 35 item 4)
     r = _check("deepseek-r1", node, engine="sglang", nodes=2, context=163840, batch=8)
-    assert r.verdict.status == "does_not_fit"
-    assert "mem_fraction_static" in r.verdict.summary()
+    assert r.verdict.status == "fits" and 1 <= r.estimate.pool.max_concurrency < 8
+    # a share that cannot hold the weights and one sequence: it does not start
+    small = _check("deepseek-r1", node, engine="sglang", nodes=2, context=163840, batch=8, gpu_memory_utilization=0.5)
+    assert small.verdict.status == "does_not_fit"
+    assert "mem_fraction_static" in small.verdict.summary()
 
 
 def test_sglang_prints_one_launch_line_per_node():

@@ -21,7 +21,7 @@ def test_the_verdict_names_the_utilization_that_leaves_the_graphs_room_and_it_fi
 
 
 def test_vllm_alternatives_carry_the_utilization_they_were_judged_at():
-    result = check("qwen-7b", Request(context=16384), load_profile("rtx-3060"))
+    result = check("qwen-7b", Request(context=16384), load_profile("rtx-3060"), choose=False)
     vllm = [a for a in result.alternatives if a.plan.engine == "vllm"]
     assert vllm
     for a in vllm:

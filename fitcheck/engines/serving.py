@@ -126,11 +126,29 @@ def tp_weights(spec: ModelSpec, plan: Plan, wb: WeightBytes, tp: int) -> Compone
     return weights_c
 
 
+def queued_kv(kv_c: Component, pool: int, sequences: int) -> Component:
+    """The KV cache a pooled engine holds for ``sequences`` at full length when its KV pool is smaller than all of
+    them: as many as the pool holds run at once and the rest wait for blocks (vLLM's and SGLang's schedulers admit
+    a request when its blocks are free), so the engine starts and the memory it uses is the pool (issue 35 item 4).
+    Unchanged when they all fit; one sequence's when not even one does (the engine then refuses to start)."""
+    if sequences <= 1 or kv_c.bytes <= pool:
+        return kv_c
+    one = kv_c.bytes / sequences
+    running = int(pool // one) if one > 0 else 0
+    if running < 1:  # what it needs to start: one sequence (vLLM: max_model_len tokens in the pool)
+        return replace(kv_c, bytes=int(one), detail=kv_c.detail + f"; one of the {sequences} sequences: the "
+                                                                 "engine starts only if the pool holds one")
+    return replace(kv_c, bytes=int(running * one),
+                   detail=kv_c.detail + f"; the pool holds {running} of the {sequences} sequences at full length at "
+                                        "once, the rest queue")
+
+
 def static_pool(engine: ServingEngine, weights_c: Component, kv_c: Component, act_c: Component,
                 over_c: Component, static: int | None,
-                rope_c: Component | None = None) -> tuple[list[Component], int | None]:
+                rope_c: Component | None = None, sequences: int = 1) -> tuple[list[Component], int | None]:
     """Components of one GPU, with the part of the engine's up-front reservation the KV pool takes beyond
     what this request needs (``kv_pool_spare``); and the pool's size in bytes (None: total memory unknown).
+    ``sequences`` more than the pool holds at full length queue (queued_kv).
 
     vLLM reserves gpu_memory_utilization × total for everything (weights, activations, non-torch, KV pool);
     SGLang reserves mem_fraction_static of the memory free after its init for weights and the KV pool only
@@ -141,6 +159,8 @@ def static_pool(engine: ServingEngine, weights_c: Component, kv_c: Component, ac
     inside = weights_c.bytes + (rope_c.bytes if rope_c else 0) \
         + (act_c.bytes + over_c.bytes if engine.reservation_holds_activations else 0)
     pool = static - inside
+    kv_c = queued_kv(kv_c, pool, sequences)
+    comps[comps.index(next(c for c in comps if c.name == KV_CACHE))] = kv_c
     spare = pool - kv_c.bytes
     if spare > 0:
         comps.append(Component("kv_pool_spare", spare, f"rest of the reservation, which {engine.title} also gives to "
@@ -202,7 +222,7 @@ def expert_parallel(engine: ServingEngine, spec: ModelSpec, plan: Plan) -> Any:
     kv_c = Component(KV_CACHE, kv, kv_detail(spec, plan, engine, 1.0, batched_tokens=parts.batched_tokens)
                      + f"; each data-parallel rank caches only its own sequences ({per_rank} here)")
     comps, pool = static_pool(engine, weights_c, kv_c, parts.activations, parts.overhead, parts.reservation,
-                              rope_c=rope_cache_component(spec, plan, engine))
+                              rope_c=rope_cache_component(spec, plan, engine), sequences=per_rank)
     facts: list[tuple[str, Any]] = [("expert_parallel_size", world), ("data_parallel_size", world)]
     outside = 0
     if parts.beyond is not None:

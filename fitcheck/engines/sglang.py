@@ -185,7 +185,7 @@ def memory(engine: Sglang, spec: ModelSpec, plan: Plan) -> Any:
     fraction = plan.mem_fraction_static or 0.88
     static = static_bytes(plan.gpu_total_bytes, fraction, tp) if plan.gpu_total_bytes else None
     comps, pool = serving.static_pool(engine, weights_c, kv_c, act_c, over_c, static,
-                                      rope_c=serving.rope_cache_component(spec, plan, engine))
+                                      rope_c=serving.rope_cache_component(spec, plan, engine), sequences=plan.batch)
     devices = [DeviceNeed(f"gpu{i}", "gpu", tuple(comps)) for i in range(tp)]
     facts: list[tuple[str, float | int | str]] = [("tensor_parallel_size", tp)]
     kv_pool = None

@@ -135,9 +135,11 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
 def _judge_pool(pool: Pool, gpu_needs: tuple[DeviceNeed, ...], devices: list[DeviceVerdict], machine: Machine,
                 headroom: float, reasons: list[str]) -> list[DeviceVerdict]:
     """A serving engine's reservation: DOES NOT FIT (a reason) when what the request needs inside it is more than
-    it holds; TIGHT when that leaves less than the headroom of it, i.e. the KV pool's spare beyond this request's
-    KV cache is under headroom × the reservation.  Inside are all of the GPU's parts but what the engine keeps
-    beyond it (vLLM), or the weights and KV cache only (SGLang)."""
+    it holds, i.e. its KV pool cannot hold one sequence at full length (more sequences than it holds queue:
+    engines.serving.queued_kv).  No headroom is taken inside it: the reservation (gpu_memory_utilization,
+    mem_fraction_static) already is the engine's own margin, so a second one would refuse what the engine starts
+    (issue 35 item 4).  Inside are all of the GPU's parts but what the engine keeps beyond it (vLLM), or the weights
+    and KV cache only (SGLang)."""
     reserved = pool.reserved_bytes
     if pool.holds_activations:
         inner, kv = max(((d.total_bytes - d.component("kv_pool_spare") - pool.outside_bytes, d.component("kv_cache"))
@@ -154,9 +156,6 @@ def _judge_pool(pool: Pool, gpu_needs: tuple[DeviceNeed, ...], devices: list[Dev
         free = _least_free(devices)
         reasons.append(f"needs {format_gib(inner)} {what}inside {owner} {pool.share} of {format_gib(reserved)} "
                        + _pool_fix(inner, kv, reserved, None if free is None else free - beyond, pool.flag))
-    elif inner > reserved * (1 - headroom) and not reasons:
-        devices = _pool_tight(devices, _pool_reason(owner, reserved - inner + kv, kv, reserved - inner, headroom,
-                                                    pool.share, reserved))
     free = _least_free(devices)
     total = _gpu_total(machine)
     if (pool.holds_activations and any(d.kind == "gpu" and d.status == DOES_NOT_FIT for d in devices)
@@ -164,7 +163,7 @@ def _judge_pool(pool: Pool, gpu_needs: tuple[DeviceNeed, ...], devices: list[Dev
         # what overflows is what the engine keeps beyond its reservation: a smaller reservation that still holds
         # the request inside its headroom leaves room for it
         utilization = room_utilization(free, beyond, total)
-        if inner <= utilization * total * (1 - headroom):
+        if inner <= utilization * total:
             reasons.append(f"{pool.title} keeps {format_gib(beyond)} beyond its {pool.share} of {format_gib(reserved)} "
                            f"(CUDA context and graphs): {pool.flag} {utilization:.2f} leaves room "
                            "for them and still holds this request")
@@ -193,25 +192,14 @@ def _pool_fix(inner: int, kv: int, reserved: int, room: int | None, flag: str) -
     for it: a larger reservation, a shorter context, both; or nothing short of smaller weights or more GPUs."""
     rest = inner - kv
     fits_room = room is not None and inner <= room
-    fixes = ([f"raise {flag}"] if fits_room else []) + (["shorten --context or lower --batch"] if rest < reserved else [])
+    # more sequences than the pool holds queue: only a shorter context makes one sequence fit (issue 35 item 4)
+    fixes = ([f"raise {flag}"] if fits_room else []) + (["shorten --context"] if rest < reserved else [])
     if fixes:
         return "(" + ", or ".join(fixes) + ")"
     if room is not None and rest < room:
-        return f"(raise {flag} and shorten --context or lower --batch)"
+        return f"(raise {flag} and shorten --context)"
     return (f"(without the KV cache it still needs {format_gib(rest)}, more than this GPU can give it: "
             "lower-precision weights or more GPUs)")
-
-
-def _pool_reason(engine: str, pool: int, kv: int, spare: int, headroom: float, what: str, reserved: int) -> str:
-    return (f"{engine} KV pool of {format_gib(pool)} holds this request's KV cache ({format_gib(kv)}) with "
-            f"{format_gib(spare)} to spare, less than the {headroom:.0%} headroom ({format_gib(reserved * headroom)}) "
-            f"of its {format_gib(reserved)} {what}")
-
-
-def _pool_tight(devices: list[DeviceVerdict], reason: str) -> list[DeviceVerdict]:
-    """The GPUs that fit, marked TIGHT for ``reason`` (the KV pool's spare is inside the headroom)."""
-    return [d if d.kind != "gpu" or d.status != FITS else
-            DeviceVerdict(d.device, d.kind, d.need_bytes, d.free_bytes, d.usable_bytes, TIGHT, reason) for d in devices]
 
 
 def _judge_device(device: str, kind: str, need: int, free: int | None, what: str, headroom: float) -> DeviceVerdict:

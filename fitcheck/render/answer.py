@@ -270,7 +270,10 @@ def _verdict_lines(result: CheckResult, color: bool = False) -> list[str]:
     if pool is not None and status != CANNOT_RUN:
         lines.append(f"          {pool.title} KV pool: {pool.kv_pool_tokens:,} tokens"
                      + (f" over {pool.ranks} data-parallel ranks" if pool.ranks else "")
-                     + f", maximum concurrency {pool.max_concurrency}× at {result.plan.context:,}")
+                     + f", maximum concurrency {pool.max_concurrency}× at {result.plan.context:,}"
+                     + (f": {max(int(pool.max_concurrency), 1)} of the {result.plan.batch} sequences asked run at "
+                        "once, the rest queue" if status != DOES_NOT_FIT and pool.max_concurrency < result.plan.batch
+                        else ""))
     better = result.better_layout
     if better is not None:
         lines += [f"          {better.title}:", Command(f"            {better.fitcheck_command}")]
@@ -323,6 +326,10 @@ def _alternatives_lines(result: CheckResult, shown: int | None = None) -> list[s
             if status == DOES_NOT_FIT_ON_DISK and a.download is not None:
                 need += f"; download {format_gib(a.download.download_bytes)}"
             tight = " (tight)" if a.verdict.status == TIGHT else ""
+            pool = a.estimate.pool
+            if pool is not None:  # a pooled engine needs its reservation whatever it holds: what its pool buys
+                need += (f"; KV pool {pool.kv_pool_tokens:,} tokens, {pool.max_concurrency}× at "
+                         f"{getattr(a.plan, 'context', 0):,}")
             speed = alternative_speed_text(a.speed)
             speed = f"; {speed}" if speed else ""
             lines += [f"  {i}. {a.title}{tight} — needs {need}{speed}", Command(f"     {a.fitcheck_command}"),

@@ -205,7 +205,7 @@ def consider_fastest(s: Search, spec: ModelSpec, machine: Machine, tries: list[t
     best: dict[tuple, tuple[str, Request, float, float]] = {}
     for (title, cand, cost, out), slow in zip(tries, extra, strict=True):
         key = (out.plan.precision, getattr(out.plan, "context", None), getattr(out.plan, "batch", None))
-        tight = R.COST_TIGHT if out.verdict.status != FITS else 0
+        tight = R.margin_cost(out)
         if key not in best or cost + slow + tight < best[key][2] + best[key][3]:
             best[key] = (title, cand, cost + slow, tight)
     for title, cand, cost, _ in best.values():

@@ -22,6 +22,7 @@ from fitcheck.estimate.formats import weight_format
 from fitcheck.estimate.verdict import FITS, TIGHT
 from fitcheck.machine import Machine
 from fitcheck.model.spec import ModelSpec
+from fitcheck.options import DEFAULTS
 from fitcheck.plan import AnyPlan, Plan
 from fitcheck.speed.decode import estimate_speed
 from fitcheck.speed.efficiency import CPU_ENOUGH_TOKENS_PER_S
@@ -42,6 +43,10 @@ COST_SHORTER_SPAN = 40      # and more, the more of the asked length it gives up
 COST_KV = {"fp8": 4, "q8_0": 4, "q4_0": 9}
 COST_PER_GPU = 2            # using more of the machine's own GPUs costs little
 COST_TIGHT = 3              # fits only inside the headroom
+# A serving engine's reservation lowered below its default to leave room for what it keeps beyond it (the
+# pipeline's pool_room: --gpu-memory-utilization 0.82 on an 8 GB card): it starts, with less of its own margin
+# and a smaller KV pool, which is what a tight fit gives up (the headroom is not taken inside a reservation).
+COST_LOWERED_RESERVATION = COST_TIGHT
 COST_GGUF = 5               # a GGUF build instead of the checkpoint: another download, another server to run
 # Partial offload with llama.cpp: 15, plus 30 × the share of a decode step's weights read from RAM
 # (-ngl: the layers on the CPU; --n-cpu-moe: the picked experts of the offloaded layers).
@@ -85,6 +90,17 @@ COST_PER_NODE = 10          # each machine more (rented or owned) beside this on
 COST_CLUSTER = COST_PER_QUALITY_STEP * weight_format("q4_k_m").quality_loss
 MAX_NODES_SEARCHED = 64     # the most nodes an alternative proposes
 COST_EXPERT_PARALLEL = 2    # another layout of the same GPUs (all-to-alls instead of all-reduces): no quality lost
+
+
+def margin_cost(out: Any) -> float:
+    """COST_TIGHT for an outcome inside the headroom, COST_LOWERED_RESERVATION for one whose engine reservation was
+    lowered below its default to fit (a pooled engine is never tight: its reservation is its margin)."""
+    if out.verdict.status == TIGHT:
+        return COST_TIGHT
+    plan = out.plan
+    lowered = isinstance(plan, Plan) and plan.engine in engines.SERVING_ENGINES \
+        and plan.gpu_memory_utilization < DEFAULTS["gpu_memory_utilization"]
+    return COST_LOWERED_RESERVATION if lowered else 0.0
 
 
 def shorter_cost(got: int, asked: int) -> float:
@@ -231,11 +247,12 @@ def known_first(spec: ModelSpec, ranked: list[Alternative] | tuple[Alternative, 
 
 def needless_nodes(a: Alternative, found: list[Alternative], plan: AnyPlan) -> bool:
     """More nodes than the request's add nothing when an alternative on the request's nodes already fits
-    (with headroom) and gives up no more (quality, context, batch: _gives_up) than they do."""
+    (with headroom), gives up no more (quality, context, batch: _gives_up) than they do and costs no more (weights
+    streamed over PCIe every forward pass cost more than a second node)."""
     if a.plan.nodes <= plan.nodes:
         return False
     mine = gives_up(a.plan)
-    return any(b.plan.nodes <= plan.nodes and b.verdict.status == FITS
+    return any(b.plan.nodes <= plan.nodes and b.verdict.status == FITS and b.cost <= a.cost
                and all(x >= y for x, y in zip(gives_up(b.plan), mine, strict=True)) for b in found)
 
 

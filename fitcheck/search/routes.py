@@ -118,7 +118,7 @@ class Search:
             if not changes:
                 return out  # the request itself
             alt = Alternative(title, out.request, out.plan, out.estimate, out.verdict,
-                              cost + (R.COST_TIGHT if out.verdict.status == TIGHT else 0), changes)
+                              cost + R.margin_cost(out), changes)
             touched = self.touched(out.request)
             if touched:
                 flags = ", ".join(BY_NAME[n].flag.split("/")[0] for n in touched)

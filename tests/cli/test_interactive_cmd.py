@@ -278,9 +278,9 @@ def test_training_after_a_gguf_alternative_falls_back_to_a_training_base():
     # Taking llama.cpp's GGUF alternative, then `mode lora`, was refused ("--precision q4_k_m is not a lora
     # base") and left the session in inference: a GGUF type is no training base, so the mode change takes the
     # precision back to auto (the plan's default for the machine), and says so.
-    r = talk("qwen-7b", "", "bf16", "16384", "", "rtx-3060", "4", "mode lora", "mode qlora", "q")
+    r = talk("qwen-7b", "", "bf16", "16384", "", "rtx-3060", "3", "mode lora", "mode qlora", "q")
     assert r.exit_code == 0, r.output
-    taken, rest = r.output.split("Taking 4. Run a GGUF q4_k_m build", 1)[1].split("Changed: mode inference → lora", 1)
+    taken, rest = r.output.split("Taking 3. Run a GGUF q4_k_m build", 1)[1].split("Changed: mode inference → lora", 1)
     assert "Changed: precision bf16 → q4_k_m; engine auto → llama.cpp" in taken
     assert "is not a lora base" not in r.output
     assert rest.startswith("; precision q4_k_m → auto")

@@ -220,15 +220,20 @@ def memory(engine: Vllm, spec: ModelSpec, plan: Plan) -> Memory:
                          kv_detail(spec, plan, engine, kv_share * frac, batched_tokens=batched))
         stage_act = stage_comps[stage]
         inside = [weights_c, *([rope_c] if rope_c else []), kv_c, stage_act, non_torch_c]
-        comps = inside + [outside_c(layers)]
         need = sum(c.bytes for c in inside)
+        per_token = kv_c.bytes / max(plan.context * plan.batch, 1)
         if reserved is not None:
             pool = reserved - (need - kv_c.bytes)  # everything inside the reservation but the KV cache
+            queued = serving.queued_kv(kv_c, pool, plan.batch)  # more sequences than the pool holds wait
+            inside[inside.index(kv_c)] = queued
+            need -= kv_c.bytes - queued.bytes
+        comps = inside + [outside_c(layers)]
+        if reserved is not None:
             spare = reserved - need
             if spare > 0:
                 comps.append(Component("kv_pool_spare", spare, "rest of the reservation, which vLLM also gives to "
                                        "the KV pool", counted_in="reserved"))
-            pools.append(serving.pool_tokens(pool, kv_c.bytes / max(plan.context * plan.batch, 1)))
+            pools.append(serving.pool_tokens(pool, per_token))
             if stage == 0 or pools[-1] < min(pools[:-1]):
                 first_comps = comps  # the stage whose pool is the smallest
         for i in range(tp):
@@ -263,7 +268,8 @@ def _notes(spec: ModelSpec, plan: Plan, outside: int, batched: int, rows: int, s
              f"the weights, the profiled activation peak, the non-torch memory its profiling adds"
              f"{' (NCCL among it)' if tp > 1 else ''} and the KV cache; the CUDA context and CUDA graphs "
              f"({outside / GiB:.2f} GiB here, the most vLLM v0.19.0's published startup logs show for this many "
-             f"layers) come on top, in what the reservation leaves free: the headroom applies inside it",
+             f"layers) come on top, in what the reservation leaves free; no second headroom is taken inside it "
+             "(it is vLLM's own margin), and more sequences than its KV pool holds at full length queue",
              f"vLLM's profiling run: {batched:,} batched tokens and {rows:,} sampled sequences, the "
              f"max_num_batched_tokens and max_num_seqs `vllm serve` v0.19.0 picks for this GPU; it samples them with "
              f"top-k and top-p, so the sampler ({A.vllm_triton_sampler_bytes_per_entry(act_b)} B per vocabulary entry "
