@@ -47,8 +47,8 @@ from fitcheck.profiles.overrides import load_machine
 @click.option("--require", "require", multiple=True, metavar="FACT>=VALUE",
               help="Machine assertion, repeatable: vram>=24GiB, vram_free>=20GiB, gpus>=2, cc>=8.0, "
                    "ram>=32GiB, ram_total>=64GiB, disk>=40GB, cuda>=12.1, driver>=550, torch>=2.4, "
-                   "torch_cuda<=driver. Exit 1 when one fails (whatever else happens), 3 when its fact is "
-                   "unknown here.")
+                   "torch_cuda<=driver; and of the answer, concurrency>=8 (sequences at full length that run "
+                   "at once). Exit 1 when one fails (whatever else happens), 3 when its fact is unknown here.")
 @click.option("--plan", "plan_file", metavar="PLAN.toml", default=None,
               help="Check every [[case]] of a plan file (model, mode, precision, context, batch, engine, gpus, "
                    "profile, and every other option): one verdict line each; exit 1 if any fails.")

@@ -107,8 +107,10 @@ def check_result(model: str, request, machine, *, params: str | None = None, rev
 
 def check_answer(result, *, strict: bool, outcomes=()) -> tuple[dict, int]:
     """(the JSON document, the exit code) of one CheckResult: the verdict, --strict and the requirements."""
+    from fitcheck.preflight.requirements import with_answer
     from fitcheck.render.check import check_document, check_exit_code
 
+    outcomes = with_answer(outcomes, result)
     code = check_exit_code(result, strict, outcomes)
     return check_document(result, outcomes=outcomes, exit_code=code), code
 
@@ -116,6 +118,9 @@ def check_answer(result, *, strict: bool, outcomes=()) -> tuple[dict, int]:
 def emit_check(result, *, fmt: str, output: str | None, strict: bool, outcomes=(), view: str = "default") -> int:
     """Show one CheckResult; returns the exit code (verdict, --strict, requirements). ``view`` is the table's:
     "default" (one screen), "verbose" (-v: everything) or "brief" (--brief: the verdict line)."""
+    from fitcheck.preflight.requirements import with_answer
+
+    outcomes = with_answer(outcomes, result)
     doc, code = check_answer(result, strict=strict, outcomes=outcomes)
     if fmt == "json":
         click.echo(_dumps(doc))
@@ -165,8 +170,10 @@ def requirements_document(machine, outcomes) -> dict:
 
 def emit_requirements(machine, outcomes, *, fmt: str, output: str | None) -> int:
     """Machine requirements only (no MODEL): one line each."""
+    from fitcheck.preflight.requirements import machine_only
     from fitcheck.render.check import machine_line
 
+    machine_only(outcome.requirement for outcome in outcomes)
     doc = requirements_document(machine, outcomes)
     if fmt == "json":
         click.echo(_dumps(doc))
@@ -264,6 +271,9 @@ def run_plan_file(path: str, *, profile: str | None, strict: bool, requirements,
     case_results = run_plan(plan, machine_for, strict=strict, default_profile=profile, prepared=prepared,
                             context_for=context_for)
     stack = context_for(profile).stack if context_for is not None else None
+    from fitcheck.preflight.requirements import machine_only
+
+    machine_only(requirements)
     outcomes = evaluate(requirements, machine_for(profile), stack) if requirements else ()
     return emit_plan(path, case_results, fmt=fmt, output=output, strict=strict, outcomes=outcomes)
 

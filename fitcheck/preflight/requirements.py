@@ -16,6 +16,11 @@ machine being checked (this one, or the ``--profile``):
     torch_cuda the CUDA version torch was built for (12.4 for 2.5.1+cu124); ``torch_cuda<=driver`` (or
                ``<=cuda``) compares it with the CUDA version the driver supports
 
+and one fact of the answer, judged with it (``fitcheck MODEL --require``, not ``--plan`` or machine checks alone):
+
+    concurrency  sequences of the request's context that run at once: a pooled engine's KV pool (vLLM, SGLang;
+                 more than it holds queue), else the batch when it fits and 0 when it does not
+
 Sizes need a unit (``24GiB``, ``40GB``, ``512MiB``; GB is 10^9 bytes, GiB 2^30), versions are
 compared part by part (12.10 > 12.9).  On a machine with no GPU the GPU facts (vram, vram_free,
 cc, cuda) are not unknown: the requirement fails with "no GPU".  A fact the machine could not
@@ -47,7 +52,9 @@ FACTS: dict[str, tuple[str, str]] = {
     "driver": (VERSION, "NVIDIA driver version"),
     "torch": (VERSION, "installed torch version"),
     "torch_cuda": (VERSION, "CUDA version of the installed torch build"),
+    "concurrency": (COUNT, "sequences at full length that run at once"),
 }
+ANSWER_FACTS = ("concurrency",)
 _GPU_FACTS = ("vram", "vram_free", "cc", "cuda", "driver")
 _STACK_FACTS = ("torch", "torch_cuda")
 _REFERENCES = {"driver": "cuda", "cuda": "cuda"}  # torch_cuda<=driver: the CUDA version the driver supports
@@ -243,6 +250,9 @@ def evaluate(requirements, machine: Machine, stack=None) -> tuple[Outcome, ...]:
     """Each requirement judged against ``machine`` (and ``stack``, the installed packages, for torch facts)."""
     out = []
     for req in requirements:
+        if req.fact in ANSWER_FACTS:  # judged with the answer (with_answer)
+            out.append(Outcome(req, UNKNOWN, None, "judged with the answer"))
+            continue
         if req.fact in _STACK_FACTS:
             value, shown, failed = measure_stack(req.fact, stack)
             if value is None:
@@ -267,6 +277,34 @@ def evaluate(requirements, machine: Machine, stack=None) -> tuple[Outcome, ...]:
         else:
             out.append(Outcome(req, OK if req.holds(value) else FAILED, value, shown))
     return tuple(out)
+
+
+def machine_only(requirements) -> None:
+    """FitcheckError (exit 2) for a fact of the answer asked without a model to answer (machine checks alone, a
+    plan's shared --require)."""
+    answer = [r.text for r in requirements if r.fact in ANSWER_FACTS]
+    if answer:
+        raise FitcheckError(f"--require {answer[0]} judges an answer: give a MODEL", "fitcheck MODEL --require "
+                            f"{answer[0]!r}")
+
+
+def with_answer(outcomes, result) -> tuple[Outcome, ...]:
+    """``outcomes`` with the answer's facts judged against ``result`` (a CheckResult): concurrency is a pooled
+    engine's KV pool at the request's context (its max_concurrency), else the batch when it fits, 0 when not."""
+    def judged(o: Outcome) -> Outcome:
+        if o.requirement.fact not in ANSWER_FACTS:
+            return o
+        pool = getattr(result.estimate, "pool", None)
+        batch = getattr(result.plan, "batch", 1)
+        if pool is not None and result.verdict.runs:
+            value: float = pool.max_concurrency
+            shown = f"{value:g} in {pool.title}'s KV pool at {result.plan.context:,} tokens"
+        else:
+            value = batch if result.verdict.runs else 0
+            shown = f"{value} ({'the batch, which fits' if value else 'it does not fit'})"
+        return Outcome(o.requirement, OK if o.requirement.holds(value) else FAILED, value, shown)
+
+    return tuple(judged(o) for o in outcomes)
 
 
 def outcome_dict(o: Outcome) -> dict:

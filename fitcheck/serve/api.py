@@ -176,7 +176,7 @@ def _check(query: list[tuple[str, str]], here: Here, *, need_model: bool = False
     """(the CheckResult or None, the document) of `fitcheck check ... --json`, in the command's order of checks."""
     from fitcheck.cli.options import cost_settings, request_from, typed_for_other_mode
     from fitcheck.preflight import emit
-    from fitcheck.preflight.requirements import evaluate, parse_requirements
+    from fitcheck.preflight.requirements import evaluate, machine_only, parse_requirements
     from fitcheck.preflight.requirements import exit_code as requirements_exit_code
 
     ctx = parse(check_command(), argv_of(check_params(), query, command=check_command()))
@@ -192,6 +192,7 @@ def _check(query: list[tuple[str, str]], here: Here, *, need_model: bool = False
             if need_model or not requirements:
                 raise click.UsageError("missing MODEL (or --plan PLAN.toml, or --require for machine checks only)")
             machine = _machine(snap, p["profile"], p["gpu"], p["vram"], p["ram"])
+            machine_only(requirements)
             return None, emit.requirements_document(machine, evaluate(requirements, machine, edge.stack))
         refuse_model_path(model)
         typed_for_other_mode(ctx, p["mode"])

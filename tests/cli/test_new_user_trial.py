@@ -384,6 +384,10 @@ def test_a_pooled_engine_starts_with_more_sequences_than_its_pool_and_queues_the
         assert gpu["total_bytes"] <= doc["verdict"]["devices"][0]["free_bytes"]
         # the speed is of those that run
         assert doc["speed"]["batch"] == int(concurrency)
+    # CI gates on what runs at once: --require concurrency>=N (exit 1 when fewer), judged with the answer
+    gate = run(*args[:4], "vllm", *args[5:], "--require", "concurrency>=64")
+    assert gate.exit_code == 1 and "concurrency>=64: FAILED" in gate.output
+    assert run(*args[:4], "vllm", *args[5:], "--require", "concurrency>=16").exit_code == 0
     # a pool that cannot hold one sequence at full length: the engine refuses to start
     one = json.loads(run("llama-3.1-8b", "--engine", "vllm", "--context", "131072", "--batch", "4", "--profile",
                          "rtx-4090", "--json").output)
