@@ -62,10 +62,24 @@ def cases():
             yield pytest.param(model, request, id=f"{model}-{name}")
 
 
+def assert_pool_verdict(result: CheckResult) -> None:
+    """A pooled engine's verdict is its pool's (issue 35 item 4): it starts iff the pool holds one sequence at full
+    length (a DOES NOT FIT for another reason names that reason, not the pool); more sequences queue."""
+    for r in (result, *result.alternatives):
+        pool = r.estimate.pool
+        if pool is None or r.plan.problems:
+            continue
+        if pool.max_concurrency < 1:
+            assert r.verdict.status not in (FITS, TIGHT), (result.query, result.machine.name, r.verdict.summary())
+        elif r.verdict.status not in (FITS, TIGHT):
+            assert not any(f"inside {pool.title}'s" in why for why in r.verdict.reasons), r.verdict.summary()
+
+
 def assert_takeable(result: CheckResult) -> int:
     """Every alternative's printed command reproduces it; the largest context and batch fit when asked."""
     assert result.exit_code in (0, 1), (result.query, result.machine.name, result.verdict.summary())
     assert_pastes(result)  # every engine command names what exists; unknown checkpoints after known ones
+    assert_pool_verdict(result)
     for alt in result.alternatives:
         code, doc = cli_json(alt.fitcheck_command)
         assert code == 0, (alt.fitcheck_command, doc["verdict"]["summary"])
