@@ -97,10 +97,9 @@ def models(ctx: click.Context, query: str | None, family: str | None, show: str 
 
         found = select_entries(query, family, kind)
     if not found:
-        from fitcheck.model.resolve import suggestions
+        from fitcheck.model.suggest import hint
 
-        raise FitcheckError(f"no catalog model matches {query!r}",
-                            "did you mean: " + ", ".join(suggestions(query or "")))
+        raise FitcheckError(f"no catalog model matches {query!r}", hint(query or ""))
     rows = [list_row(e) for e in found]
     if as_json:
         click.echo(document_json(models_document(rows), indent=2))

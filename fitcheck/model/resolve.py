@@ -21,7 +21,6 @@ Order, first match wins:
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, replace
@@ -59,22 +58,11 @@ def _choose(text: str, candidates: list[CatalogEntry]) -> ResolvedModel:
 
 
 def suggestions(text: str, n: int = 3) -> list[str]:
-    """The ``n`` catalog names closest to ``text``: names that continue it first (``llama-3.3`` →
-    llama3.3-70b, ``qwen3-235b`` → the 235B-A22B), with ``moe`` the family's mixture-of-experts
-    models (smallest first), then difflib's closest."""
-    names: dict[str, str] = {}
-    for e in load_catalog().entries:
-        for label in (*e.aliases, e.name):
-            names.setdefault(normalize_name(label), label)
-    key = normalize_name(text)
-    out: list[str] = []
-    if key.endswith("-moe") or key.startswith("moe-") or "-moe-" in key:
-        family = key.replace("-moe", "").replace("moe-", "")
-        moe = sorted((e for e in load_catalog().search(family) if e.spec.is_moe), key=lambda e: e.spec.total_params)
-        out += [e.aliases[0] if e.aliases else e.name for e in moe]
-    longer = sorted((k for k in names if k.startswith(key + "-")), key=lambda k: (len(k), k))
-    out += [names[k] for k in longer]
-    out += [names[c] for c in difflib.get_close_matches(key, list(names), n=n, cutoff=0.0)]
+    """The ``n`` catalog names closest to ``text`` that do not mislead (fitcheck.model.suggest): names that
+    continue it first (``llama-3.3`` -> llama3.3-70b), then the same family and variant within 2x of its size."""
+    from fitcheck.model import suggest
+
+    out = suggest.continuations(text) + [suggest.label(e) for e in suggest.close_entries(text)]
     return list(dict.fromkeys(out))[:n]
 
 
@@ -89,8 +77,9 @@ def _with_close_ids(exc: FitcheckError, repo_id: str) -> FitcheckError:
     when it says the repository could not be found or read; else ``exc`` unchanged."""
     if "private" in exc.message or not any(marker in exc.message for marker in _MISSING_ON_HUB):
         return exc
-    ids = {e.hf_id.lower(): e.hf_id for e in load_catalog().entries}
-    close = [ids[k] for k in difflib.get_close_matches(repo_id.lower(), list(ids), n=3, cutoff=0.85)]
+    from fitcheck.model.suggest import close_ids
+
+    close = close_ids(repo_id)  # never another size or an older release (Qwen3-Coder-30B is not Qwen2.5-Coder-3B)
     if not close:
         return exc
     hint = f"did you mean {', '.join(close)}?" + (f" {exc.hint}" if exc.hint else "")
@@ -272,9 +261,11 @@ def _ollama(name) -> ResolvedModel:
         return ResolvedModel(spec, name.text, "ollama",
                              f"{name.text} → read from the local Ollama store ({blob}); Ollama runs llama.cpp", entry)
     if entry is None:
+        from fitcheck.model import suggest
+
         size = name.size or "no size"
         raise FitcheckError(f"unknown Ollama model {name.text!r} ({size}; not pulled in {ollama.store_dir()})",
-                            "did you mean: " + ", ".join(suggestions(name.model + "-" + (name.size or ""))))
+                            suggest.hint(name.model + "-" + (name.size or "")))
     precision = ollama.precision_of(name, entry.spec)
     # An Ollama model is one GGUF blob: its type is the default, with llama.cpp (Ollama's runtime).
     spec = replace(entry.spec.as_stored(precision), stored_file_type=name.quant.upper() if name.quant
@@ -386,8 +377,9 @@ def _resolve_name(text: str, revision: str | None = None) -> ResolvedModel:
     if len(sizes) > 1:
         raise FitcheckError(f"{text!r} is a model family: choose a size",
                             f"{', '.join(sizes)} (e.g. fitcheck {sizes[len(sizes) // 2]})")
-    hint = "did you mean: " + ", ".join(suggestions(text))
-    raise FitcheckError(f"unknown model {text!r}", hint)
+    from fitcheck.model.suggest import hint
+
+    raise FitcheckError(f"unknown model {text!r}", hint(text))
 
 
 def _known(text: str) -> CatalogEntry | None:

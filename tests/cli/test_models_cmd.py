@@ -50,8 +50,7 @@ def test_show_json_has_every_field_and_the_breakdown():
 def test_unknown_model_is_exit_2_with_three_suggestions():
     r = run("models", "--show", "lama3-8b")
     assert r.exit_code == 2
-    assert "unknown model 'lama3-8b'" in r.output and "did you mean:" in r.output
-    assert r.output.count(",") >= 2
+    assert "unknown model 'lama3-8b'" in r.output and "did you mean: llama3-8b, llama3.1-8b" in r.output
 
 
 def test_no_match_and_unknown_family_are_exit_2():

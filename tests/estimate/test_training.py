@@ -2,7 +2,7 @@
 
 import pytest
 from estimate_specs import LLAMA2_7B, LLAMA3_8B, QWEN25_7B
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from machines import machine, nvidia
 
@@ -190,6 +190,7 @@ def test_deepspeed_keeps_its_gradient_buffers():
 @settings(max_examples=25, deadline=None)
 @given(seq=st.integers(1, 8192), accum=st.integers(2, 64), mode=st.sampled_from(["full", "lora", "qlora"]),
        ckpt=st.booleans())
+@example(seq=3732, accum=2, mode="full", ckpt=False)  # the step phase's slack once outweighed the held gradients
 def test_accumulation_never_lowers_the_peak(seq, accum, mode, ckpt):
     one = est(mode=mode, seq_len=seq, grad_checkpointing=ckpt).total_bytes
     assert est(mode=mode, seq_len=seq, grad_accum=accum, grad_checkpointing=ckpt).total_bytes >= one

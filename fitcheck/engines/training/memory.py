@@ -388,7 +388,22 @@ def _own_segments_at_peak(spec: ModelSpec, plan: TrainingPlan, grads: bool, mast
 
 
 def estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
-    """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says."""
+    """Bytes per GPU (and RAM under offload) for one training step of `spec` as `plan` says.
+
+    With gradient accumulation the step runs every phase a step of one micro-batch runs (its first micro-batch's
+    backward, the optimizer step) and later backwards with the gradients held: its peak is the larger of the two
+    estimates, so accumulating never lowers it (the allocator slack of the step phase can outweigh the held
+    gradients' backward: full fine-tuning of Qwen2.5-7B at 3,732 tokens read 0.13 % lower with 2 micro-batches)."""
+    own = _estimate_training(spec, plan)
+    if plan.grad_accum <= 1:
+        return own
+    single = _estimate_training(spec, plan.with_changes(grad_accum=1))
+    if single.total_bytes <= own.total_bytes:
+        return own
+    return replace(own, devices=single.devices)
+
+
+def _estimate_training(spec: ModelSpec, plan: TrainingPlan) -> Estimate:
     st = model_states(spec, plan)
     N, act_b, grads_sharded = st.shards, st.act_b, st.stage >= 2
 
