@@ -36,13 +36,6 @@ class Checkpoints(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self.repos)
 
-    def gguf_source(self, quant: str) -> str | None:
-        """The GGUF repository that holds ``quant`` (llama.cpp's type name), or None."""
-        repo = self.repos.get("gguf")
-        if repo is None or (self.gguf_types and quant.upper() not in self.gguf_types):
-            return None
-        return repo
-
 
 def checkpoints_of(entry: Any) -> Checkpoints:
     """A catalog entry's checkpoints (none for a model outside the catalog)."""

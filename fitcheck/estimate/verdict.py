@@ -125,7 +125,7 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
         room = 0.0 if (pool is not None and need.kind == "gpu") else headroom
         devices.append(_judge_device(need.device, need.kind, need.total_bytes, free, what, room))
     if pool is not None:
-        devices = _judge_pool(pool, gpu_needs, devices, machine, headroom, reasons)
+        devices = _judge_pool(pool, gpu_needs, devices, machine, reasons)
     status = max((d.status for d in devices), key=lambda s: _ORDER[s], default=UNKNOWN)
     if reasons:
         status = DOES_NOT_FIT
@@ -133,7 +133,7 @@ def judge(estimate: Estimate, machine: Machine, headroom: float) -> Verdict:
 
 
 def _judge_pool(pool: Pool, gpu_needs: tuple[DeviceNeed, ...], devices: list[DeviceVerdict], machine: Machine,
-                headroom: float, reasons: list[str]) -> list[DeviceVerdict]:
+                reasons: list[str]) -> list[DeviceVerdict]:
     """A serving engine's reservation: DOES NOT FIT (a reason) when what the request needs inside it is more than
     it holds, i.e. its KV pool cannot hold one sequence at full length (more sequences than it holds queue:
     engines.serving.queued_kv).  No headroom is taken inside it: the reservation (gpu_memory_utilization,
@@ -161,7 +161,7 @@ def _judge_pool(pool: Pool, gpu_needs: tuple[DeviceNeed, ...], devices: list[Dev
     if (pool.holds_activations and any(d.kind == "gpu" and d.status == DOES_NOT_FIT for d in devices)
             and inner <= reserved and free is not None and total):
         # what overflows is what the engine keeps beyond its reservation: a smaller reservation that still holds
-        # the request inside its headroom leaves room for it
+        # the request leaves room for it
         utilization = room_utilization(free, beyond, total)
         if inner <= utilization * total:
             reasons.append(f"{pool.title} keeps {format_gib(beyond)} beyond its {pool.share} of {format_gib(reserved)} "
