@@ -117,6 +117,10 @@ class Search:
             changes = changed_fields(self.base, out.request)
             if not changes:
                 return out  # the request itself
+            lowered = dict(changes).get("gpu_memory_utilization")
+            if lowered is not None and "gpu-memory-utilization" not in title:
+                # what pipeline.pool_room changed to make room is in the title too (issue 35 item 4)
+                title += f" at --gpu-memory-utilization {lowered:g}"
             alt = Alternative(title, out.request, out.plan, out.estimate, out.verdict,
                               cost + R.margin_cost(out), changes)
             touched = self.touched(out.request)
