@@ -224,10 +224,10 @@ def render_list(rows: list[dict]) -> str:
     table = [
         (r["id"], format_count(r["params"]),
          format_count(r["active_params"]) if r["active_params"] != r["params"] else "",
-         r["layers"], f"{r['max_context']:,}" if r["max_context"] else "unknown", r["family"])
+         r["layers"], f"{r['max_context']:,}" if r["max_context"] else "unknown", r["family"], r["released"] or "")
         for r in rows
     ]
-    headers = ("id", "params", "active", "layers", "context", "family")
+    headers = ("id", "params", "active", "layers", "context", "family", "released")
     return tabulate(table, headers=headers, disable_numparse=True) + f"\n\n{len(rows)} model(s)"
 
 

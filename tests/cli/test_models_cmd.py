@@ -17,7 +17,8 @@ def test_list_query_filters_by_family_and_name():
     r = run("models", "qwen3")
     assert r.exit_code == 0, r.output
     assert "Qwen/Qwen3-8B" in r.output and "Qwen/Qwen2.5-7B" not in r.output and "meta-llama" not in r.output
-    assert r.output.splitlines()[0].split() == ["id", "params", "active", "layers", "context", "family"]
+    assert r.output.splitlines()[0].split() == ["id", "params", "active", "layers", "context", "family", "released"]
+    assert next(ln for ln in r.output.splitlines() if ln.startswith("Qwen/Qwen3-8B ")).split()[-1] == "2025-04"
 
 
 def test_family_option_and_json():
