@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fitcheck.model.catalog import CatalogEntry, load_catalog, normalize_name
+from fitcheck.model.catalog import Catalog, CatalogEntry, load_catalog, normalize_name
 
 # Words of a name that say how it was tuned, not what it is: they do not make a variant.
 _TUNING = frozenset({"instruct", "chat", "it", "base", "hf", "v", "preview", "latest", "thinking", "distill"})
@@ -39,16 +39,20 @@ class Name:
     params: float | None
 
 
-@lru_cache(maxsize=1)
 def _family_words() -> dict[str, str]:
+    return _words_of(load_catalog())   # the catalog of now: a user's catalog models may come and go
+
+
+@lru_cache(maxsize=4)
+def _words_of(catalog: Catalog) -> dict[str, str]:
     """The first word of every catalog name and alias -> its entry's family ('mixtral' -> 'mistral')."""
     words: dict[str, str] = {}
-    for e in load_catalog().entries:
+    for e in catalog.entries:
         for text in (e.name, *e.aliases, e.family):
             first = normalize_name(text).split("-", 1)[0]
             if first.isalpha() and len(first) >= 3:   # not 'r' of 'r1-distill-qwen-14b'
                 words.setdefault(first, e.family)
-    for e in load_catalog().entries:   # a family's own name always maps to it
+    for e in catalog.entries:   # a family's own name always maps to it
         words[normalize_name(e.family).split("-", 1)[0]] = e.family
     return words
 
@@ -105,10 +109,14 @@ def parse_typed(text: str) -> Name:
     return n
 
 
-@lru_cache(maxsize=64)
 def _newest(family: str) -> float:
     """The newest release number of ``family`` in the catalog (0 where none is numbered)."""
-    return max((n.version for e in load_catalog().entries if e.family == family
+    return _newest_in(load_catalog(), family)
+
+
+@lru_cache(maxsize=64)
+def _newest_in(catalog: Catalog, family: str) -> float:
+    return max((n.version for e in catalog.entries if e.family == family
                 and (n := parse(e.name)).version is not None), default=0.0)
 
 
