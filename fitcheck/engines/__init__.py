@@ -13,7 +13,7 @@ defaults, alternatives and the installed-stack check (fitcheck.engines.stack) as
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.base import POOLED, RESIDENT, Engine
 from fitcheck.engines.capabilities import (
@@ -200,6 +200,12 @@ def runnable_precisions(engine: str, kind: str, cc: float | None) -> list[str]:
 
 def default_kv(engine: str, precision: str, kind: str, cc: float | None) -> str:
     return ENGINES[engine].default_kv(precision, kind, cc)
+
+
+def checkpoint_known(spec: ModelSpec, plan: Any) -> bool:
+    """Whether ``plan``'s engine command loads a checkpoint that exists (Engine.checkpoint_known); a training plan
+    loads the model's own."""
+    return bool(getattr(plan, "training", False)) or ENGINES[plan.engine].checkpoint_known(spec, plan)
 
 
 def usable_gpus(engine: str, visible: int, spec: ModelSpec, nodes: int = 1, expert_parallel: bool = False) -> int:

@@ -49,6 +49,12 @@ def gguf_types_of(repos: Mapping[str, str]) -> frozenset[str]:
     return repos.gguf_types if isinstance(repos, Checkpoints) else frozenset()
 
 
+def holds_gguf(types: frozenset[str] | tuple[str, ...], quant: str) -> bool:
+    """Whether a GGUF repository whose recorded file types are ``types`` holds ``quant`` (llama.cpp's type name, any
+    case); a repository with no recorded file list is taken at its word."""
+    return not types or quant.upper() in types
+
+
 def quantized_repo(model_id: str, precision: str, repos: Mapping[str, str]) -> tuple[str, bool]:
     """(repository to load, whether it is a pre-quantized one of ``precision``)."""
     key = HF_QUANT_KEYS.get(precision)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fitcheck.engines import get
+from fitcheck.engines.checkpoints import holds_gguf
 from fitcheck.estimate.formats import MXFP4_BITS, weight_format, weight_format_or_none
 from fitcheck.estimate.lora import trainable_shapes
 from fitcheck.estimate.optimizers import ParamShape, state_bytes
@@ -213,7 +214,7 @@ def artifact_for(model: Any, plan: Any) -> Artifact:
         if model.source == "ollama":
             return Artifact("", f"GGUF {quant}", f"an Ollama tag of {quant}", OLLAMA, computed, False, basis)
         hf_id = model.hf_id or ""
-        gguf_repo = repos.get("gguf") if not spec.gguf_types or quant in spec.gguf_types else None
+        gguf_repo = repos.get("gguf") if holds_gguf(spec.gguf_types, quant) else None
         gguf_repo = gguf_repo or (hf_id.partition(":")[0] if ":" in hf_id else None)
         if gguf_repo:
             return Artifact(f"gguf:{gguf_repo}:{quant}", f"GGUF {quant}", f"{gguf_repo}:{quant}", LLAMA_CPP,

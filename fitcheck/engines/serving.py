@@ -153,14 +153,13 @@ def static_pool(engine: ServingEngine, weights_c: Component, kv_c: Component, ac
     vLLM reserves gpu_memory_utilization × total for everything (weights, activations, non-torch, KV pool);
     SGLang reserves mem_fraction_static of the memory free after its init for weights and the KV pool only
     (fitcheck.engines.sglang.static_bytes), activations, CUDA graphs and NCCL living in the remaining share."""
-    comps = [weights_c, *([rope_c] if rope_c else []), kv_c, act_c, over_c]
     if static is None:
-        return comps, None
+        return [weights_c, *([rope_c] if rope_c else []), kv_c, act_c, over_c], None
     inside = weights_c.bytes + (rope_c.bytes if rope_c else 0) \
         + (act_c.bytes + over_c.bytes if engine.reservation_holds_activations else 0)
     pool = static - inside
     kv_c = queued_kv(kv_c, pool, sequences)
-    comps[comps.index(next(c for c in comps if c.name == KV_CACHE))] = kv_c
+    comps = [weights_c, *([rope_c] if rope_c else []), kv_c, act_c, over_c]
     spare = pool - kv_c.bytes
     if spare > 0:
         comps.append(Component("kv_pool_spare", spare, f"rest of the reservation, which {engine.title} also gives to "

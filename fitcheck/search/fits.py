@@ -294,7 +294,7 @@ def _row(entry: ModelRef, plan, verdict, machine: Machine, command: str, change:
     else:
         speed = estimate_speed(entry.spec, plan, machine)
         decode = None if speed.decode is None else (speed.decode.low, speed.decode.high)
-    known = plan.training or engines.get(plan.engine).checkpoint_known(entry.spec, plan)
+    known = engines.checkpoint_known(entry.spec, plan)
     return FitRow(entry, verdict.status, plan, *_room(verdict), decode, training, command, change, "",
                   _devices(verdict), known)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from fitcheck import engines
 from fitcheck.engines.capabilities import ATTENTION_RUNS, GGUF_TYPES
+from fitcheck.engines.checkpoints import holds_gguf
 from fitcheck.estimate.context_limit import search_limit
 from fitcheck.estimate.formats import KV_DTYPE_BYTES, weight_format
 from fitcheck.estimate.verdict import FITS
@@ -381,7 +382,7 @@ def gguf_builds(c: Context) -> None:
             placed = runs(c.s.consider(f"Run on the CPU with {gguf.title} ({precision})",
                                        c.gguf_base.with_changes(precision=precision, device="cpu", gpus=None),
                                        step + (45 if c.visible else 5)))
-        if placed and (not c.spec.gguf_types or precision.upper() in c.spec.gguf_types):
+        if placed and holds_gguf(c.spec.gguf_types, precision):
             break  # a build the model's GGUF repository does not hold goes on to one it holds (known_first)
 
 

@@ -233,16 +233,14 @@ def footing(spec: ModelSpec, machine: Machine, a: Alternative) -> Footing:
 def checkpoint_known(spec: ModelSpec, a: Alternative) -> bool:
     """Whether ``a``'s engine command loads a checkpoint that exists (Engine.checkpoint_known); training plans load
     the model's own."""
-    return not isinstance(a.plan, Plan) or engines.get(a.plan.engine).checkpoint_known(spec, a.plan)
+    return engines.checkpoint_known(spec, a.plan)
 
 
 def known_first(spec: ModelSpec, ranked: list[Alternative] | tuple[Alternative, ...]) -> list[Alternative]:
     """``ranked`` with every option whose checkpoint fitcheck cannot name (an AWQ build of a model no catalog
     repository quantizes, a GGUF type its GGUF repository does not hold) after every one it can, each group kept
     in order: the first thing a user reads must be a command that runs as printed (issue 35 item 3)."""
-    known = [checkpoint_known(spec, a) for a in ranked]
-    return [a for a, k in zip(ranked, known, strict=True) if k] + [a for a, k in zip(ranked, known, strict=True)
-                                                                  if not k]
+    return sorted(ranked, key=lambda a: not checkpoint_known(spec, a))   # stable: each group keeps its order
 
 
 def needless_nodes(a: Alternative, found: list[Alternative], plan: AnyPlan) -> bool:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fitcheck.engines.base import RESIDENT, Engine
 from fitcheck.engines.capabilities import CPU, CUDA, FLOATS, GGUF_TYPES, METAL, ROCM, Runs
-from fitcheck.engines.checkpoints import gguf_types_of
+from fitcheck.engines.checkpoints import gguf_types_of, holds_gguf
 from fitcheck.estimate.distributed import rpc_comm
 from fitcheck.estimate.kv_cache import SlidingCache
 from fitcheck.speed.efficiency import Efficiency, experts_touched_fraction, pcie_bytes_per_s
@@ -107,7 +107,7 @@ class LlamaCpp(Engine):
         Gemma 3's QAT repositories Q4_0, gpt-oss's MXFP4_MOE)."""
         from fitcheck.estimate.formats import weight_format
 
-        if not spec.gguf_types or precision.upper() in spec.gguf_types or spec.stored_file_type:
+        if holds_gguf(spec.gguf_types, precision) or spec.stored_file_type:
             return None
         held = [t for t in GGUF_TYPES if t.upper() in spec.gguf_types]
         if not held:
@@ -121,13 +121,13 @@ class LlamaCpp(Engine):
         """The model's own GGUF file, or a catalog GGUF repository that holds the type (its recorded file list)."""
         if plan.stored_format:
             return True
-        return "gguf" in spec.prequantized and (not spec.gguf_types or plan.precision.upper() in spec.gguf_types)
+        return "gguf" in spec.prequantized and holds_gguf(spec.gguf_types, plan.precision)
 
     def command(self, model_id: str, plan: Plan, repos: Mapping[str, str], local: bool = False) -> str:
         quant = plan.precision.upper()
         comment = ""
         held = gguf_types_of(repos)
-        if "gguf" in repos and (not held or quant in held):
+        if "gguf" in repos and holds_gguf(held, quant):
             # a repository of one type: llama.cpp's own guides name it without a tag (-hf ggml-org/gpt-oss-20b-GGUF)
             src = ["-hf", repos["gguf"] if held == {quant} else f"{repos['gguf']}:{quant}"]
         elif local and model_id.lower().endswith(".gguf"):
